@@ -1,0 +1,78 @@
+// trove/document.h: a file as trove reads it, the model in the middle of every conversion.
+//
+// Every reader (.pt, tensordict, .tdz, .psk.d) returns a Document: a value tree (root) whose
+// tensor nodes are zero-copy views, the flat list of tensors under their key paths, and the
+// container's own records and properties for `trove info`. Every writer consumes one.
+// A Document keeps its file mapped for as long as it or any view of it lives.
+// Documents are immutable once returned; reading from many threads is safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trove/value.h"
+
+namespace trove {
+
+// A tensor and where it sits in the tree.
+struct NamedTensor {
+  std::string key;           // key path: %-encoded components joined by '/' (see EncodeKeyComponent)
+  const TensorView* view;    // owned by the document's arena
+};
+
+// One record/member of the container (zip entry, file of a directory, header block).
+struct ContainerRecord {
+  std::string name;
+  uint64_t offset = 0;        // where the payload starts in the file
+  uint64_t size = 0;          // payload size after decompression
+  uint64_t stored_size = 0;   // size as stored
+  std::string method;         // "stored", "deflate", "bzip2", "lzma", "file", ...
+  uint32_t crc32 = 0;
+};
+
+struct Document {
+  std::string format;  // "pt", "pt-legacy", "tensordict", "tdz", "pskd"
+  std::string path;
+  uint64_t file_size = 0;
+  std::shared_ptr<ValueArena> arena = std::make_shared<ValueArena>();
+  Value* root = nullptr;
+  std::vector<NamedTensor> tensors;
+  std::vector<std::pair<std::string, std::string>> properties;  // ordered, e.g. {"byteorder","little"}
+  std::vector<ContainerRecord> records;
+  std::vector<std::string> warnings;
+
+  const NamedTensor* FindTensor(std::string_view key) const;
+  const std::string* Property(std::string_view name) const;
+};
+
+// Reading policy shared by all readers.
+struct ReadOptions {
+  // Unknown pickle globals become inert object nodes instead of errors (never executed either way).
+  bool permissive = false;
+  // Decode pickled sidecars (tensordict other.pickle) with trove's data-only unpickler.
+  bool allow_pickle = false;
+};
+
+// Key paths. A component is %-encoded like a tensordict file name: each of / \ < > : " | ? *,
+// space, %, bytes 0-31 and 127 becomes %XX (uppercase hex); "" becomes "%", "." "%2E",
+// ".." "%2E%2E"; everything else (including non-ASCII) is kept. Components join with '/'.
+std::string EncodeKeyComponent(std::string_view key);
+// Inverse of EncodeKeyComponent; throws Error(kUsage) on a malformed escape.
+std::string DecodeKeyComponent(std::string_view encoded);
+std::string JoinKeyPath(const std::vector<std::string>& encoded_components);
+std::vector<std::string> SplitKeyPath(std::string_view key_path);
+// The component a dict key stands for: str as is, int in decimal, bool as True/False, None as
+// None, other kinds in a Python-like repr.
+std::string KeyComponentText(const Value& key);
+
+// Walks the tree from `root` and lists every tensor under its key path, in tree order, through
+// dicts (by key), lists/tuples (by index) and object nodes (their state, then args). A tensor
+// reached by two paths is listed under both. The walk is iterative and bounded: it stops with
+// Error(kLimit) after kMaxTreeVisits nodes (memo-DAG "billion laughs") and never loops on cycles.
+inline constexpr uint64_t kMaxTreeVisits = 10'000'000;  // far above any real checkpoint's node count
+std::vector<NamedTensor> CollectTensors(const Value* root);
+
+}  // namespace trove

@@ -1,0 +1,54 @@
+// trove/dtype.h: the element types trove knows, one table shared by every format.
+//
+// The table covers every row of the container spec's number-format table plus torch's legacy
+// quantized and bit types (known so that they are reported by name and refused for reading).
+// All functions are pure lookups into a static table: thread-safe, no allocation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace trove {
+
+enum class DType : uint8_t {
+  kFloat32, kFloat64, kFloat16, kBFloat16,
+  kInt64, kInt32, kInt16, kInt8,
+  kUInt8, kUInt16, kUInt32, kUInt64,
+  kBool,
+  kComplex32, kComplex64, kComplex128,
+  kFloat8E4M3FN, kFloat8E5M2, kFloat8E4M3FNUZ, kFloat8E5M2FNUZ, kFloat8E8M0FNU,
+  kFloat4E2M1FNx2,
+  // Quantized: reported, never read (their meaning needs scale/zero point outside the bytes).
+  kQInt8, kQUInt8, kQInt32, kQUInt4x2, kQUInt2x4,
+  // Opaque bit containers: readable as raw bytes only.
+  kBits8, kBits16, kBits1x8, kBits2x4, kBits4x2,
+};
+
+enum class DTypeKind : uint8_t { kFloat, kInt, kUInt, kBool, kComplex, kQuantized, kBits };
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;           // canonical name (spec table): "float32", "float4_e2m1fn"
+  std::string_view torch_name;     // attribute of the torch module: "float32", "float4_e2m1fn_x2"
+  std::string_view storage_class;  // legacy typed storage ("FloatStorage"), empty if none
+  uint8_t element_size;            // bytes per element as torch counts elements (x2 types: 1)
+  uint8_t bits;                    // bits per value (float4: 4, bool: 8)
+  DTypeKind kind;
+  bool readable;                   // false for quantized types
+};
+
+const DTypeInfo& Info(DType dtype);
+inline std::string_view Name(DType dtype) { return Info(dtype).name; }
+inline uint64_t ElementSize(DType dtype) { return Info(dtype).element_size; }
+
+// Every known dtype, in enum order.
+std::span<const DTypeInfo> AllDTypes();
+
+// Lookups. Each accepts exactly one spelling family; nullopt when unknown.
+std::optional<DType> DTypeFromName(std::string_view canonical_or_torch_name);   // "float32", "float4_e2m1fn_x2"
+std::optional<DType> DTypeFromTorchString(std::string_view s);                  // "torch.float32"
+std::optional<DType> DTypeFromStorageClass(std::string_view class_name);        // "FloatStorage"
+
+}  // namespace trove

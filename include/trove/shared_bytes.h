@@ -1,0 +1,75 @@
+// trove/shared_bytes.h: immutable byte ranges that keep their backing memory alive.
+//
+// A SharedBytes is a (pointer, size) pair plus a reference-counted owner: a mapped file
+// (zero-copy views of stored tensors) or owned heap memory (inflated or byte-swapped copies).
+// Copying a SharedBytes copies the reference, never the bytes. The bytes are read-only.
+// Thread-safety: like std::shared_ptr; concurrent reads of the bytes are safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace trove {
+
+class SharedBytes {
+ public:
+  SharedBytes() = default;
+  SharedBytes(std::shared_ptr<const void> owner, const uint8_t* data, uint64_t size)
+      : owner_(std::move(owner)), data_(data), size_(size) {}
+
+  // Takes ownership of a vector's bytes (no copy).
+  static SharedBytes FromVector(std::vector<uint8_t> bytes);
+  static SharedBytes CopyOf(const void* data, uint64_t size);
+
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::span<const uint8_t> span() const { return {data_, static_cast<size_t>(size_)}; }
+  std::string_view view() const { return {reinterpret_cast<const char*>(data_), static_cast<size_t>(size_)}; }
+
+  // A sub-range sharing the owner. Throws Error(kCorrupt) when [offset, offset+length) is not inside.
+  SharedBytes Slice(uint64_t offset, uint64_t length) const;
+
+  // True when both share one owner (one mapping or one allocation).
+  bool SameOwner(const SharedBytes& other) const { return owner_ == other.owner_; }
+  const std::shared_ptr<const void>& owner() const { return owner_; }
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// A whole file mapped read-only. Open() maps it once; views into it are SharedBytes whose
+// owner is the mapping, so the mapping lives as long as any view of it.
+//
+// A file truncated by another process while mapped would raise SIGBUS on access: trove never
+// writes into a file in place (writers replace files by rename), and readers that must survive
+// such files copy with ReadAll instead of mapping.
+class MappedFile : public std::enable_shared_from_this<MappedFile> {
+ public:
+  // Throws Error(kIo/kNotFound) naming the path.
+  static std::shared_ptr<MappedFile> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  SharedBytes bytes() const;
+  SharedBytes Slice(uint64_t offset, uint64_t length) const { return bytes().Slice(offset, length); }
+
+ private:
+  MappedFile() = default;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  void* map_ = nullptr;
+  uint64_t map_size_ = 0;
+};
+
+}  // namespace trove

@@ -1,0 +1,70 @@
+// trove/tensor.h: TensorView, a typed strided window onto stored bytes.
+//
+// A TensorView never owns a copy of stored data: `storage` is the whole storage it views (usually
+// a slice of a mapped file) and dtype/shape/strides/storage_offset say which elements are the
+// tensor, all counted in elements as torch does. Several views may share one storage (tied
+// weights, transposes, slices); `storage_index` identifies the storage within its document.
+// A contiguous or byte-swapped copy is made only when asked for (Contiguous*, ForEachChunk).
+// Views are immutable values; concurrent reads are safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "trove/dtype.h"
+#include "trove/shared_bytes.h"
+
+namespace trove {
+
+enum class ByteOrder : uint8_t { kLittle, kBig };
+
+// Caps on what a file may declare for one tensor.
+// Far above any real model (torch itself has no limit, numpy caps at 64); a hostile rank only
+// costs memory proportional to it.
+inline constexpr size_t kMaxTensorRank = 64;
+
+struct TensorView {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;   // in elements
+  int64_t storage_offset = 0;     // in elements
+  ByteOrder byte_order = ByteOrder::kLittle;
+  SharedBytes storage;            // the whole storage; bytes in `byte_order`
+  int64_t storage_index = -1;     // which storage of the document (-1: none, e.g. meta tensors)
+  std::string storage_key;        // the container's name for the storage ("data/0", "obs.memmap")
+  bool requires_grad = false;
+  bool is_parameter = false;
+  bool has_data = true;           // false for meta tensors (shape only)
+
+  int64_t numel() const;
+  uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * ElementSize(dtype); }
+  bool is_contiguous() const;     // C-contiguous (row-major), any offset
+
+  // Throws Error(kCorrupt) unless rank <= kMaxTensorRank, sizes >= 0, strides >= 0, offset >= 0,
+  // every product fits in 63 bits and every element lies inside `storage`. Readers call this on
+  // every view they make; the other members assume it passed.
+  void Validate() const;
+
+  // Calls fn with consecutive chunks that together are the tensor's C-contiguous little-endian
+  // bytes (bool as 0/1 bytes, as stored). Zero-copy when the view is contiguous and little-endian;
+  // otherwise gathers/swaps through a bounded scratch buffer (chunk_bytes).
+  void ForEachChunk(const std::function<void(const uint8_t*, size_t)>& fn,
+                    size_t chunk_bytes = size_t{1} << 20) const;
+
+  // The C-contiguous little-endian bytes: a view when possible, else one owned copy.
+  SharedBytes ContiguousLittleEndian() const;
+
+  // Pointer to the first element (storage + storage_offset * element size).
+  const uint8_t* first_element() const {
+    return storage.data() + static_cast<uint64_t>(storage_offset) * ElementSize(dtype);
+  }
+};
+
+std::string ShapeString(const std::vector<int64_t>& shape);  // "[2, 3]"
+
+// Swaps each element's bytes in place (complex types swap each half).
+void ByteSwapElements(uint8_t* data, uint64_t count, DType dtype);
+
+}  // namespace trove

@@ -1,0 +1,89 @@
+// trove/value.h: the value tree every reader produces and every writer consumes.
+//
+// A Value is one node: None, bool, int (any size), float, complex, str, bytes, list, tuple, set,
+// dict (ordered, keys of any kind), tensor, a Python name (global), or an inert object (class
+// name, constructor arguments, state) that stands for anything trove understands only as data.
+// Nothing is ever imported or run: an object node is a record of what the file said.
+//
+// Nodes live in a ValueArena and point to each other with raw pointers; the arena owns them all
+// and frees them without recursion, so trees of any depth, shared subtrees (pickle memo) and
+// even cycles are safe to hold and to drop. Walkers must still bound their work (see document.h).
+// An arena is not thread-safe for writing; a finished tree may be read from many threads.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trove/tensor.h"
+
+namespace trove {
+
+enum class ValueKind : uint8_t {
+  kNone, kBool, kInt, kFloat, kComplex, kStr, kBytes,
+  kList, kTuple, kSet, kFrozenSet, kDict,
+  kTensor,  // `tensor` points to the view
+  kGlobal,  // a Python name (type_name = "module.name"), e.g. a dtype or a class used as a value
+  kObject,  // an inert object: type_name, args (constructor arguments), state (BUILD / __dict__)
+};
+
+std::string_view KindName(ValueKind kind);
+
+struct Value {
+  ValueKind kind = ValueKind::kNone;
+  bool boolean = false;
+  int64_t integer = 0;                // kInt when it fits in 64 bits (big_int empty)
+  std::vector<uint8_t> big_int;       // kInt beyond 64 bits: little-endian two's complement
+  double real = 0, imag = 0;          // kFloat (real), kComplex
+  std::string text;                   // kStr (UTF-8), kBytes (raw bytes)
+  std::vector<Value*> items;          // kList, kTuple, kSet, kFrozenSet
+  std::vector<std::pair<Value*, Value*>> entries;  // kDict, in insertion order
+  const TensorView* tensor = nullptr; // kTensor
+  // kDict: the Python class ("collections.OrderedDict", "dict", "tensordict:TensorDict"...);
+  // kBytes: "bytes" or "bytearray"; kGlobal/kObject: "module.name".
+  std::string type_name;
+  Value* args = nullptr;              // kObject: constructor arguments (a tuple), may be null
+  Value* state = nullptr;             // kObject and kDict: BUILD state / attributes, may be null
+
+  bool is_container() const {
+    return kind == ValueKind::kList || kind == ValueKind::kTuple || kind == ValueKind::kSet ||
+           kind == ValueKind::kFrozenSet || kind == ValueKind::kDict;
+  }
+  bool is_big_int() const { return kind == ValueKind::kInt && !big_int.empty(); }
+  // Decimal text of an int of any size.
+  std::string IntToString() const;
+  // Looks up a dict entry by string key; null when absent or not a dict.
+  const Value* Find(std::string_view key) const;
+};
+
+class ValueArena {
+ public:
+  ValueArena() = default;
+  ValueArena(const ValueArena&) = delete;
+  ValueArena& operator=(const ValueArena&) = delete;
+
+  Value* New(ValueKind kind);
+  Value* None() { return New(ValueKind::kNone); }
+  Value* Bool(bool b);
+  Value* Int(int64_t i);
+  Value* BigInt(std::vector<uint8_t> le_twos_complement);  // normalises to Int when it fits
+  Value* Float(double d);
+  Value* Str(std::string s);
+  Value* Bytes(std::string b);
+  Value* Dict(std::string type_name = "dict");
+  Value* List();
+  Value* Tuple(std::vector<Value*> items = {});
+  Value* Global(std::string dotted_name);
+  Value* Object(std::string type_name, Value* args);
+  Value* Tensor(TensorView view);  // stores the view in the arena
+
+  size_t size() const { return values_.size(); }
+
+ private:
+  std::deque<Value> values_;
+  std::deque<TensorView> tensors_;
+};
+
+}  // namespace trove

@@ -1,0 +1,78 @@
+// trove/zip_reader.h: a strict reader for zip archives held in a mapped file.
+//
+// The central directory (with zip64 records) is authoritative. Open() checks every entry's local
+// header against it (name, method, sizes when present, flags), and refuses encrypted entries,
+// unknown methods, entries past the end of the file or overlapping each other, duplicate names,
+// and names with a ".." component, a leading '/' or a backslash. Errors name the entry.
+// Stored entries are zero-copy views of the mapping; deflate, bzip2 and lzma entries are
+// decompressed into owned memory, never beyond their declared size (a bomb stops there).
+// A ZipReader is immutable after Open(); reading entries from many threads is safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trove/shared_bytes.h"
+
+namespace trove {
+
+// Caps (reasons): entries in one archive (a checkpoint has one per storage; tensordict one per
+// leaf; this bounds the central-directory index in memory to a few hundred MB).
+inline constexpr uint64_t kMaxZipEntries = 1'000'000;
+// A decompressed entry is held in memory; beyond this, even a declared size is refused.
+inline constexpr uint64_t kMaxInflatedEntryBytes = uint64_t{16} << 30;
+
+enum class ZipMethod : uint16_t { kStored = 0, kDeflate = 8, kBzip2 = 12, kLzma = 14 };
+
+struct ZipEntry {
+  std::string name;
+  uint16_t method = 0;              // ZipMethod value
+  uint16_t flags = 0;               // general-purpose bit flags (from the central directory)
+  uint32_t crc32 = 0;               // as declared in the central directory
+  uint64_t compressed_size = 0;
+  uint64_t uncompressed_size = 0;
+  uint64_t local_header_offset = 0;
+  uint64_t data_offset = 0;         // first payload byte (after the local header's name and extra)
+  bool zip64 = false;               // sizes or offset came from a zip64 extra field
+  std::string local_extra;          // raw local-header extra field (alignment padding lives here)
+};
+
+struct ZipProblem {
+  std::string entry;    // empty for archive-level problems
+  uint64_t offset = 0;
+  std::string message;
+};
+
+class ZipReader {
+ public:
+  // Parses and checks the archive. Throws Error(kCorrupt/kRefused/kLimit) naming the entry.
+  explicit ZipReader(std::shared_ptr<MappedFile> file);
+
+  const std::vector<ZipEntry>& entries() const { return entries_; }
+  const ZipEntry* Find(std::string_view name) const;  // exact name, O(log n)
+  const MappedFile& file() const { return *file_; }
+  const std::shared_ptr<MappedFile>& shared_file() const { return file_; }
+
+  // The payload: a view for stored entries, decompressed owned bytes otherwise (checked against
+  // the declared size; a mismatch is Error(kCorrupt) naming the entry).
+  SharedBytes Read(const ZipEntry& entry) const;
+  // CRC-32 of the payload compared with the declared one; false on mismatch.
+  bool CheckCrc(const ZipEntry& entry) const;
+  // Everything Open() tolerated but a scanner should report (data-descriptor flags, local
+  // headers with zero sizes, extra bytes between entries, a comment, ...).
+  const std::vector<ZipProblem>& anomalies() const { return anomalies_; }
+
+ private:
+  std::shared_ptr<MappedFile> file_;
+  std::vector<ZipEntry> entries_;
+  std::vector<uint32_t> sorted_;  // indices of entries_ sorted by name
+  std::vector<ZipProblem> anomalies_;
+};
+
+// CRC-32 (zip polynomial) of a byte range, continuing from `crc` (0 to start).
+uint32_t Crc32(const uint8_t* data, uint64_t size, uint32_t crc = 0);
+
+}  // namespace trove

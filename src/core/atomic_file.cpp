@@ -1,0 +1,209 @@
+#include "trove/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "trove/error.h"
+
+namespace trove {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes are gathered into this much memory before reaching the kernel; large writes bypass it.
+constexpr size_t kWriteBufferBytes = size_t{1} << 20;
+
+[[noreturn]] void FailErrno(const std::string& what, int err) {
+  Fail(err == ENOSPC ? ErrorCode::kIo : ErrorCode::kIo, what + ": " + std::strerror(err));
+}
+
+std::string ParentDir(const std::string& path) {
+  fs::path p = fs::path(path).parent_path();
+  return p.empty() ? std::string(".") : p.string();
+}
+
+std::string HiddenSibling(const std::string& destination) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  fs::path p(destination);
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, ".trove-tmp-%08llx", static_cast<unsigned long long>(rng() & 0xFFFFFFFFu));
+  std::string name = "." + p.filename().string() + suffix;
+  return (p.parent_path().empty() ? fs::path(name) : p.parent_path() / name).string();
+}
+
+void FsyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string destination) : destination_(std::move(destination)) {
+  if (destination_.empty()) Fail(ErrorCode::kUsage, "empty output path");
+  if (fs::is_directory(destination_)) Fail(ErrorCode::kIo, destination_ + ": is a directory");
+  const std::string dir = ParentDir(destination_);
+  fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+  if (fd_ < 0) {
+    if (errno == ENOENT) FailErrno(destination_, ENOENT);
+    if (errno == EACCES || errno == EROFS) FailErrno(destination_, errno);
+    for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
+      temp_path_ = HiddenSibling(destination_);
+      fd_ = ::open(temp_path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+      if (fd_ < 0 && errno != EEXIST) FailErrno(destination_, errno);
+    }
+    if (fd_ < 0) FailErrno(destination_, EEXIST);
+  }
+  buffer_.reserve(kWriteBufferBytes);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+}
+
+void AtomicFile::Flush() {
+  const char* p = buffer_.data();
+  size_t left = buffer_.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      FailErrno(destination_, errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  buffer_.clear();
+}
+
+void AtomicFile::Write(const void* data, uint64_t size) {
+  const char* p = static_cast<const char*>(data);
+  if (buffer_.size() + size <= kWriteBufferBytes) {
+    buffer_.append(p, static_cast<size_t>(size));
+  } else {
+    Flush();
+    if (size < kWriteBufferBytes) {
+      buffer_.append(p, static_cast<size_t>(size));
+    } else {
+      while (size > 0) {
+        ssize_t n = ::write(fd_, p, static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30)));
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          FailErrno(destination_, errno);
+        }
+        p += n;
+        size -= static_cast<uint64_t>(n);
+        position_ += static_cast<uint64_t>(n);
+      }
+      return;
+    }
+  }
+  position_ += size;
+}
+
+void AtomicFile::WriteAt(uint64_t offset, const void* data, uint64_t size) {
+  Flush();
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::pwrite(fd_, p, static_cast<size_t>(size), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      FailErrno(destination_, errno);
+    }
+    p += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<uint64_t>(n);
+  }
+}
+
+void AtomicFile::Commit() {
+  Flush();
+  if (::fsync(fd_) != 0) FailErrno(destination_, errno);
+  if (temp_path_.empty()) {
+    // Give the unnamed file a hidden name, then rename it over the destination.
+    char proc[64];
+    std::snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd_);
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      std::string name = HiddenSibling(destination_);
+      if (::linkat(AT_FDCWD, proc, AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+        temp_path_ = name;
+        break;
+      }
+      if (errno != EEXIST) FailErrno(destination_, errno);
+    }
+    if (temp_path_.empty()) FailErrno(destination_, EEXIST);
+  }
+  if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
+    int err = errno;
+    ::unlink(temp_path_.c_str());
+    temp_path_.clear();
+    FailErrno(destination_, err);
+  }
+  committed_ = true;
+  ::close(fd_);
+  fd_ = -1;
+  FsyncDir(ParentDir(destination_));
+}
+
+AtomicDirectory::AtomicDirectory(std::string destination) : destination_(std::move(destination)) {
+  while (!destination_.empty() && destination_.size() > 1 && destination_.back() == '/') destination_.pop_back();
+  if (destination_.empty()) Fail(ErrorCode::kUsage, "empty output path");
+  if (fs::exists(destination_) && !fs::is_directory(destination_))
+    Fail(ErrorCode::kIo, destination_ + ": exists and is not a directory");
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    std::string name = HiddenSibling(destination_);
+    if (::mkdir(name.c_str(), 0777) == 0) {
+      temp_path_ = name;
+      return;
+    }
+    if (errno != EEXIST) FailErrno(destination_, errno);
+  }
+  FailErrno(destination_, EEXIST);
+}
+
+AtomicDirectory::~AtomicDirectory() {
+  if (!committed_ && !temp_path_.empty()) {
+    std::error_code ec;
+    fs::remove_all(temp_path_, ec);
+  }
+}
+
+void AtomicDirectory::Commit() {
+  // Make the files durable before they become visible.
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(temp_path_, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_regular_file()) {
+      int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+      }
+    } else if (it->is_directory()) {
+      FsyncDir(it->path().string());
+    }
+  }
+  FsyncDir(temp_path_);
+  if (fs::exists(destination_)) {
+    if (::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, destination_.c_str(), RENAME_EXCHANGE) != 0)
+      FailErrno(destination_, errno);
+    committed_ = true;
+    fs::remove_all(temp_path_, ec);  // now holds the old tree
+  } else {
+    if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) FailErrno(destination_, errno);
+    committed_ = true;
+  }
+  FsyncDir(ParentDir(destination_));
+}
+
+}  // namespace trove

@@ -1,0 +1,82 @@
+#include "trove/dtype.h"
+
+#include <array>
+
+namespace trove {
+namespace {
+
+using K = DTypeKind;
+constexpr std::array kTable = {
+    DTypeInfo{DType::kFloat32, "float32", "float32", "FloatStorage", 4, 32, K::kFloat, true},
+    DTypeInfo{DType::kFloat64, "float64", "float64", "DoubleStorage", 8, 64, K::kFloat, true},
+    DTypeInfo{DType::kFloat16, "float16", "float16", "HalfStorage", 2, 16, K::kFloat, true},
+    DTypeInfo{DType::kBFloat16, "bfloat16", "bfloat16", "BFloat16Storage", 2, 16, K::kFloat, true},
+    DTypeInfo{DType::kInt64, "int64", "int64", "LongStorage", 8, 64, K::kInt, true},
+    DTypeInfo{DType::kInt32, "int32", "int32", "IntStorage", 4, 32, K::kInt, true},
+    DTypeInfo{DType::kInt16, "int16", "int16", "ShortStorage", 2, 16, K::kInt, true},
+    DTypeInfo{DType::kInt8, "int8", "int8", "CharStorage", 1, 8, K::kInt, true},
+    DTypeInfo{DType::kUInt8, "uint8", "uint8", "ByteStorage", 1, 8, K::kUInt, true},
+    DTypeInfo{DType::kUInt16, "uint16", "uint16", "", 2, 16, K::kUInt, true},
+    DTypeInfo{DType::kUInt32, "uint32", "uint32", "", 4, 32, K::kUInt, true},
+    DTypeInfo{DType::kUInt64, "uint64", "uint64", "", 8, 64, K::kUInt, true},
+    DTypeInfo{DType::kBool, "bool", "bool", "BoolStorage", 1, 8, K::kBool, true},
+    DTypeInfo{DType::kComplex32, "complex32", "complex32", "", 4, 32, K::kComplex, true},
+    DTypeInfo{DType::kComplex64, "complex64", "complex64", "ComplexFloatStorage", 8, 64, K::kComplex, true},
+    DTypeInfo{DType::kComplex128, "complex128", "complex128", "ComplexDoubleStorage", 16, 128, K::kComplex, true},
+    DTypeInfo{DType::kFloat8E4M3FN, "float8_e4m3fn", "float8_e4m3fn", "", 1, 8, K::kFloat, true},
+    DTypeInfo{DType::kFloat8E5M2, "float8_e5m2", "float8_e5m2", "", 1, 8, K::kFloat, true},
+    DTypeInfo{DType::kFloat8E4M3FNUZ, "float8_e4m3fnuz", "float8_e4m3fnuz", "", 1, 8, K::kFloat, true},
+    DTypeInfo{DType::kFloat8E5M2FNUZ, "float8_e5m2fnuz", "float8_e5m2fnuz", "", 1, 8, K::kFloat, true},
+    DTypeInfo{DType::kFloat8E8M0FNU, "float8_e8m0fnu", "float8_e8m0fnu", "", 1, 8, K::kFloat, true},
+    DTypeInfo{DType::kFloat4E2M1FNx2, "float4_e2m1fn", "float4_e2m1fn_x2", "", 1, 4, K::kFloat, true},
+    DTypeInfo{DType::kQInt8, "qint8", "qint8", "QInt8Storage", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kQUInt8, "quint8", "quint8", "QUInt8Storage", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kQInt32, "qint32", "qint32", "QInt32Storage", 4, 32, K::kQuantized, false},
+    DTypeInfo{DType::kQUInt4x2, "quint4x2", "quint4x2", "QUInt4x2Storage", 1, 4, K::kQuantized, false},
+    DTypeInfo{DType::kQUInt2x4, "quint2x4", "quint2x4", "QUInt2x4Storage", 1, 2, K::kQuantized, false},
+    DTypeInfo{DType::kBits8, "bits8", "bits8", "", 1, 8, K::kBits, true},
+    DTypeInfo{DType::kBits16, "bits16", "bits16", "", 2, 16, K::kBits, true},
+    DTypeInfo{DType::kBits1x8, "bits1x8", "bits1x8", "", 1, 1, K::kBits, true},
+    DTypeInfo{DType::kBits2x4, "bits2x4", "bits2x4", "", 1, 2, K::kBits, true},
+    DTypeInfo{DType::kBits4x2, "bits4x2", "bits4x2", "", 1, 4, K::kBits, true},
+};
+
+}  // namespace
+
+const DTypeInfo& Info(DType dtype) { return kTable[static_cast<size_t>(dtype)]; }
+
+std::span<const DTypeInfo> AllDTypes() { return kTable; }
+
+std::optional<DType> DTypeFromName(std::string_view name) {
+  for (const auto& row : kTable)
+    if (row.name == name || row.torch_name == name) return row.dtype;
+  // torch's aliases that str(dtype) never prints but users type.
+  if (name == "half") return DType::kFloat16;
+  if (name == "float") return DType::kFloat32;
+  if (name == "double") return DType::kFloat64;
+  if (name == "long") return DType::kInt64;
+  if (name == "int") return DType::kInt32;
+  if (name == "short") return DType::kInt16;
+  if (name == "cfloat") return DType::kComplex64;
+  if (name == "cdouble") return DType::kComplex128;
+  if (name == "chalf") return DType::kComplex32;
+  return std::nullopt;
+}
+
+std::optional<DType> DTypeFromTorchString(std::string_view s) {
+  constexpr std::string_view kPrefix = "torch.";
+  if (s.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  s.remove_prefix(kPrefix.size());
+  for (const auto& row : kTable)
+    if (row.torch_name == s) return row.dtype;
+  return std::nullopt;
+}
+
+std::optional<DType> DTypeFromStorageClass(std::string_view class_name) {
+  if (class_name.empty()) return std::nullopt;
+  for (const auto& row : kTable)
+    if (row.storage_class == class_name) return row.dtype;
+  return std::nullopt;
+}
+
+}  // namespace trove

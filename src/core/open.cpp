@@ -1,0 +1,59 @@
+#include "trove/open.h"
+
+#include <filesystem>
+
+#include "formats/pt/pt_reader.h"
+#include "trove/error.h"
+#include "trove/shared_bytes.h"
+
+namespace trove {
+
+std::string_view FormatName(Format format) {
+  switch (format) {
+    case Format::kUnknown: return "unknown";
+    case Format::kPt: return "pt";
+    case Format::kPtLegacy: return "pt-legacy";
+    case Format::kPtTar: return "pt-tar";
+    case Format::kTorchScript: return "torchscript";
+    case Format::kTensordictDir: return "tensordict";
+    case Format::kTdz: return "tdz";
+    case Format::kPskd: return "pskd";
+  }
+  return "unknown";
+}
+
+Format DetectFormat(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return fs::exists(fs::path(path) / "meta.json", ec) ? Format::kTensordictDir : Format::kUnknown;
+  }
+  auto file = MappedFile::Open(path);
+  std::string_view head(reinterpret_cast<const char*>(file->data()), std::min<uint64_t>(file->size(), 512));
+  if (head.substr(0, 4) == "PSKD") return Format::kPskd;
+  if (head.substr(0, 4) == std::string_view("PK\x03\x04", 4) || head.substr(0, 4) == std::string_view("PK\x05\x06", 4)) {
+    return DetectZipFormat(*file);
+  }
+  if (IsLegacyPtMagic(head)) return Format::kPtLegacy;
+  if (head.size() >= 262 && head.substr(257, 5) == "ustar") return Format::kPtTar;
+  return Format::kUnknown;
+}
+
+Document Open(const std::string& path, const ReadOptions& options) {
+  return WithContext(path, [&]() -> Document {
+    Format format = DetectFormat(path);
+    switch (format) {
+      case Format::kPt:
+      case Format::kPtLegacy:
+        return ReadPt(MappedFile::Open(path), options);
+      case Format::kPtTar:
+        Fail(ErrorCode::kUnsupported, "pre-0.4 tar checkpoint: unsupported (re-save it with a torch >= 0.4)");
+      case Format::kTorchScript:
+        Fail(ErrorCode::kRefused, "TorchScript/torch.package archive: refused (it holds code, not just data)");
+      default:
+        Fail(ErrorCode::kUnsupported, "not a format trove reads (no zip, pickle, tensordict or .psk.d signature)");
+    }
+  });
+}
+
+}  // namespace trove

@@ -1,0 +1,172 @@
+#include "trove/tensor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "trove/error.h"
+
+namespace trove {
+namespace {
+
+int64_t CheckedMul(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) Fail(ErrorCode::kCorrupt, std::string(what) + " overflows 64 bits");
+  return r;
+}
+
+int64_t CheckedAdd(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) Fail(ErrorCode::kCorrupt, std::string(what) + " overflows 64 bits");
+  return r;
+}
+
+size_t SwapUnit(DType dtype) {
+  const auto& info = Info(dtype);
+  if (info.kind == DTypeKind::kComplex) return info.element_size / 2;
+  return info.element_size;
+}
+
+}  // namespace
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+void ByteSwapElements(uint8_t* data, uint64_t count, DType dtype) {
+  size_t unit = SwapUnit(dtype);
+  if (unit <= 1) return;
+  uint64_t units = count * (ElementSize(dtype) / unit);
+  for (uint64_t i = 0; i < units; ++i) std::reverse(data + i * unit, data + (i + 1) * unit);
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool TensorView::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;
+    if (shape[i] == 0) return true;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+void TensorView::Validate() const {
+  if (shape.size() > kMaxTensorRank) {
+    Fail(ErrorCode::kLimit, "tensor rank " + std::to_string(shape.size()) + " exceeds kMaxTensorRank (" +
+                                std::to_string(kMaxTensorRank) + ")");
+  }
+  if (strides.size() != shape.size()) {
+    Fail(ErrorCode::kCorrupt, "tensor has " + std::to_string(shape.size()) + " sizes but " +
+                                  std::to_string(strides.size()) + " strides");
+  }
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) Fail(ErrorCode::kCorrupt, "negative size " + std::to_string(shape[i]) + " in shape");
+    if (strides[i] < 0) Fail(ErrorCode::kCorrupt, "negative stride " + std::to_string(strides[i]));
+    n = CheckedMul(n, shape[i], "element count");
+  }
+  if (storage_offset < 0) Fail(ErrorCode::kCorrupt, "negative storage offset " + std::to_string(storage_offset));
+  const int64_t esize = static_cast<int64_t>(ElementSize(dtype));
+  CheckedMul(n, esize, "tensor byte size");
+  CheckedMul(storage_offset, esize, "storage offset in bytes");
+  if (!has_data || n == 0) return;
+  int64_t last = storage_offset;  // index of the last element reached
+  for (size_t i = 0; i < shape.size(); ++i)
+    last = CheckedAdd(last, CheckedMul(shape[i] - 1, strides[i], "view extent"), "view extent");
+  int64_t end_bytes = CheckedMul(CheckedAdd(last, 1, "view extent"), esize, "view extent in bytes");
+  if (static_cast<uint64_t>(end_bytes) > storage.size()) {
+    Fail(ErrorCode::kCorrupt, "view of shape " + ShapeString(shape) + " at offset " + std::to_string(storage_offset) +
+                                  " needs " + std::to_string(end_bytes) + " bytes but its storage has " +
+                                  std::to_string(storage.size()));
+  }
+}
+
+void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>& fn, size_t chunk_bytes) const {
+  const uint64_t total = nbytes();
+  if (total == 0) return;
+  if (!has_data) Fail(ErrorCode::kUsage, "tensor has no data (meta tensor)");
+  const size_t esize = ElementSize(dtype);
+  const bool swap = byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1;
+  if (is_contiguous() && !swap) {
+    fn(first_element(), static_cast<size_t>(total));
+    return;
+  }
+  chunk_bytes = std::max(chunk_bytes, esize);
+  std::vector<uint8_t> scratch;
+  scratch.reserve(std::min<uint64_t>(total, chunk_bytes));
+  auto flush = [&] {
+    if (scratch.empty()) return;
+    if (swap) ByteSwapElements(scratch.data(), scratch.size() / esize, dtype);
+    fn(scratch.data(), scratch.size());
+    scratch.clear();
+  };
+  if (is_contiguous()) {  // only needs swapping
+    const uint8_t* p = first_element();
+    for (uint64_t done = 0; done < total;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes - chunk_bytes % esize, total - done));
+      scratch.assign(p + done, p + done + n);
+      flush();
+      done += n;
+    }
+    return;
+  }
+  // Gather in row-major order; rows whose last dimension has stride 1 are copied whole.
+  const size_t rank = shape.size();
+  const int64_t inner = shape[rank - 1];
+  const bool inner_dense = strides[rank - 1] == 1;
+  std::vector<int64_t> index(rank, 0);
+  const uint8_t* base = storage.data();
+  for (;;) {
+    int64_t off = storage_offset;
+    for (size_t d = 0; d + 1 < rank; ++d) off += index[d] * strides[d];
+    if (inner_dense) {
+      const uint8_t* src = base + static_cast<uint64_t>(off) * esize;
+      uint64_t row = static_cast<uint64_t>(inner) * esize;
+      for (uint64_t done = 0; done < row;) {
+        size_t room = chunk_bytes - scratch.size();
+        if (room < esize) { flush(); room = chunk_bytes; }
+        size_t n = static_cast<size_t>(std::min<uint64_t>(room - room % esize, row - done));
+        scratch.insert(scratch.end(), src + done, src + done + n);
+        done += n;
+      }
+    } else {
+      for (int64_t j = 0; j < inner; ++j) {
+        if (scratch.size() + esize > chunk_bytes) flush();
+        const uint8_t* src = base + static_cast<uint64_t>(off + j * strides[rank - 1]) * esize;
+        scratch.insert(scratch.end(), src, src + esize);
+      }
+    }
+    // Advance the outer index (odometer).
+    size_t d = rank - 1;
+    for (;;) {
+      if (d == 0) { flush(); return; }
+      --d;
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+SharedBytes TensorView::ContiguousLittleEndian() const {
+  const bool swap = byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1;
+  if (nbytes() == 0) return SharedBytes();
+  if (is_contiguous() && !swap) return storage.Slice(static_cast<uint64_t>(storage_offset) * ElementSize(dtype), nbytes());
+  std::vector<uint8_t> out;
+  out.reserve(nbytes());
+  ForEachChunk([&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); });
+  return SharedBytes::FromVector(std::move(out));
+}
+
+}  // namespace trove

@@ -1,0 +1,213 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/byte_reader.h"
+#include "trove/atomic_file.h"
+#include "trove/document.h"
+#include "trove/dtype.h"
+#include "trove/error.h"
+#include "trove/tensor.h"
+#include "trove/value.h"
+
+namespace trove {
+namespace {
+
+TEST(DTypeTest, TableIsInEnumOrderAndLookupsRoundTrip) {
+  auto all = AllDTypes();
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(all[i].dtype), i) << all[i].name;
+    EXPECT_EQ(DTypeFromName(all[i].name), all[i].dtype);
+    EXPECT_EQ(DTypeFromTorchString("torch." + std::string(all[i].torch_name)), all[i].dtype);
+    if (!all[i].storage_class.empty()) {
+      EXPECT_EQ(DTypeFromStorageClass(all[i].storage_class), all[i].dtype);
+    }
+  }
+  EXPECT_EQ(Name(DType::kFloat4E2M1FNx2), "float4_e2m1fn");
+  EXPECT_EQ(DTypeFromName("float4_e2m1fn_x2"), DType::kFloat4E2M1FNx2);
+  EXPECT_EQ(ElementSize(DType::kComplex128), 16u);
+  EXPECT_FALSE(Info(DType::kQUInt8).readable);
+  EXPECT_EQ(DTypeFromTorchString("torch.float128"), std::nullopt);
+  EXPECT_EQ(DTypeFromStorageClass("EvilStorage"), std::nullopt);
+}
+
+TEST(ErrorTest, ContextJoinsWithOffsetRule) {
+  Error e(ErrorCode::kRefused, "refused global 'posix.system'");
+  e.AddContext("@ 57").AddContext("archive/data.pkl").AddContext("model.pt");
+  EXPECT_EQ(e.message(), "model.pt: archive/data.pkl @ 57: refused global 'posix.system'");
+}
+
+TEST(KeyPathTest, EncodesLikeTensordict) {
+  EXPECT_EQ(EncodeKeyComponent("layer.0.weight"), "layer.0.weight");
+  EXPECT_EQ(EncodeKeyComponent("x/y"), "x%2Fy");
+  EXPECT_EQ(EncodeKeyComponent(""), "%");
+  EXPECT_EQ(EncodeKeyComponent("."), "%2E");
+  EXPECT_EQ(EncodeKeyComponent(".."), "%2E%2E");
+  EXPECT_EQ(EncodeKeyComponent("a b%"), "a%20b%25");
+  EXPECT_EQ(EncodeKeyComponent("h\xc3\xa9"), "h\xc3\xa9");
+  for (std::string k : {"x/y", "", ".", "..", "a b%c", "q?*<>|\"\\:", "\x01\x7f"})
+    EXPECT_EQ(DecodeKeyComponent(EncodeKeyComponent(k)), k);
+  EXPECT_THROW(DecodeKeyComponent("%2"), Error);
+  EXPECT_THROW(DecodeKeyComponent("%zz"), Error);
+}
+
+TEST(KeyPathTest, CollectTensorsBuildsPaths) {
+  ValueArena arena;
+  TensorView tv;
+  tv.storage = SharedBytes::CopyOf("abcd", 4);
+  tv.dtype = DType::kUInt8;
+  tv.shape = {4};
+  tv.strides = {1};
+  Value* t = arena.Tensor(tv);
+  Value* root = arena.Dict();
+  Value* state = arena.Dict();
+  Value* zero = arena.Dict();
+  zero->entries.push_back({arena.Str("exp_avg"), t});
+  state->entries.push_back({arena.Int(0), zero});
+  root->entries.push_back({arena.Str("state"), state});
+  root->entries.push_back({arena.Str("x/y"), t});
+  Value* list = arena.List();
+  list->items.push_back(t);
+  root->entries.push_back({arena.Str(""), list});
+  auto named = CollectTensors(root);
+  ASSERT_EQ(named.size(), 3u);
+  EXPECT_EQ(named[0].key, "state/0/exp_avg");
+  EXPECT_EQ(named[1].key, "x%2Fy");
+  EXPECT_EQ(named[2].key, "%/0");
+  EXPECT_EQ(CollectTensors(t)[0].key, "");
+}
+
+TEST(KeyPathTest, CyclesAndDagsAreBounded) {
+  ValueArena arena;
+  Value* l = arena.List();
+  l->items.push_back(l);  // contains itself
+  EXPECT_TRUE(CollectTensors(l).empty());
+  // 2^40 paths through a chain of lists that each hold the next one twice.
+  Value* node = arena.List();
+  for (int i = 0; i < 40; ++i) {
+    Value* up = arena.List();
+    up->items = {node, node};
+    node = up;
+  }
+  try {
+    CollectTensors(node);
+    FAIL() << "expected a limit error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kLimit);
+  }
+}
+
+TEST(ValueTest, BigIntsPrintInDecimal) {
+  ValueArena arena;
+  // 2^64 as little-endian two's complement: 9 bytes.
+  std::vector<uint8_t> b(9, 0);
+  b[8] = 1;
+  EXPECT_EQ(arena.BigInt(b)->IntToString(), "18446744073709551616");
+  std::vector<uint8_t> neg(9, 0);
+  neg[8] = 0xFF;  // -2^64
+  EXPECT_EQ(arena.BigInt(neg)->IntToString(), "-18446744073709551616");
+  EXPECT_EQ(arena.BigInt({0xFF})->integer, -1);
+  EXPECT_EQ(arena.BigInt({0x00, 0x00, 0x00, 0x00, 0x00, 0x01})->integer, int64_t{1} << 40);
+}
+
+TensorView MakeView(std::vector<uint8_t> bytes, DType dt, std::vector<int64_t> shape, std::vector<int64_t> strides,
+                    int64_t offset = 0) {
+  TensorView v;
+  v.dtype = dt;
+  v.storage = SharedBytes::FromVector(std::move(bytes));
+  v.shape = std::move(shape);
+  v.strides = std::move(strides);
+  v.storage_offset = offset;
+  return v;
+}
+
+TEST(TensorViewTest, ValidateRejectsLies) {
+  EXPECT_NO_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {3, 4}, {4, 1}).Validate());
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(46), DType::kFloat32, {3, 4}, {4, 1}).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {3, 4}, {4, 1}, 1).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {-1}, {1}).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {2}, {-1}).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {int64_t{1} << 40, int64_t{1} << 40}, {1, 1}).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {int64_t{1} << 62}, {0}).Validate(), Error);
+  EXPECT_NO_THROW(MakeView(std::vector<uint8_t>(0), DType::kFloat32, {0, 5}, {5, 1}).Validate());
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(4), DType::kFloat32, {1}, {1, 1}).Validate(), Error);
+}
+
+TEST(TensorViewTest, GathersTransposeAndSwapsBigEndian) {
+  std::vector<uint8_t> bytes(12 * 2);
+  for (int i = 0; i < 12; ++i) { bytes[2 * i] = static_cast<uint8_t>(i); bytes[2 * i + 1] = 0; }
+  auto t = MakeView(bytes, DType::kInt16, {4, 3}, {1, 4});  // transpose of a 3x4
+  ASSERT_NO_THROW(t.Validate());
+  EXPECT_FALSE(t.is_contiguous());
+  auto c = t.ContiguousLittleEndian();
+  ASSERT_EQ(c.size(), 24u);
+  std::vector<int> got;
+  for (int i = 0; i < 12; ++i) got.push_back(c.data()[2 * i]);
+  EXPECT_EQ(got, (std::vector<int>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  auto be = MakeView({0, 1, 0, 2}, DType::kInt16, {2}, {1});
+  be.byte_order = ByteOrder::kBig;
+  auto s = be.ContiguousLittleEndian();
+  EXPECT_EQ(std::vector<uint8_t>(s.data(), s.data() + 4), (std::vector<uint8_t>{1, 0, 2, 0}));
+  // Small chunks must give the same bytes.
+  std::vector<uint8_t> chunked;
+  t.ForEachChunk([&](const uint8_t* p, size_t n) { chunked.insert(chunked.end(), p, p + n); }, 4);
+  EXPECT_EQ(chunked, std::vector<uint8_t>(c.data(), c.data() + c.size()));
+}
+
+TEST(ByteReaderTest, NamesOffsetsOnTruncation) {
+  uint8_t data[3] = {1, 2, 3};
+  ByteReader r(data, 3, 100);
+  EXPECT_EQ(r.U16(), 0x0201);
+  try {
+    r.U32();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("offset 102"), std::string::npos) << e.message();
+  }
+}
+
+TEST(AtomicFileTest, AppearsOnlyOnCommitAndKeepsOldFile) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("trove-atomic-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path dest = dir / "out.bin";
+  { std::ofstream(dest) << "old"; }
+  {
+    AtomicFile f(dest.string());
+    f.Write("new contents", 12);
+    // Not committed: the destroyed writer leaves the old file and no stray files.
+  }
+  std::ifstream in(dest);
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(s, "old");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  {
+    AtomicFile f(dest.string());
+    f.Write("new contents", 12);
+    f.WriteAt(0, "N", 1);
+    f.Commit();
+  }
+  std::ifstream in2(dest);
+  std::string s2((std::istreambuf_iterator<char>(in2)), {});
+  EXPECT_EQ(s2, "New contents");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  {
+    AtomicDirectory d((dir / "tree").string());
+    std::ofstream(fs::path(d.path()) / "a") << "1";
+    d.Commit();
+  }
+  {
+    AtomicDirectory d((dir / "tree").string());
+    std::ofstream(fs::path(d.path()) / "b") << "2";
+    d.Commit();
+  }
+  EXPECT_FALSE(fs::exists(dir / "tree" / "a"));
+  EXPECT_TRUE(fs::exists(dir / "tree" / "b"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trove
