@@ -1,0 +1,37 @@
+// cli/commands.h: the command-line front ends and how command areas plug into them.
+//
+// TroveMain builds one CLI11 app; each area adds its subcommands with an Add*Commands function
+// whose callbacks do the work and store the exit status in *exit_code. A trove::Error escaping a
+// callback is printed as "trove: error: <message>" on stderr and the process exits 2.
+// Exit status for every command: 0 success, 1 findings (verify, scan, diff), 2 any error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace trove::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFindings = 1;
+inline constexpr int kExitError = 2;
+
+int TroveMain(int argc, char** argv);
+int PreskMain(int argc, char** argv);
+
+// Areas. Each adds subcommands to `app`.
+void AddInspectCommands(CLI::App& app, int* exit_code);     // info, cat, verify, scan (cli/inspect_commands.cpp)
+void AddTensordictCommands(CLI::App& app, int* exit_code);  // pack, unpack, refresh-checksums (cli/tensordict_commands.cpp)
+void AddConvertCommands(CLI::App& app, int* exit_code);     // convert, diff (cli/convert_commands.cpp)
+
+// `presk data ...` and `trove data ...`: args are the words after "data". Returns the exit status.
+// Errors print "presk data: error[E900x]: ..." on stderr (cli/presk_data.cpp).
+int RunPreskData(const std::vector<std::string>& args);
+
+// True when stdout is a terminal (aligned, coloured-free tables); false for pipes and files.
+bool StdoutIsTerminal();
+
+}  // namespace trove::cli
