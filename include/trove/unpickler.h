@@ -49,7 +49,7 @@ class PickleResolver {
   virtual Value* Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) = 0;
   // REDUCE / NEWOBJ: `callable` is whatever Global() returned (or any other stack value).
   virtual Value* Call(Value* callable, Value* args, ValueArena& arena) = 0;
-  // BUILD on `object` (a plain dict state on a plain dict is merged by the VM itself).
+  // BUILD on `object` (for a dict, `state` becomes its attributes: OrderedDict._metadata).
   // Returns the object that stays on the stack.
   virtual Value* Build(Value* object, Value* state, ValueArena& arena) = 0;
   // BINPERSID / PERSID.
