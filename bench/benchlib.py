@@ -1,0 +1,90 @@
+"""Shared measuring tools for `make bench` (bench/run.py).
+
+Each bench/bench_<area>.py defines `run(ctx) -> str` returning a Markdown section. Every figure
+is measured next to its anchor in the same run (torch.load, cp/cat, memcpy, wc -w) and reported as
+a median over repeated runs with the ratio to the anchor. Nothing here asserts a time.
+"""
+import os
+import shlex
+import statistics
+import subprocess
+import time
+
+
+class Context:
+    def __init__(self, bin_dir, work_dir, runs):
+        self.bin = os.path.abspath(bin_dir)
+        self.work = os.path.abspath(work_dir)
+        self.runs = runs
+        os.makedirs(self.work, exist_ok=True)
+
+    def tool(self, name):
+        return os.path.join(self.bin, name)
+
+
+def drop_caches_hint():
+    """Benchmarks run page-cache hot (the data was just written); we say so in the report."""
+    return "page cache hot"
+
+
+def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False):
+    """Median wall time in seconds of `cmd` (a list, or a string with shell=True).
+
+    `setup` (a callable) runs before each timed run and is not timed (e.g. removing an output).
+    Output goes to /dev/null. A failing command raises.
+    """
+    samples = []
+    for i in range(warmup + runs):
+        if setup:
+            setup()
+        t0 = time.perf_counter()
+        subprocess.run(cmd, shell=shell, check=True, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        dt = time.perf_counter() - t0
+        if i >= warmup:
+            samples.append(dt)
+    return statistics.median(samples)
+
+
+def time_py(fn, runs=5, warmup=1, setup=None):
+    """Median wall time of a Python callable."""
+    samples = []
+    for i in range(warmup + runs):
+        if setup:
+            setup()
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        if i >= warmup:
+            samples.append(dt)
+    return statistics.median(samples)
+
+
+def peak_rss_mb(cmd, env=None):
+    """Peak resident memory (MB) of a command, from GNU time's maximum resident set size."""
+    full = ["/usr/bin/time", "-f", "%M"] + list(cmd)
+    p = subprocess.run(full, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+    return int(p.stderr.strip().splitlines()[-1]) / 1024.0
+
+
+def fmt_s(seconds):
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def fmt_rate(nbytes, seconds):
+    return f"{nbytes / seconds / 1e9:.2f} GB/s" if seconds > 0 else "∞"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        out.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(out)
+
+
+def cmdline(cmd):
+    return " ".join(shlex.quote(c) for c in cmd) if isinstance(cmd, list) else cmd
