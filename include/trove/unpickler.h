@@ -31,6 +31,18 @@ inline constexpr uint64_t kMaxPickleValues = uint64_t{1} << 22;
 // LONG4 / BINBYTES8 / BINUNICODE8 lengths are also bounded by the bytes remaining; a big int
 // beyond this many bytes has no meaning in a checkpoint.
 inline constexpr uint64_t kMaxPickleIntBytes = 1 << 16;
+// Decimal digits of a text-protocol INT/LONG: CPython's own default int<->str limit
+// (sys.int_info.default_max_str_digits), so Python could not have written more; it also keeps
+// the quadratic decimal conversion cheap.
+inline constexpr uint64_t kMaxPickleIntDigits = 4300;
+// Stack entries plus open MARKs: real pickles keep the stack shallow (containers are filled in
+// batches of 1000) and a tuple is bounded by kMaxPickleValues anyway; DUP/GET/MARK push without
+// creating values, so they need their own bound.
+inline constexpr uint64_t kMaxPickleStackDepth = kMaxPickleValues;
+// Container slots filled (items, dict entries, constructor copies): memo references let a few
+// bytes add a pointer to a container, or make a resolver copy a whole container, so slots are
+// bounded separately from nodes. 2^25 slots is at most ~512 MB and ~100x a real state_dict.
+inline constexpr uint64_t kMaxPickleReferences = uint64_t{1} << 25;
 
 // A name the pickle referenced, for security reports (`trove scan`).
 struct PickleGlobal {
@@ -54,6 +66,9 @@ class PickleResolver {
   virtual Value* Build(Value* object, Value* state, ValueArena& arena) = 0;
   // BINPERSID / PERSID.
   virtual Value* PersistentLoad(Value* pid, ValueArena& arena) = 0;
+  // Permissive resolvers make kObject nodes for unknown names; the VM then lets SETITEM(S) and
+  // APPEND(S) fill such a node (its `entries` / `items`), as Python would call its methods.
+  virtual bool permissive() const { return false; }
 };
 
 // Understands the plain-data names of Python (protocol-2 spellings included):
@@ -69,7 +84,7 @@ class DataResolver : public PickleResolver {
   Value* Call(Value* callable, Value* args, ValueArena& arena) override;
   Value* Build(Value* object, Value* state, ValueArena& arena) override;
   Value* PersistentLoad(Value* pid, ValueArena& arena) override;
-  bool permissive() const { return permissive_; }
+  bool permissive() const override { return permissive_; }
 
  private:
   bool permissive_;

@@ -40,7 +40,7 @@ struct Value {
   std::string text;                   // kStr (UTF-8), kBytes (raw bytes)
   std::vector<Value*> items;          // kList, kTuple, kSet, kFrozenSet
   std::vector<std::pair<Value*, Value*>> entries;  // kDict, in insertion order
-  const TensorView* tensor = nullptr; // kTensor
+  TensorView* tensor = nullptr;       // kTensor (owned by the arena)
   // kDict: the Python class ("collections.OrderedDict", "dict", "tensordict:TensorDict"...);
   // kBytes: "bytes" or "bytearray"; kGlobal/kObject: "module.name".
   std::string type_name;

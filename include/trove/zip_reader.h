@@ -1,12 +1,15 @@
-// trove/zip_reader.h: a strict reader for zip archives held in a mapped file.
+// trove/zip_reader.h: a strict reader for zip archives held in a mapped file (or in memory).
 //
-// The central directory (with zip64 records) is authoritative. Open() checks every entry's local
-// header against it (name, method, sizes when present, flags), and refuses encrypted entries,
-// unknown methods, entries past the end of the file or overlapping each other, duplicate names,
-// and names with a ".." component, a leading '/' or a backslash. Errors name the entry.
+// The central directory (with zip64 records) is authoritative. The constructor checks every
+// entry's local header against it (name, method, flags, sizes and CRC when present, the data
+// descriptor when used), and refuses encrypted entries, unknown methods, entries past the end of
+// the file or overlapping each other or the central directory, duplicate names, and names with a
+// ".." component, a leading '/', a backslash or a NUL. Errors name the entry and an offset:
+//   "entry 'archive/data/0' @ 1234: local header name 'x' differs from central directory name ..."
+// The constructor reads metadata only (never payload bytes), in time linear in the entries.
 // Stored entries are zero-copy views of the mapping; deflate, bzip2 and lzma entries are
 // decompressed into owned memory, never beyond their declared size (a bomb stops there).
-// A ZipReader is immutable after Open(); reading entries from many threads is safe.
+// A ZipReader is immutable after construction; reading entries from many threads is safe.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +39,8 @@ struct ZipEntry {
   uint64_t uncompressed_size = 0;
   uint64_t local_header_offset = 0;
   uint64_t data_offset = 0;         // first payload byte (after the local header's name and extra)
-  bool zip64 = false;               // sizes or offset came from a zip64 extra field
+  bool zip64 = false;               // a zip64 extra was used (central directory) or present (local
+                                    // header; then a data descriptor holds 64-bit sizes)
   std::string local_extra;          // raw local-header extra field (alignment padding lives here)
 };
 
@@ -48,25 +52,31 @@ struct ZipProblem {
 
 class ZipReader {
  public:
-  // Parses and checks the archive. Throws Error(kCorrupt/kRefused/kLimit) naming the entry.
+  // Parses and checks the archive. Throws Error(kCorrupt/kRefused/kUnsupported/kLimit) naming
+  // the entry.
   explicit ZipReader(std::shared_ptr<MappedFile> file);
+  // The same over bytes already in memory (fuzzing, nested archives); file() must not be used.
+  explicit ZipReader(SharedBytes archive);
 
   const std::vector<ZipEntry>& entries() const { return entries_; }
   const ZipEntry* Find(std::string_view name) const;  // exact name, O(log n)
   const MappedFile& file() const { return *file_; }
-  const std::shared_ptr<MappedFile>& shared_file() const { return file_; }
+  const std::shared_ptr<MappedFile>& shared_file() const { return file_; }  // null for in-memory
+  const SharedBytes& bytes() const { return bytes_; }                        // the whole archive
 
   // The payload: a view for stored entries, decompressed owned bytes otherwise (checked against
   // the declared size; a mismatch is Error(kCorrupt) naming the entry).
   SharedBytes Read(const ZipEntry& entry) const;
   // CRC-32 of the payload compared with the declared one; false on mismatch.
   bool CheckCrc(const ZipEntry& entry) const;
-  // Everything Open() tolerated but a scanner should report (data-descriptor flags, local
+  // Everything the constructor tolerated but a scanner should report (data-descriptor flags, local
   // headers with zero sizes, extra bytes between entries, a comment, ...).
   const std::vector<ZipProblem>& anomalies() const { return anomalies_; }
 
  private:
+  void Parse();
   std::shared_ptr<MappedFile> file_;
+  SharedBytes bytes_;
   std::vector<ZipEntry> entries_;
   std::vector<uint32_t> sorted_;  // indices of entries_ sorted by name
   std::vector<ZipProblem> anomalies_;

@@ -8,13 +8,18 @@
 //  - kPyTorch: PyTorch's inline_container: flags 0x0808 (data descriptor follows the payload,
 //    sizes and CRC zero in the local header), local extra "FB" + u16 pad + 'Z'*pad, zip64 extra
 //    placed first when needed, zip64 end records always.
-//  - kTensordict: Python zipfile as tensordict's archive writer drives it: real CRC and sizes
-//    in the local header (patched after the payload), a padding block id 0x6474 with zero
-//    bytes placed *before* a zip64 extra block on every entry, UTF-8 flag on non-ASCII names.
+//  - kTensordict: Python zipfile as tensordict's archive writer drives it (force_zip64): real
+//    CRC and sizes in the local header (patched after the payload), a zip64 extra on every
+//    entry and, on aligned entries, a padding block id 0x6474 of zero bytes placed *before* it;
+//    UTF-8 flag on non-ASCII names; DOS date fixed at 1980-01-01 00:00 so output is reproducible;
+//    zip64 end records only when Python would write them.
+// If a call throws, the archive is incomplete: drop the AtomicFile without committing it.
 // Not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,13 +30,26 @@ namespace trove {
 
 enum class ZipLayout { kPyTorch, kTensordict };
 
+// BeginEntry's expected_size when the length of a streamed entry is not known in advance.
+inline constexpr uint64_t kZipUnknownSize = ~uint64_t{0};
+
+class ZipCompressor;  // internal (src/zip/zip_compress.h)
+
 class ZipWriter {
  public:
   ZipWriter(AtomicFile& out, ZipLayout layout);
+  ~ZipWriter();
+  ZipWriter(const ZipWriter&) = delete;
+  ZipWriter& operator=(const ZipWriter&) = delete;
 
-  // Starts an entry. `align` (0 or a power of two) places the payload's first byte at a
-  // multiple of it (only for kStored). Compression applies to the whole payload.
-  void BeginEntry(const std::string& name, ZipMethod method = ZipMethod::kStored, uint64_t align = 0);
+  // Starts an entry. `align` (0 or a power of two up to 32768) places the payload's first byte
+  // at a multiple of it; it applies to kStored entries only and is ignored otherwise.
+  // Compression applies to the whole payload. `expected_size`, when known, must equal the bytes
+  // then written; kPyTorch needs it for entries of 4 GiB or more (PyTorch decides the zip64
+  // fields of the local header before the payload), kTensordict never does.
+  // Names follow the reader's rules (no "..", leading '/', backslash, NUL) and must be unique.
+  void BeginEntry(const std::string& name, ZipMethod method = ZipMethod::kStored, uint64_t align = 0,
+                  uint64_t expected_size = kZipUnknownSize);
   void Write(const void* data, uint64_t size);
   void EndEntry();
   // Convenience: Begin + Write + End.
@@ -40,22 +58,35 @@ class ZipWriter {
   // Writes the central directory and end records. The AtomicFile is not committed here.
   void Finish();
 
-  // CRC-32 of every payload so far, combined in order (PyTorch's serialization id uses it).
+  // The entries written so far, with their final flags, CRC-32, sizes, offsets and local extra
+  // (PyTorch's serialization id combines their CRCs in order).
   const std::vector<ZipEntry>& written() const { return written_; }
 
  private:
-  struct Impl;
+  void Emit(const void* data, uint64_t size);
+  void FlushStaged();
+
   AtomicFile& out_;
   ZipLayout layout_;
   std::vector<ZipEntry> written_;
+  std::set<std::string> names_;
+  uint64_t cursor_ = 0;  // where the next byte lands: bytes given to out_ plus staged_
+  bool finished_ = false;
   // Current entry state.
   bool open_ = false;
   ZipEntry current_;
+  std::string header_;           // its local header as planned, patched at EndEntry
+  bool header_zip64_ = false;    // the local header has a zip64 extra
+  uint64_t zip64_sizes_at_ = 0;  // where that extra's sizes are in header_ (0: none)
+  uint64_t expected_size_ = kZipUnknownSize;
   uint32_t crc_ = 0;
   uint64_t size_ = 0;
   uint64_t compressed_ = 0;
-  std::vector<uint8_t> pending_;  // compressed payload buffered per chunk
-  void* stream_ = nullptr;        // compressor state (z_stream, bz_stream or lzma_stream)
+  // The local header and the first payload bytes stay here until the entry ends or outgrows
+  // it, so that small entries are patched in memory instead of with a write at an offset.
+  std::string staged_;
+  bool staged_out_ = false;  // staged_ has been written; patches go through WriteAt
+  std::unique_ptr<ZipCompressor> compressor_;
 };
 
 }  // namespace trove

@@ -130,57 +130,86 @@ std::string KeyComponentText(const Value& key) {
 std::vector<NamedTensor> CollectTensors(const Value* root) {
   std::vector<NamedTensor> out;
   if (root == nullptr) return out;
-  // Explicit stack of (node, path, depth); `on_path` holds the nodes of the current path to
-  // break cycles. Children are pushed in reverse so that they pop in tree order.
+  // Depth-first with an explicit stack: the stack *is* the current path, so memory is O(depth)
+  // and a path string is built only when a tensor is found. `on_path` breaks cycles.
   struct Frame {
     const Value* node;
-    std::string path;
-    bool exit;  // pop marker: remove node from on_path
+    size_t next = 0;          // next child to visit
+    std::string component;    // encoded key of this node in its parent
+    bool transparent = false; // object state/args: no component of its own
   };
   std::vector<Frame> stack;
-  std::unordered_multiset<const Value*> on_path;
-  stack.push_back({root, "", false});
+  std::unordered_set<const Value*> on_path;
   uint64_t visits = 0;
-  auto child_path = [](const std::string& parent, const std::string& component) {
-    std::string enc = EncodeKeyComponent(component);
-    return parent.empty() ? enc : parent + "/" + enc;
-  };
-  while (!stack.empty()) {
-    Frame f = std::move(stack.back());
-    stack.pop_back();
-    if (f.exit) {
-      on_path.erase(on_path.find(f.node));
-      continue;
+  auto path_of_top = [&] {
+    std::string path;
+    bool first = true;
+    for (const Frame& f : stack) {
+      if (f.transparent) continue;
+      if (!first) path += '/';
+      path += f.component;
+      first = false;
     }
+    return path;
+  };
+  auto push = [&](const Value* node, std::string component, bool transparent) {
     if (++visits > kMaxTreeVisits) {
       Fail(ErrorCode::kLimit, "value tree has more than kMaxTreeVisits (" + std::to_string(kMaxTreeVisits) +
                                   ") paths to walk (shared subtrees repeated too often)");
     }
-    const Value* v = f.node;
-    if (v->kind == ValueKind::kTensor) {
-      out.push_back({f.path, v->tensor});
-      continue;
+    if (node->kind == ValueKind::kTensor) {
+      stack.push_back({node, 0, std::move(component), transparent});
+      out.push_back({path_of_top(), node->tensor});
+      stack.pop_back();
+      return;
     }
-    if (on_path.count(v)) continue;  // a cycle: the node contains itself
-    std::vector<Frame> children;
+    if (!node->is_container() && node->kind != ValueKind::kObject) return;
+    if (!on_path.insert(node).second) return;  // a cycle: the node contains itself
+    stack.push_back({node, 0, std::move(component), transparent});
+  };
+  push(root, "", true);
+  while (!stack.empty()) {
+    const Value* v = stack.back().node;
+    const size_t i = stack.back().next++;
+    const Value* child = nullptr;
+    std::string component;
+    bool transparent = false;
+    bool done = false;
     switch (v->kind) {
       case ValueKind::kDict:
-        for (const auto& [k, val] : v->entries) children.push_back({val, child_path(f.path, KeyComponentText(*k)), false});
+        if (i < v->entries.size()) {
+          child = v->entries[i].second;
+          component = EncodeKeyComponent(KeyComponentText(*v->entries[i].first));
+        } else {
+          done = true;
+        }
         break;
       case ValueKind::kList: case ValueKind::kTuple:
-        for (size_t i = 0; i < v->items.size(); ++i) children.push_back({v->items[i], child_path(f.path, std::to_string(i)), false});
+        if (i < v->items.size()) {
+          child = v->items[i];
+          component = std::to_string(i);
+        } else {
+          done = true;
+        }
         break;
-      case ValueKind::kObject:
-        if (v->state) children.push_back({v->state, f.path, false});
-        if (v->args) children.push_back({v->args, f.path, false});
+      case ValueKind::kObject:  // transparent: its state, then its constructor arguments
+        if (i < 2) {
+          child = i == 0 ? v->state : v->args;
+          transparent = true;
+        } else {
+          done = true;
+        }
         break;
-      default:
+      default:  // sets: unordered, no stable key for what they hold
+        done = true;
         break;
     }
-    if (children.empty()) continue;
-    on_path.insert(v);
-    stack.push_back({v, "", true});
-    for (size_t i = children.size(); i-- > 0;) stack.push_back(std::move(children[i]));
+    if (done) {
+      on_path.erase(v);
+      stack.pop_back();
+    } else if (child) {
+      push(child, std::move(component), transparent);
+    }
   }
   return out;
 }

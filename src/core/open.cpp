@@ -22,30 +22,43 @@ std::string_view FormatName(Format format) {
   return "unknown";
 }
 
-Format DetectFormat(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    return fs::exists(fs::path(path) / "meta.json", ec) ? Format::kTensordictDir : Format::kUnknown;
-  }
-  auto file = MappedFile::Open(path);
+namespace {
+
+Format DetectFileFormat(const std::shared_ptr<MappedFile>& file) {
   std::string_view head(reinterpret_cast<const char*>(file->data()), std::min<uint64_t>(file->size(), 512));
   if (head.substr(0, 4) == "PSKD") return Format::kPskd;
   if (head.substr(0, 4) == std::string_view("PK\x03\x04", 4) || head.substr(0, 4) == std::string_view("PK\x05\x06", 4)) {
-    return DetectZipFormat(*file);
+    return DetectZipFormat(file);
   }
   if (IsLegacyPtMagic(head)) return Format::kPtLegacy;
   if (head.size() >= 262 && head.substr(257, 5) == "ustar") return Format::kPtTar;
   return Format::kUnknown;
 }
 
+}  // namespace
+
+Format DetectFormat(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return fs::exists(fs::path(path) / "meta.json", ec) ? Format::kTensordictDir : Format::kUnknown;
+  }
+  return DetectFileFormat(MappedFile::Open(path));
+}
+
 Document Open(const std::string& path, const ReadOptions& options) {
   return WithContext(path, [&]() -> Document {
-    Format format = DetectFormat(path);
-    switch (format) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      if (!fs::exists(fs::path(path) / "meta.json", ec)) Fail(ErrorCode::kUnsupported, "directory without meta.json: not a tensordict");
+      Fail(ErrorCode::kUnsupported, "tensordict directories are not readable yet");
+    }
+    auto file = MappedFile::Open(path);
+    switch (DetectFileFormat(file)) {
       case Format::kPt:
       case Format::kPtLegacy:
-        return ReadPt(MappedFile::Open(path), options);
+        return ReadPt(file, options);
       case Format::kPtTar:
         Fail(ErrorCode::kUnsupported, "pre-0.4 tar checkpoint: unsupported (re-save it with a torch >= 0.4)");
       case Format::kTorchScript:

@@ -18,7 +18,7 @@ class ZipReader;
 
 // kPt for a torch zip, kTorchScript for TorchScript/torch.package zips, kTdz for a tensordict
 // archive (top-level meta.json), kUnknown otherwise. Does not throw on malformed zips (kPt).
-Format DetectZipFormat(const MappedFile& file);
+Format DetectZipFormat(std::shared_ptr<MappedFile> file);
 // The legacy format's first pickle: PROTO n, LONG1 10 bytes of torch's magic number.
 bool IsLegacyPtMagic(std::string_view head);
 

@@ -1,0 +1,95 @@
+// trove/pipeline.h: the training-data pipeline over a .psk.d file, identical on every machine.
+//
+// `stream |> shuffle(seed) |> batch(B) |> take(k)` is evaluated over sample indices: Pipeline
+// yields each epoch's batches as index lists (the spec's Pipeline::batches), and BatchLoader
+// gathers a batch's samples from the mapped file into one buffer per leaf with a leading batch
+// axis. The shuffle is the spec's exact algorithm (ChaCha20 per RFC 8439 keyed by seed and epoch,
+// Fisher-Yates from the top with Lemire's bounded draws), so every implementation agrees.
+// ChaCha20 and BatchLoader objects are single-threaded; a Pipeline is an immutable value and the
+// PskdFile a loader reads must outlive it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "trove/pskd.h"
+#include "trove/tensor.h"
+
+namespace trove::pskd {
+
+// The ChaCha20 keystream (RFC 8439, 20 rounds), read as little-endian 32-bit words.
+class ChaCha20 {
+ public:
+  ChaCha20(const std::array<uint32_t, 8>& key, const std::array<uint32_t, 3>& nonce, uint32_t counter);
+  // The block function: 16 output words for (key, counter, nonce).
+  static std::array<uint32_t, 16> Block(const std::array<uint32_t, 8>& key, uint32_t counter,
+                                        const std::array<uint32_t, 3>& nonce);
+  uint32_t NextWord();
+  uint64_t NextU64();  // two consecutive words, low word first
+
+ private:
+  std::array<uint32_t, 8> key_;
+  std::array<uint32_t, 3> nonce_;
+  uint32_t counter_;
+  std::array<uint32_t, 16> block_{};
+  unsigned used_ = 16;
+};
+
+// The keystream generator for (seed, epoch): key (s mod 2^32, s div 2^32, e mod 2^32, e div 2^32,
+// 0, 0, 0, 0), nonce zero, block counter from 0.
+ChaCha20 ShuffleStream(uint64_t seed, uint64_t epoch);
+// A uniform draw in [0, bound) by Lemire's method (bound >= 1).
+uint64_t UniformBelow(ChaCha20& stream, uint64_t bound);
+// The permutation of n samples for one epoch.
+std::vector<uint64_t> ShufflePermutation(uint64_t n, uint64_t seed, uint64_t epoch);
+
+struct PipelineSpec {
+  std::optional<uint64_t> shuffle_seed;  // none: file order
+  uint64_t batch = 1;                    // B >= 1
+  std::optional<uint64_t> take;          // only the first k batches of each epoch
+};
+
+class Pipeline {
+ public:
+  // Usage error when batch is 0.
+  Pipeline(uint64_t sample_count, PipelineSpec spec);
+  uint64_t batches_per_epoch() const;
+  // The epoch's batches, each `batch` sample indices.
+  std::vector<std::vector<uint64_t>> Batches(uint64_t epoch) const;
+  // The epoch's sample order, flattened (batches_per_epoch() * batch indices).
+  std::vector<uint64_t> Order(uint64_t epoch) const;
+  const PipelineSpec& spec() const { return spec_; }
+
+ private:
+  uint64_t count_;
+  PipelineSpec spec_;
+};
+
+// A batch: for each leaf of the sample type, the leaf of every sample stacked under a new leading
+// axis, in the leaf's on-disk element type (little-endian as on disk).
+struct Batch {
+  uint64_t size = 0;                        // samples in the batch
+  std::vector<std::vector<uint8_t>> leaves;  // leaf k: size * leaf.bytes bytes
+  std::vector<uint64_t> indices;
+};
+
+class BatchLoader {
+ public:
+  // `file` must outlive the loader. E9001 for a params file.
+  explicit BatchLoader(const PskdFile& file, bool check_indices = true);
+  // Gathers the samples into `batch` (its buffers are reused between calls, so a training loop
+  // holds one batch of memory). E9003 for an index beyond the count, E9004 for an index value
+  // at or above its bound when check_indices.
+  void Load(std::span<const uint64_t> indices, Batch& batch) const;
+  // Leaf k of a loaded batch as a tensor [batch, dims...] viewing a copy of the batch's buffer.
+  TensorView LeafTensor(const Batch& batch, size_t leaf) const;
+
+ private:
+  const PskdFile* file_;
+  bool check_indices_;
+};
+
+}  // namespace trove::pskd

@@ -1,0 +1,355 @@
+// `presk data ...` (and `trove data ...`): the .psk.d commands of the spec, with its messages.
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "formats/pskd/pskd_text.h"
+#include "trove/error.h"
+#include "trove/pipeline.h"
+#include "trove/pskd.h"
+
+namespace trove::cli {
+namespace {
+
+using namespace trove::pskd;
+
+constexpr std::string_view kUsage =
+    "usage: presk data COMMAND ...\n"
+    "  chars INPUT.txt -o VOCAB.json\n"
+    "  encode INPUT.txt --vocab VOCAB.json -o TOKENS.txt\n"
+    "  pack --type TYPE INPUT.txt -o OUT.psk.d [--encoding f64|f32|bf16[,...]]\n"
+    "  lm-windows --vocab V --seq T [--stride S] TOKENS.txt -o OUT.psk.d\n"
+    "  info FILE.psk.d [--samples N]\n"
+    "  diff A.psk.d B.psk.d\n"
+    "  export FILE.psk.d -o OUT.json\n"
+    "  batches FILE.psk.d --batch B [--shuffle SEED] [--epoch E] [--take K] [--read]\n";
+
+// Samples `info` prints when --samples is not given.
+constexpr uint64_t kDefaultInfoSamples = 3;
+// `info` prints a leaf of more elements as "<N elements>": a checkpoint's sample is not a screenful.
+constexpr uint64_t kInfoMaxLeafElements = 4096;
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;
+  std::set<std::string> flags;
+
+  bool Has(const std::string& name) const { return options.count(name) > 0; }
+  const std::string& Get(const std::string& name) const { return options.at(name); }
+};
+
+// Parses `words` for one command: options taking a value (both "--x v" and "--x=v"), flags, and
+// positionals; `-o` is `--output`.
+Args ParseArgs(const std::string& command, const std::vector<std::string>& words, size_t positionals,
+               const std::set<std::string>& value_options, const std::set<std::string>& flag_options = {}) {
+  Args args;
+  for (size_t i = 0; i < words.size(); ++i) {
+    std::string word = words[i];
+    if (word == "-o") word = "--output";
+    if (word.size() > 1 && word[0] == '-' && word != "-") {
+      std::string name = word, value;
+      bool has_value = false;
+      if (size_t eq = word.find('='); eq != std::string::npos && word.rfind("--", 0) == 0) {
+        name = word.substr(0, eq);
+        value = word.substr(eq + 1);
+        has_value = true;
+      }
+      if (flag_options.count(name) && !has_value) {
+        args.flags.insert(name);
+        continue;
+      }
+      if (!value_options.count(name)) Fail(ErrorCode::kUsage, command + ": unknown option " + name);
+      if (!has_value) {
+        if (i + 1 >= words.size()) Fail(ErrorCode::kUsage, command + ": " + name + " needs a value");
+        value = words[++i];
+      }
+      if (args.options.count(name)) Fail(ErrorCode::kUsage, command + ": " + name + " given twice");
+      args.options[name] = value;
+      continue;
+    }
+    args.positional.push_back(word);
+  }
+  if (args.positional.size() != positionals) {
+    Fail(ErrorCode::kUsage, command + ": expected " + std::to_string(positionals) + " file argument" +
+                                (positionals == 1 ? "" : "s") + ", got " + std::to_string(args.positional.size()));
+  }
+  return args;
+}
+
+const std::string& Required(const Args& args, const std::string& command, const std::string& name) {
+  if (!args.Has(name)) Fail(ErrorCode::kUsage, command + ": missing " + (name == "--output" ? "-o OUTPUT" : name));
+  return args.Get(name);
+}
+
+uint64_t Number(const std::string& command, const std::string& name, const std::string& text) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    Fail(ErrorCode::kUsage, command + ": " + name + " expects a non-negative integer, got '" + text + "'");
+  }
+  return v;
+}
+
+void Print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+std::string Plural(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+int Chars(const std::vector<std::string>& words) {
+  Args args = ParseArgs("chars", words, 1, {"--output"});
+  const std::string& out = Required(args, "chars", "--output");
+  CharsResult r = WriteCharVocabulary(args.positional[0], out);
+  Print("presk data: wrote " + out + " (" + std::to_string(r.vocabulary) + " characters over " +
+        std::to_string(r.characters) + " of text)\n");
+  return kExitOk;
+}
+
+int Encode(const std::vector<std::string>& words) {
+  Args args = ParseArgs("encode", words, 1, {"--output", "--vocab"});
+  const std::string& out = Required(args, "encode", "--output");
+  EncodeResult r = EncodeText(args.positional[0], Required(args, "encode", "--vocab"), out);
+  Print("presk data: wrote " + out + " (" + std::to_string(r.tokens) + " tokens over a vocabulary of " +
+        std::to_string(r.vocabulary) + ")\n");
+  return kExitOk;
+}
+
+int Pack(const std::vector<std::string>& words) {
+  Args args = ParseArgs("pack", words, 1, {"--output", "--type", "--encoding"});
+  const std::string& out = Required(args, "pack", "--output");
+  SampleType type = ParseSampleType(Required(args, "pack", "--type"));
+  if (type.is_params) {
+    FailPskd(PskdCode::kNotClosedType, "params " + type.params_name + ": its leaf layout needs the program");
+  }
+  if (args.Has("--encoding")) {
+    // One encoding for every real leaf, or one per real leaf in order.
+    std::vector<Encoding> given;
+    const std::string& list = args.Get("--encoding");
+    for (size_t start = 0; start <= list.size();) {
+      size_t comma = std::min(list.find(',', start), list.size());
+      auto e = EncodingFromName(list.substr(start, comma - start));
+      if (!e) Fail(ErrorCode::kUsage, "pack: --encoding takes f64, f32 or bf16, got '" + list + "'");
+      given.push_back(*e);
+      start = comma + 1;
+    }
+    size_t reals = 0;
+    for (const Leaf& leaf : type.leaves) reals += leaf.kind == LeafKind::kReal;
+    if (given.size() != 1 && given.size() != reals) {
+      Fail(ErrorCode::kUsage, "pack: --encoding lists " + std::to_string(given.size()) + " encodings for " +
+                                  std::to_string(reals) + " real leaves");
+    }
+    std::vector<Encoding> encodings;
+    size_t next = 0;
+    for (const Leaf& leaf : type.leaves) {
+      if (leaf.kind == LeafKind::kIndex) {
+        encodings.push_back(Encoding::kF64);
+      } else {
+        encodings.push_back(given.size() == 1 ? given[0] : given[next++]);
+      }
+    }
+    type.SetEncodings(encodings);
+  }
+  const std::string type_text = type.text;
+  uint64_t n = PackFile(args.positional[0], type, out);
+  Print("presk data: wrote " + out + " (" + Plural(n, "sample", "samples") + " of type " + type_text + ")\n");
+  return kExitOk;
+}
+
+int LmWindows(const std::vector<std::string>& words) {
+  Args args = ParseArgs("lm-windows", words, 1, {"--output", "--vocab", "--seq", "--stride"});
+  const std::string& out = Required(args, "lm-windows", "--output");
+  uint64_t vocab = Number("lm-windows", "--vocab", Required(args, "lm-windows", "--vocab"));
+  uint64_t seq = Number("lm-windows", "--seq", Required(args, "lm-windows", "--seq"));
+  uint64_t stride = args.Has("--stride") ? Number("lm-windows", "--stride", args.Get("--stride")) : seq;
+  LmWindowsResult r = WriteLmWindows(args.positional[0], vocab, seq, stride, out);
+  Print("presk data: wrote " + out + " (" + std::to_string(r.windows) + " windows of type " + r.type + " from " +
+        std::to_string(r.tokens) + " tokens)\n");
+  return kExitOk;
+}
+
+int Info(const std::vector<std::string>& words) {
+  Args args = ParseArgs("info", words, 1, {"--samples"});
+  uint64_t samples = args.Has("--samples") ? Number("info", "--samples", args.Get("--samples")) : kDefaultInfoSamples;
+  PskdFile file = PskdFile::Open(args.positional[0]);
+  const SampleType& type = file.type();
+  std::string out;
+  out += "type    " + type.text + "\n";
+  out += "count   " + std::to_string(file.count()) + "\n";
+  out += "version " + std::to_string(file.header().version) + "\n";
+  if (type.is_params) {
+    out += "sample  params " + type.params_name + ": its leaf layout needs the program that declares it "
+           "(open the file from the program, e.g. presk train)\n";
+    Print(out);
+    return kExitOk;
+  }
+  if (file.header().version == 2) {
+    out += "encodings ";
+    for (size_t k = 0; k < type.leaves.size(); ++k) {
+      if (k > 0) out += ", ";
+      out += EncodingName(type.leaves[k].encoding);
+    }
+    out += "\n";
+  }
+  out += "sample  " + std::to_string(type.sample_bytes) + " bytes, " + Plural(type.leaves.size(), "leaf", "leaves") + "\n";
+  Print(out);
+  for (uint64_t i = 0; i < std::min(samples, file.count()); ++i) {
+    file.CheckIndices(i);
+    out = "[" + std::to_string(i) + "] ";
+    AppendSampleText(type, file.Sample(i), false, kInfoMaxLeafElements, out);
+    out += "\n";
+    Print(out);
+  }
+  return kExitOk;
+}
+
+std::string Figure(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+int Diff(const std::vector<std::string>& words) {
+  Args args = ParseArgs("diff", words, 2, {});
+  PskdFile a = PskdFile::Open(args.positional[0]);
+  PskdFile b = PskdFile::Open(args.positional[1]);
+  DiffResult r = DiffFiles(a, b);
+  double relative = r.a_norm > 0 ? r.diff_norm / r.a_norm : (r.diff_norm > 0 ? INFINITY : 0.0);
+  std::string out;
+  out += "reals            " + std::to_string(r.reals) + " values compared\n";
+  out += "‖a − b‖₂         " + Figure(r.diff_norm) + "\n";
+  out += "‖a − b‖₂ / ‖a‖₂  " + Figure(relative) + "\n";
+  if (r.indices > 0) {
+    out += "indices          " + std::to_string(r.index_differences) + " of " + std::to_string(r.indices) + " differ\n";
+  }
+  Print(out);
+  return r.diff_norm == 0 && r.index_differences == 0 ? kExitOk : kExitFindings;
+}
+
+int Export(const std::vector<std::string>& words) {
+  Args args = ParseArgs("export", words, 1, {"--output"});
+  const std::string& out = Required(args, "export", "--output");
+  PskdFile file = PskdFile::Open(args.positional[0]);
+  uint64_t n = ExportJson(file, out);
+  Print("presk data: wrote " + out + " (" + Plural(n, "sample", "samples") + ")\n");
+  return kExitOk;
+}
+
+int Batches(const std::vector<std::string>& words) {
+  Args args = ParseArgs("batches", words, 1, {"--batch", "--shuffle", "--epoch", "--take"}, {"--read"});
+  PipelineSpec spec;
+  spec.batch = Number("batches", "--batch", Required(args, "batches", "--batch"));
+  if (args.Has("--shuffle")) spec.shuffle_seed = Number("batches", "--shuffle", args.Get("--shuffle"));
+  if (args.Has("--take")) spec.take = Number("batches", "--take", args.Get("--take"));
+  uint64_t epoch = args.Has("--epoch") ? Number("batches", "--epoch", args.Get("--epoch")) : 0;
+  PskdFile file = PskdFile::Open(args.positional[0]);
+  file.RequireLayout();
+  Pipeline pipeline(file.count(), spec);
+  std::vector<uint64_t> order = pipeline.Order(epoch);
+  if (args.flags.count("--read")) {
+    // Loads every batch through the batch loader (what a training loop does) and prints a summary.
+    BatchLoader loader(file);
+    Batch batch;
+    uint64_t bytes = 0, checksum = 0;
+    for (uint64_t start = 0; start < order.size(); start += spec.batch) {
+      loader.Load(std::span<const uint64_t>(order).subspan(start, spec.batch), batch);
+      for (const auto& leaf : batch.leaves) {
+        bytes += leaf.size();
+        if (!leaf.empty()) checksum += leaf.front() + leaf.back();
+      }
+    }
+    Print("read " + Plural(pipeline.batches_per_epoch(), "batch", "batches") + " of " +
+          Plural(spec.batch, "sample", "samples") + " (" + std::to_string(bytes) + " bytes, checksum " +
+          std::to_string(checksum) + ")\n");
+    return kExitOk;
+  }
+  std::string out;
+  char buf[24];
+  for (uint64_t start = 0; start < order.size(); start += spec.batch) {
+    for (uint64_t i = 0; i < spec.batch; ++i) {
+      if (i > 0) out += ' ';
+      auto r = std::to_chars(buf, buf + sizeof buf, order[start + i]);
+      out.append(buf, r.ptr);
+    }
+    out += '\n';
+    if (out.size() >= (size_t{1} << 16)) {
+      Print(out);
+      out.clear();
+    }
+  }
+  Print(out);
+  return kExitOk;
+}
+
+void PrintError(const Error& e) {
+  std::optional<PskdCode> code = PskdCodeOf(e);
+  std::string message = PskdMessageWithoutCode(e);
+  if (!code) {
+    // Errors from the core carry no E9xxx code: an unreadable input is E9002, an I/O error E9003.
+    if (e.code() == ErrorCode::kNotFound) code = PskdCode::kNotPskd;
+    if (e.code() == ErrorCode::kIo) code = PskdCode::kTruncated;
+  }
+  if (code) {
+    std::fprintf(stderr, "presk data: error[E%d]: %s\n", static_cast<int>(*code), message.c_str());
+  } else {
+    std::fprintf(stderr, "presk data: error: %s\n", message.c_str());
+    if (e.code() == ErrorCode::kUsage) std::fprintf(stderr, "%.*s", static_cast<int>(kUsage.size()), kUsage.data());
+  }
+}
+
+}  // namespace
+
+int RunPreskData(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fprintf(args.empty() ? stderr : stdout, "%.*s", static_cast<int>(kUsage.size()), kUsage.data());
+    return args.empty() ? kExitError : kExitOk;
+  }
+  const std::string& command = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  int status = kExitError;
+  try {
+    if (command == "chars") status = Chars(rest);
+    else if (command == "encode") status = Encode(rest);
+    else if (command == "pack") status = Pack(rest);
+    else if (command == "lm-windows") status = LmWindows(rest);
+    else if (command == "info") status = Info(rest);
+    else if (command == "diff") status = Diff(rest);
+    else if (command == "export") status = Export(rest);
+    else if (command == "batches") status = Batches(rest);
+    else Fail(ErrorCode::kUsage, "unknown command '" + command + "'");
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    PrintError(e);
+    return kExitError;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "presk data: error: %s\n", e.what());
+    return kExitError;
+  }
+  std::fflush(stdout);
+  return status;
+}
+
+int PreskMain(int argc, char** argv) {
+  std::vector<std::string> words(argv + 1, argv + argc);
+  if (words.empty() || words[0] == "--help" || words[0] == "-h") {
+    std::fprintf(words.empty() ? stderr : stdout, "usage: presk data COMMAND ... (presk data --help)\n");
+    return words.empty() ? kExitError : kExitOk;
+  }
+  if (words[0] == "--version") {
+    std::printf("presk (trove) 0.1.0\n");
+    return kExitOk;
+  }
+  if (words[0] != "data") {
+    std::fprintf(stderr, "presk: error: unknown command '%s' (this presk has only `presk data`)\n", words[0].c_str());
+    return kExitError;
+  }
+  return RunPreskData(std::vector<std::string>(words.begin() + 1, words.end()));
+}
+
+}  // namespace trove::cli

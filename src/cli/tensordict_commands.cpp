@@ -1,0 +1,59 @@
+// trove pack / unpack / refresh-checksums: tensordict archive maintenance (issue 3).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "trove/error.h"
+#include "trove/tensordict.h"
+
+namespace trove::cli {
+namespace {
+
+ZipMethod CompressionFromName(const std::string& name) {
+  if (name.empty() || name == "stored") return ZipMethod::kStored;
+  if (name == "deflate" || name == "deflated") return ZipMethod::kDeflate;
+  if (name == "bzip2") return ZipMethod::kBzip2;
+  if (name == "lzma") return ZipMethod::kLzma;
+  Fail(ErrorCode::kUsage, "unknown compression '" + name + "' (stored, deflate, bzip2 or lzma)");
+}
+
+}  // namespace
+
+void AddTensordictCommands(CLI::App& app, int* exit_code) {
+  static std::string dir, archive, compression;
+
+  auto* pack = app.add_subcommand("pack", "Pack a tensordict directory into a .tdz archive");
+  pack->add_option("dir", dir, "Tensordict directory (with meta.json)")->required();
+  pack->add_option("archive", archive, "Archive to write (replaced atomically)")->required();
+  pack->add_option("--compression", compression, "Compress .memmap leaves: deflate, bzip2 or lzma (default: stored, "
+                                                  "64-byte aligned)")
+      ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
+  pack->footer("Examples:\n  trove pack replay_buffer/ rb.tdz\n  trove pack replay_buffer/ rb.tdz --compression lzma");
+  pack->callback([exit_code] {
+    TensordictWriteOptions options;
+    options.compression = CompressionFromName(compression);
+    PackTdz(dir, archive, options);
+    *exit_code = kExitOk;
+  });
+
+  auto* unpack = app.add_subcommand("unpack", "Extract a .tdz archive into a directory");
+  unpack->add_option("archive", archive, ".tdz archive")->required();
+  unpack->add_option("dir", dir, "Directory to create (replaced atomically)")->required();
+  unpack->footer("Example:\n  trove unpack rb.tdz replay_buffer/");
+  unpack->callback([exit_code] {
+    UnpackTdz(archive, dir);
+    *exit_code = kExitOk;
+  });
+
+  auto* refresh = app.add_subcommand("refresh-checksums",
+                                     "Rewrite the CRC-32s of a .tdz archive after in-place edits of its leaves");
+  refresh->add_option("archive", archive, ".tdz archive (edited in place)")->required();
+  refresh->footer("Prints each entry whose checksum was rewritten.");
+  refresh->callback([exit_code] {
+    for (const std::string& name : RefreshTdzChecksums(archive)) std::cout << "refreshed " << name << '\n';
+    *exit_code = kExitOk;
+  });
+}
+
+}  // namespace trove::cli

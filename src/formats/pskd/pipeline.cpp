@@ -1,0 +1,82 @@
+// The pipeline over sample indices, and the batch loader that gathers samples from the mapping.
+#include <cstring>
+
+#include "trove/pipeline.h"
+
+namespace trove::pskd {
+
+Pipeline::Pipeline(uint64_t sample_count, PipelineSpec spec) : count_(sample_count), spec_(spec) {
+  if (spec_.batch == 0) Fail(ErrorCode::kUsage, "batch(B = 0): a batch holds at least one sample");
+}
+
+uint64_t Pipeline::batches_per_epoch() const {
+  uint64_t full = count_ / spec_.batch;
+  return spec_.take ? std::min(full, *spec_.take) : full;
+}
+
+std::vector<uint64_t> Pipeline::Order(uint64_t epoch) const {
+  std::vector<uint64_t> order;
+  if (spec_.shuffle_seed) {
+    order = ShufflePermutation(count_, *spec_.shuffle_seed, epoch);
+  } else {
+    order.resize(count_);
+    for (uint64_t i = 0; i < count_; ++i) order[i] = i;
+  }
+  order.resize(batches_per_epoch() * spec_.batch);
+  return order;
+}
+
+std::vector<std::vector<uint64_t>> Pipeline::Batches(uint64_t epoch) const {
+  std::vector<uint64_t> order = Order(epoch);
+  std::vector<std::vector<uint64_t>> batches;
+  batches.reserve(batches_per_epoch());
+  for (uint64_t start = 0; start < order.size(); start += spec_.batch) {
+    batches.emplace_back(order.begin() + static_cast<ptrdiff_t>(start),
+                         order.begin() + static_cast<ptrdiff_t>(start + spec_.batch));
+  }
+  return batches;
+}
+
+BatchLoader::BatchLoader(const PskdFile& file, bool check_indices) : file_(&file), check_indices_(check_indices) {
+  file.RequireLayout();
+}
+
+void BatchLoader::Load(std::span<const uint64_t> indices, Batch& batch) const {
+  const SampleType& type = file_->type();
+  const uint64_t n = indices.size();
+  for (const Leaf& leaf : type.leaves) {
+    // A batch is held in memory: its size is bounded by the address space, not by a file claim.
+    if (leaf.bytes != 0 && n > (uint64_t{1} << 62) / leaf.bytes) {
+      Fail(ErrorCode::kLimit, "a batch of " + std::to_string(n) + " samples does not fit in memory");
+    }
+  }
+  batch.size = n;
+  batch.indices.assign(indices.begin(), indices.end());
+  batch.leaves.resize(type.leaves.size());
+  for (size_t k = 0; k < type.leaves.size(); ++k) batch.leaves[k].resize(n * type.leaves[k].bytes);
+  for (uint64_t b = 0; b < n; ++b) {
+    std::span<const uint8_t> sample = file_->Sample(indices[b]);
+    if (check_indices_) file_->CheckIndices(indices[b]);
+    for (size_t k = 0; k < type.leaves.size(); ++k) {
+      const Leaf& leaf = type.leaves[k];
+      if (leaf.bytes != 0) std::memcpy(batch.leaves[k].data() + b * leaf.bytes, sample.data() + leaf.offset, leaf.bytes);
+    }
+  }
+}
+
+TensorView BatchLoader::LeafTensor(const Batch& batch, size_t leaf_index) const {
+  const Leaf& leaf = file_->type().leaves.at(leaf_index);
+  TensorView view;
+  view.dtype = leaf.dtype();
+  view.shape.push_back(static_cast<int64_t>(batch.size));
+  for (int64_t d : leaf.shape()) view.shape.push_back(d);
+  view.strides.assign(view.shape.size(), 1);
+  for (size_t i = view.shape.size(); i-- > 1;) view.strides[i - 1] = view.strides[i] * view.shape[i];
+  const std::vector<uint8_t>& bytes = batch.leaves.at(leaf_index);
+  view.storage = SharedBytes::CopyOf(bytes.data(), bytes.size());
+  view.storage_index = static_cast<int64_t>(leaf_index);
+  view.storage_key = "batch/" + std::to_string(leaf_index);
+  return view;
+}
+
+}  // namespace trove::pskd

@@ -1,0 +1,139 @@
+// Documents to .psk.d: tensors of a common leading dimension become one tuple-typed sample each.
+#include "formats/pskd/pskd_writer.h"
+
+#include <cstring>
+
+#include "trove/pskd.h"
+
+namespace trove {
+namespace {
+
+enum class ElementClass { kReal, kSigned, kUnsigned, kBool };
+
+struct Column {
+  std::string key;
+  const TensorView* view;
+  SharedBytes bytes;  // C-contiguous little-endian
+  ElementClass element_class;
+  uint64_t per_sample = 1;  // elements of one sample
+  uint64_t bound = 0;
+};
+
+ElementClass ClassOf(const NamedTensor& t) {
+  switch (t.view->dtype) {
+    case DType::kFloat64: case DType::kFloat32: case DType::kBFloat16: return ElementClass::kReal;
+    case DType::kInt8: case DType::kInt16: case DType::kInt32: case DType::kInt64: return ElementClass::kSigned;
+    case DType::kUInt8: case DType::kUInt16: case DType::kUInt32: case DType::kUInt64: return ElementClass::kUnsigned;
+    case DType::kBool: return ElementClass::kBool;
+    default: break;
+  }
+  Fail(ErrorCode::kUnsupported, t.key + ": dtype " + std::string(Name(t.view->dtype)) +
+                                    " has no .psk.d leaf (reals are float64/float32/bfloat16, indices integers)");
+}
+
+double RealAt(const Column& c, uint64_t i) {
+  const uint8_t* p = c.bytes.data() + i * ElementSize(c.view->dtype);
+  switch (c.view->dtype) {
+    case DType::kFloat64: return pskd::LoadReal(p, pskd::Encoding::kF64);
+    case DType::kFloat32: return pskd::LoadReal(p, pskd::Encoding::kF32);
+    default: return pskd::LoadReal(p, pskd::Encoding::kBF16);
+  }
+}
+
+// An integer element; negative values are refused (an index is never below 0).
+uint64_t IndexAt(const Column& c, uint64_t i) {
+  const uint32_t size = static_cast<uint32_t>(ElementSize(c.view->dtype));
+  uint64_t v = pskd::LoadIndex(c.bytes.data() + i * size, size);
+  if (c.element_class == ElementClass::kSigned && size < 8 && (v >> (8 * size - 1)) != 0) {
+    Fail(ErrorCode::kUsage, c.key + ": element " + std::to_string(i) + " is negative: not an index");
+  }
+  if (c.element_class == ElementClass::kSigned && size == 8 && static_cast<int64_t>(v) < 0) {
+    Fail(ErrorCode::kUsage, c.key + ": element " + std::to_string(i) + " is negative: not an index");
+  }
+  return v;
+}
+
+}  // namespace
+
+void WritePskd(const Document& doc, const std::string& path, const PskdWriteOptions& opts) {
+  if (doc.tensors.empty()) Fail(ErrorCode::kUsage, "no tensors to write as .psk.d samples");
+  std::vector<Column> columns;
+  int64_t count = -1;
+  for (const NamedTensor& t : doc.tensors) {
+    if (!t.view->has_data) Fail(ErrorCode::kUsage, t.key + ": a meta tensor has no data");
+    if (t.view->shape.empty()) Fail(ErrorCode::kUsage, t.key + ": a scalar has no sample axis");
+    if (count >= 0 && t.view->shape[0] != count) {
+      Fail(ErrorCode::kUsage, t.key + ": leading dimension " + std::to_string(t.view->shape[0]) + ", the others have " +
+                                  std::to_string(count) + " (every tensor is one leaf of each sample)");
+    }
+    count = t.view->shape[0];
+    Column c{t.key, t.view, {}, ClassOf(t)};
+    for (size_t d = 1; d < t.view->shape.size(); ++d) c.per_sample *= static_cast<uint64_t>(t.view->shape[d]);
+    columns.push_back(std::move(c));
+  }
+  // Type text: one leaf per column.
+  std::vector<pskd::Encoding> encodings;
+  std::string text;
+  for (Column& c : columns) {
+    c.bytes = c.view->ContiguousLittleEndian();
+    std::string dims = "[";
+    for (size_t d = 1; d < c.view->shape.size(); ++d) {
+      if (d > 1) dims += ", ";
+      dims += std::to_string(c.view->shape[d]);
+    }
+    dims += "]";
+    const uint64_t n = static_cast<uint64_t>(c.view->numel());
+    std::string leaf;
+    if (c.element_class == ElementClass::kReal) {
+      leaf = "\xE2\x84\x9D" + dims;
+      encodings.push_back(c.view->dtype == DType::kFloat64   ? pskd::Encoding::kF64
+                          : c.view->dtype == DType::kFloat32 ? pskd::Encoding::kF32
+                                                             : pskd::Encoding::kBF16);
+    } else if (c.element_class == ElementClass::kBool) {
+      c.bound = 2;
+      leaf = "bool" + dims;
+      encodings.push_back(pskd::Encoding::kF64);
+    } else {
+      uint64_t max = 0;
+      for (uint64_t i = 0; i < n; ++i) max = std::max(max, IndexAt(c, i));
+      if (opts.vocab) {
+        if (n > 0 && max >= *opts.vocab) {
+          Fail(ErrorCode::kUsage, c.key + ": value " + std::to_string(max) + " is not below the vocabulary " +
+                                      std::to_string(*opts.vocab));
+        }
+        c.bound = *opts.vocab;
+      } else {
+        if (max == ~uint64_t{0}) Fail(ErrorCode::kUsage, c.key + ": value 2^64-1 leaves no bound N = max + 1");
+        c.bound = max + 1;
+      }
+      leaf = "idx[" + std::to_string(c.bound) + "]" + dims;
+      encodings.push_back(pskd::Encoding::kF64);
+    }
+    text += (text.empty() ? "" : ", ") + leaf;
+  }
+  if (columns.size() > 1) text = "(" + text + ")";
+  pskd::SampleType type = pskd::ParseSampleType(text);
+  type.SetEncodings(encodings);
+
+  pskd::PskdWriter writer(path, type);
+  pskd::SampleEncoder encoder(writer.type());
+  for (int64_t s = 0; s < count; ++s) {
+    encoder.Reset();
+    for (const Column& c : columns) {
+      const uint64_t first = static_cast<uint64_t>(s) * c.per_sample;
+      for (uint64_t e = first; e < first + c.per_sample; ++e) {
+        if (c.element_class == ElementClass::kReal) {
+          encoder.PutReal(RealAt(c, e));
+        } else if (c.element_class == ElementClass::kBool) {
+          encoder.PutIndex(c.bytes.data()[e] != 0 ? 1 : 0);
+        } else {
+          encoder.PutIndex(IndexAt(c, e));
+        }
+      }
+    }
+    writer.Append(encoder.bytes());
+  }
+  writer.Commit();
+}
+
+}  // namespace trove

@@ -1,0 +1,242 @@
+// Reading torch.save checkpoints.
+//
+// Zip format (torch >= 1.6), one top-level folder <archive>/ holding:
+//   data.pkl                 pickle (protocol 2) of the saved object; storages by persistent id
+//   .format_version          "1" (newest torch)             .storage_alignment  "64"
+//   byteorder                "little" | "big" (torch >= 2.1; absent means little)
+//   data/<key>               raw bytes of storage <key>, 64-byte aligned, stored
+//   version                  "3\n" (or .data/version for TorchScript writers)
+//   .data/serialization_id   40 digits
+// Legacy "1001" format: five pickles back to back (magic number, protocol 1001, sys_info, the
+// object, the sorted list of storage keys), then per key an int64 element count and the bytes.
+#include "formats/pt/pt_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/byte_reader.h"
+#include "formats/pt/torch_resolver.h"
+#include "trove/error.h"
+#include "trove/zip_reader.h"
+
+namespace trove {
+namespace {
+
+// The legacy format's magic number 0x1950a86a20f9469cfc6c, as its LONG1 little-endian bytes.
+constexpr uint8_t kLegacyMagic[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+constexpr int64_t kLegacyProtocolVersion = 1001;
+// torch 1.13 reads zip file versions 1..10 (kMaxSupportedFileFormatVersion); torch.save writes 3.
+constexpr uint64_t kMaxPtFileVersion = 10;
+
+std::string ArchivePrefix(const ZipReader& zip) {
+  if (zip.entries().empty()) Fail(ErrorCode::kCorrupt, "empty zip archive");
+  const std::string& first = zip.entries().front().name;
+  size_t slash = first.find('/');
+  if (slash == std::string::npos || slash == 0) {
+    Fail(ErrorCode::kCorrupt, "entry '" + first + "' is not in a subdirectory (a torch archive has one top folder)");
+  }
+  return first.substr(0, slash);
+}
+
+std::string TrimRecord(std::string_view v) {
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' ')) v.remove_suffix(1);
+  return std::string(v);
+}
+
+void CollectNamedTensors(Document& doc, TorchResolver& resolver) {
+  doc.tensors = CollectTensors(doc.root);
+  std::unordered_map<const TensorView*, std::string> names;
+  for (const auto& t : doc.tensors) names.emplace(t.view, t.key);
+  resolver.Finish([&](const TensorView* v) {
+    auto it = names.find(v);
+    if (it != names.end()) return it->second;
+    return v->storage_key.empty() ? std::string("(unnamed)") : "(unnamed view of " + v->storage_key + ")";
+  });
+}
+
+Document ReadZipPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
+  ZipReader zip(file);
+  Document doc;
+  doc.format = "pt";
+  doc.path = file->path();
+  doc.file_size = file->size();
+  const std::string prefix = ArchivePrefix(zip);
+  for (const auto& e : zip.entries()) {
+    if (e.name.compare(0, prefix.size() + 1, prefix + "/") != 0) {
+      Fail(ErrorCode::kCorrupt, "entry '" + e.name + "' is outside the archive folder '" + prefix + "/'");
+    }
+    static const char* const kMethods[] = {"stored", "deflate", "bzip2", "lzma"};
+    std::string method = e.method == 0 ? kMethods[0] : e.method == 8 ? kMethods[1] : e.method == 12 ? kMethods[2] : kMethods[3];
+    doc.records.push_back({e.name, e.data_offset, e.uncompressed_size, e.compressed_size, method, e.crc32});
+  }
+  auto record = [&](const std::string& name) { return zip.Find(prefix + "/" + name); };
+  for (const char* code_record : {"constants.pkl", "bytecode.pkl", ".data/version"}) {
+    if (record(code_record)) {
+      Fail(ErrorCode::kRefused, "'" + prefix + "/" + code_record +
+                                    "' present: a TorchScript/torch.package archive holds code, refused");
+    }
+  }
+  auto text_record = [&](const std::string& name) -> std::optional<std::string> {
+    const ZipEntry* e = record(name);
+    if (!e) return std::nullopt;
+    if (e->uncompressed_size > 4096) Fail(ErrorCode::kCorrupt, "record '" + e->name + "' is too long for its kind");
+    return TrimRecord(zip.Read(*e).view());
+  };
+  doc.properties.emplace_back("archive", prefix);
+  const ZipEntry* pkl = record("data.pkl");
+  if (!pkl) Fail(ErrorCode::kCorrupt, "record '" + prefix + "/data.pkl' missing");
+  auto version = text_record("version");
+  if (!version) Fail(ErrorCode::kCorrupt, "record '" + prefix + "/version' missing");
+  {
+    uint64_t v = 0;
+    size_t i = 0;
+    for (; i < version->size() && i < 19 && (*version)[i] >= '0' && (*version)[i] <= '9'; ++i) v = v * 10 + ((*version)[i] - '0');
+    if (i == 0 || i != version->size() || v < 1 || v > kMaxPtFileVersion) {
+      Fail(ErrorCode::kUnsupported, "record '" + prefix + "/version' is '" + *version + "', readable versions are 1 to " +
+                                        std::to_string(kMaxPtFileVersion));
+    }
+  }
+  ByteOrder order = ByteOrder::kLittle;
+  std::string byteorder_text = "little (assumed: no byteorder record)";
+  if (auto bo = text_record("byteorder")) {
+    if (*bo == "little") order = ByteOrder::kLittle;
+    else if (*bo == "big") order = ByteOrder::kBig;
+    else Fail(ErrorCode::kCorrupt, "record '" + prefix + "/byteorder' is '" + *bo + "', expected 'little' or 'big'");
+    byteorder_text = *bo;
+  }
+  doc.properties.emplace_back("byteorder", byteorder_text);
+  if (auto fv = text_record(".format_version")) doc.properties.emplace_back("format_version", *fv);
+  if (auto sa = text_record(".storage_alignment")) doc.properties.emplace_back("storage_alignment", *sa);
+  doc.properties.emplace_back("version", *version);
+  if (auto id = text_record(".data/serialization_id")) doc.properties.emplace_back("serialization_id", *id);
+
+  TorchResolver resolver(options.permissive);
+  resolver.byte_order = order;
+  SharedBytes pickle = WithContext(pkl->name, [&] { return zip.Read(*pkl); });
+  Unpickler unpickler(pickle.data(), pickle.size(), *doc.arena, resolver);
+  doc.root = WithContext(pkl->name, [&] { return unpickler.Load(); });
+  doc.properties.emplace_back("pickle_protocol", std::to_string(unpickler.protocol()));
+  if (unpickler.consumed() != pickle.size()) {
+    doc.warnings.push_back(pkl->name + ": " + std::to_string(pickle.size() - unpickler.consumed()) +
+                           " bytes after the pickle's STOP are ignored");
+  }
+  for (auto& s : resolver.storages()) {
+    const std::string name = prefix + "/data/" + s.key;
+    const ZipEntry* e = zip.Find(name);
+    if (!e) Fail(ErrorCode::kCorrupt, "record '" + name + "' missing (referenced by the pickle)");
+    if (e->uncompressed_size != s.declared_bytes) {
+      Fail(ErrorCode::kCorrupt, "record '" + name + "' has " + std::to_string(e->uncompressed_size) +
+                                    " bytes but the pickle declares " + std::to_string(s.declared_bytes));
+    }
+    s.bytes = WithContext(name, [&] { return zip.Read(*e); });
+    s.resolved = true;
+  }
+  CollectNamedTensors(doc, resolver);
+  return doc;
+}
+
+Value* LoadPickleAt(const MappedFile& file, uint64_t& offset, ValueArena& arena, PickleResolver& resolver, int* protocol = nullptr) {
+  Unpickler u(file.data() + offset, file.size() - offset, arena, resolver, offset);
+  Value* v = u.Load();
+  offset += u.consumed();
+  if (protocol) *protocol = u.protocol();
+  return v;
+}
+
+Document ReadLegacyPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
+  Document doc;
+  doc.format = "pt-legacy";
+  doc.path = file->path();
+  doc.file_size = file->size();
+  uint64_t offset = 0;
+  DataResolver plain(false);
+  Value* magic = LoadPickleAt(*file, offset, *doc.arena, plain);
+  if (magic->kind != ValueKind::kInt || magic->big_int.size() != 10 ||
+      std::memcmp(magic->big_int.data(), kLegacyMagic, 10) != 0) {
+    Fail(ErrorCode::kCorrupt, "invalid magic number (not a torch legacy checkpoint)");
+  }
+  Value* proto = LoadPickleAt(*file, offset, *doc.arena, plain);
+  if (proto->kind != ValueKind::kInt || proto->integer != kLegacyProtocolVersion) {
+    Fail(ErrorCode::kUnsupported, "legacy protocol version is not 1001");
+  }
+  uint64_t sys_info_offset = offset;
+  Value* sys_info = LoadPickleAt(*file, offset, *doc.arena, plain);
+  if (const Value* le = sys_info->Find("little_endian"); le && le->kind == ValueKind::kBool && !le->boolean) {
+    doc.warnings.push_back("sys_info says the writer was big-endian; torch reads these files as little-endian too");
+  }
+  doc.records.push_back({"pickle: magic, protocol, sys_info", 0, sys_info_offset, sys_info_offset, "pickle", 0});
+  TorchResolver resolver(options.permissive);
+  resolver.legacy_persistent_ids = true;
+  uint64_t object_offset = offset;
+  int protocol = 0;
+  doc.root = LoadPickleAt(*file, offset, *doc.arena, resolver, &protocol);
+  doc.records.push_back({"pickle: object", object_offset, offset - object_offset, offset - object_offset, "pickle", 0});
+  uint64_t keys_offset = offset;
+  Value* keys = LoadPickleAt(*file, offset, *doc.arena, plain);
+  doc.records.push_back({"pickle: storage keys", keys_offset, offset - keys_offset, offset - keys_offset, "pickle", 0});
+  if (keys->kind != ValueKind::kList) Fail(ErrorCode::kCorrupt, "storage key list is not a list");
+  doc.properties.emplace_back("byteorder", "little");
+  doc.properties.emplace_back("version", "1001");
+  doc.properties.emplace_back("pickle_protocol", std::to_string(protocol));
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < resolver.storages().size(); ++i) index.emplace(resolver.storages()[i].key, i);
+  ByteReader reader(file->data(), file->size());
+  reader.Seek(offset);
+  for (const Value* k : keys->items) {
+    if (k->kind != ValueKind::kStr) Fail(ErrorCode::kCorrupt, "storage key list holds a non-string");
+    uint64_t at = reader.offset();
+    int64_t numel = WithContext("@ " + std::to_string(at), [&] { return reader.I64(); });
+    auto it = index.find(k->text);
+    if (it == index.end()) Fail(ErrorCode::kCorrupt, "@ " + std::to_string(at) + ": storage '" + k->text + "' is not referenced by the object");
+    TorchStorage& s = resolver.storages()[it->second];
+    if (s.resolved) Fail(ErrorCode::kCorrupt, "storage '" + k->text + "' appears twice in the key list");
+    uint64_t esize = s.dtype ? ElementSize(*s.dtype) : 1;
+    if (numel < 0 || static_cast<uint64_t>(numel) != s.declared_bytes / esize) {
+      Fail(ErrorCode::kCorrupt, "@ " + std::to_string(at) + ": storage '" + k->text + "' has " + std::to_string(numel) +
+                                    " elements but the pickle declares " + std::to_string(s.declared_bytes / std::max<uint64_t>(esize, 1)));
+    }
+    uint64_t data_at = reader.offset();
+    WithContext("storage '" + k->text + "'", [&] { reader.Skip(s.declared_bytes); });
+    s.bytes = file->Slice(data_at, s.declared_bytes);
+    s.resolved = true;
+    doc.records.push_back({"storage " + k->text, data_at, s.declared_bytes, s.declared_bytes, "stored", 0});
+  }
+  if (!reader.at_end()) doc.warnings.push_back(std::to_string(reader.remaining()) + " bytes after the last storage are ignored");
+  CollectNamedTensors(doc, resolver);
+  return doc;
+}
+
+}  // namespace
+
+bool IsLegacyPtMagic(std::string_view head) {
+  // PROTO n, LONG1 0x0a, then the 10 magic bytes.
+  return head.size() >= 14 && static_cast<uint8_t>(head[0]) == 0x80 && static_cast<uint8_t>(head[2]) == 0x8a &&
+         static_cast<uint8_t>(head[3]) == 0x0a && std::memcmp(head.data() + 4, kLegacyMagic, 10) == 0;
+}
+
+Format DetectZipFormat(std::shared_ptr<MappedFile> file) {
+  try {
+    ZipReader zip(std::move(file));
+    bool has_pkl = false;
+    for (const auto& e : zip.entries()) {
+      if (e.name == "meta.json") return Format::kTdz;
+      std::string_view n = e.name;
+      size_t slash = n.find('/');
+      std::string_view rest = slash == std::string_view::npos ? n : n.substr(slash + 1);
+      if (rest == "constants.pkl" || rest == "bytecode.pkl" || rest == ".data/version") return Format::kTorchScript;
+      if (rest == "data.pkl") has_pkl = true;
+    }
+    return has_pkl ? Format::kPt : Format::kUnknown;
+  } catch (const Error&) {
+    return Format::kPt;  // let the reader report what is wrong
+  }
+}
+
+Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
+  std::string_view head(reinterpret_cast<const char*>(file->data()), std::min<uint64_t>(file->size(), 64));
+  if (IsLegacyPtMagic(head)) return ReadLegacyPt(std::move(file), options);
+  return ReadZipPt(std::move(file), options);
+}
+
+}  // namespace trove

@@ -1,0 +1,286 @@
+#include "formats/pt/torch_resolver.h"
+
+#include <string_view>
+
+#include "trove/error.h"
+
+namespace trove {
+namespace {
+
+// Storage handles are object nodes with this type name (no Python name can contain '<'),
+// and `integer` = index into storages_.
+constexpr std::string_view kStorageHandle = "<storage>";
+
+bool Starts(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+[[noreturn]] void Bad(const std::string& fn, const std::string& what) {
+  Fail(ErrorCode::kCorrupt, fn + ": " + what);
+}
+
+int64_t IntArg(const Value* v, const std::string& fn, const char* what) {
+  if (v == nullptr || v->kind != ValueKind::kInt || v->is_big_int()) Bad(fn, std::string(what) + " is not a 64-bit int");
+  return v->integer;
+}
+
+std::vector<int64_t> IntTuple(const Value* v, const std::string& fn, const char* what) {
+  if (v == nullptr || (v->kind != ValueKind::kTuple && v->kind != ValueKind::kList))
+    Bad(fn, std::string(what) + " is not a tuple");
+  if (v->items.size() > kMaxTensorRank) {
+    Fail(ErrorCode::kLimit, fn + ": " + what + " has " + std::to_string(v->items.size()) +
+                                " dimensions, more than kMaxTensorRank (" + std::to_string(kMaxTensorRank) + ")");
+  }
+  std::vector<int64_t> out;
+  out.reserve(v->items.size());
+  for (const Value* item : v->items) out.push_back(IntArg(item, fn, what));
+  return out;
+}
+
+const std::vector<Value*>& Args(const Value* args, const std::string& fn) {
+  if (args == nullptr || args->kind != ValueKind::kTuple) Bad(fn, "arguments are not a tuple");
+  return args->items;
+}
+
+std::optional<DType> DTypeOfGlobal(const Value* v) {
+  if (v == nullptr || v->kind != ValueKind::kGlobal || !Starts(v->type_name, "torch.")) return std::nullopt;
+  return DTypeFromTorchString(v->type_name);
+}
+
+bool IsBool(const Value* v) { return v != nullptr && v->kind == ValueKind::kBool; }
+
+}  // namespace
+
+Value* TorchResolver::Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) {
+  const std::string dotted = module + "." + name;
+  allowed = true;
+  if (module == "torch._utils") {
+    static const char* const kRebuild[] = {
+        "_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_parameter",
+        "_rebuild_parameter_with_state", "_rebuild_qtensor", "_rebuild_sparse_tensor",
+        "_rebuild_sparse_csr_tensor", "_rebuild_meta_tensor_no_storage", "_rebuild_wrapper_subclass",
+        "_rebuild_device_tensor_from_cpu_tensor", "_rebuild_device_tensor_from_numpy", "_rebuild_nested_tensor",
+        "_rebuild_xla_tensor"};
+    for (const char* fn : kRebuild)
+      if (name == fn) return arena.Global(dotted);
+  }
+  if (dotted == "torch._tensor._rebuild_from_type_v2" || dotted == "torch.Size" || dotted == "torch.device" ||
+      dotted == "torch.Tensor" || dotted == "torch.nn.parameter.Parameter" ||
+      dotted == "torch.serialization._get_layout" || dotted == "torch.storage.UntypedStorage" ||
+      dotted == "torch.storage.TypedStorage") {
+    return arena.Global(dotted);
+  }
+  if (module == "torch" || module == "torch.cuda") {
+    if (name.size() > 7 && name.ends_with("Storage") && DTypeFromStorageClass(name)) return arena.Global("torch." + name);
+    if (DTypeFromName(name) && DTypeFromTorchString("torch." + name)) return arena.Global(dotted);
+    static const char* const kOtherNames[] = {
+        "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine", "per_channel_symmetric",
+        "per_channel_affine_float_qparams", "int1", "int2", "int3", "int4", "int5", "int6", "int7", "uint1", "uint2",
+        "uint3", "uint4", "uint5", "uint6", "uint7", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
+        "sparse_bsc", "strided"};
+    for (const char* n : kOtherNames)
+      if (name == n) return arena.Global(dotted);
+    // Legacy tensor classes (torch.FloatTensor, torch.cuda.HalfTensor): names only.
+    if (name.ends_with("Tensor") && name.size() > 6 && name != "Tensor") {
+      std::string stem = name.substr(0, name.size() - 6);
+      if (DTypeFromStorageClass(stem + "Storage")) return arena.Global(dotted);
+    }
+  }
+  return DataResolver::Global(module, name, allowed, arena);
+}
+
+Value* TorchResolver::PersistentLoad(Value* pid, ValueArena& arena) {
+  const std::string fn = "persistent id";
+  if (pid == nullptr || pid->kind != ValueKind::kTuple) Bad(fn, "is not a tuple");
+  const auto& t = pid->items;
+  if (t.empty() || !(t[0]->kind == ValueKind::kStr || t[0]->kind == ValueKind::kBytes) || t[0]->text != "storage") {
+    if (!t.empty() && t[0]->text == "module") {
+      Fail(ErrorCode::kRefused, "persistent id 'module' (a pickled nn.Module class with its source) refused");
+    }
+    Bad(fn, "first element is not 'storage'");
+  }
+  const size_t expected = legacy_persistent_ids ? 6 : 5;
+  if (t.size() != expected) {
+    Bad(fn, "has " + std::to_string(t.size()) + " elements, expected " + std::to_string(expected));
+  }
+  const Value* cls = t[1];
+  if (cls->kind != ValueKind::kGlobal) Bad(fn, "storage class is not a name");
+  std::optional<DType> dtype;
+  bool untyped = cls->type_name == "torch.storage.UntypedStorage";
+  if (!untyped) {
+    std::string_view n = cls->type_name;
+    size_t dot = n.rfind('.');
+    dtype = DTypeFromStorageClass(n.substr(dot + 1));
+    if (!dtype) Fail(ErrorCode::kRefused, "unknown storage class '" + cls->type_name + "'");
+  }
+  if (t[2]->kind != ValueKind::kStr) Bad(fn, "storage key is not a string");
+  const std::string& key = t[2]->text;
+  if (key.empty() || key.find('/') != std::string::npos || key.find('\\') != std::string::npos || key == "." ||
+      key == ".." || key.find('\0') != std::string::npos) {
+    Fail(ErrorCode::kRefused, "storage key '" + key + "' is not a plain record name");
+  }
+  std::string location = t[3]->kind == ValueKind::kStr ? t[3]->text : "";
+  int64_t numel = IntArg(t[4], fn, "storage size");
+  if (numel < 0) Bad(fn, "negative storage size");
+  uint64_t esize = dtype ? ElementSize(*dtype) : 1;
+  uint64_t nbytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), esize, &nbytes)) Bad(fn, "storage size overflows");
+  if (legacy_persistent_ids && t[5]->kind != ValueKind::kNone) {
+    Fail(ErrorCode::kUnsupported, "storage view metadata (torch < 0.4 storage views) is not supported");
+  }
+  size_t index;
+  auto it = storage_by_key_.find(key);
+  if (it != storage_by_key_.end()) {
+    index = it->second;
+    const TorchStorage& s = storages_[index];
+    if (s.dtype != dtype || s.declared_bytes != nbytes) {
+      Fail(ErrorCode::kRefused, "storage '" + key + "' is referenced with two different types or sizes");
+    }
+  } else {
+    index = storages_.size();
+    storages_.push_back(TorchStorage{key, dtype, location, nbytes, {}, false});
+    storage_by_key_.emplace(key, index);
+  }
+  Value* handle = arena.Object(std::string(kStorageHandle), pid);
+  handle->integer = static_cast<int64_t>(index);
+  return handle;
+}
+
+Value* TorchResolver::MakeTensor(Value* storage, Value* offset, Value* size, Value* stride, std::optional<DType> dtype,
+                                 ValueArena& arena, const char* fn_name) {
+  const std::string fn = fn_name;
+  if (storage == nullptr || storage->kind != ValueKind::kObject || storage->type_name != kStorageHandle)
+    Bad(fn, "first argument is not a storage");
+  const TorchStorage& s = storages_[static_cast<size_t>(storage->integer)];
+  if (!dtype) dtype = s.dtype;
+  if (!dtype) Bad(fn, "untyped storage without a dtype");
+  if (s.dtype && *s.dtype != *dtype) Bad(fn, "storage type differs from the tensor's dtype");
+  TensorView view;
+  view.dtype = *dtype;
+  view.storage_offset = IntArg(offset, fn, "storage offset");
+  view.shape = IntTuple(size, fn, "size");
+  view.strides = IntTuple(stride, fn, "stride");
+  view.storage_index = storage->integer;
+  view.storage_key = "data/" + s.key;
+  Value* node = arena.Tensor(std::move(view));
+  views_.push_back(node->tensor);
+  return node;
+}
+
+Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
+  if (callable == nullptr || callable->kind != ValueKind::kGlobal) return DataResolver::Call(callable, args, arena);
+  const std::string& fn = callable->type_name;
+  if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {
+    const auto& a = Args(args, fn);
+    const bool v2 = fn.ends_with("v2");
+    if (a.size() < 4 || (v2 && (a.size() < 6 || a.size() > 7))) Bad(fn, "wrong number of arguments");
+    Value* t = MakeTensor(a[0], a[1], a[2], a[3], std::nullopt, arena, fn.c_str());
+    if (v2) {
+      if (!IsBool(a[4])) Bad(fn, "requires_grad is not a bool");
+      t->tensor->requires_grad = a[4]->boolean;
+    }
+    return t;
+  }
+  if (fn == "torch._utils._rebuild_tensor_v3") {
+    const auto& a = Args(args, fn);
+    if (a.size() < 7 || a.size() > 8) Bad(fn, "wrong number of arguments");
+    auto dtype = DTypeOfGlobal(a[6]);
+    if (!dtype) Bad(fn, "dtype argument is not a known torch dtype");
+    Value* t = MakeTensor(a[0], a[1], a[2], a[3], dtype, arena, fn.c_str());
+    if (!IsBool(a[4])) Bad(fn, "requires_grad is not a bool");
+    t->tensor->requires_grad = a[4]->boolean;
+    return t;
+  }
+  if (fn == "torch._utils._rebuild_qtensor") {
+    const auto& a = Args(args, fn);
+    if (a.size() != 7) Bad(fn, "wrong number of arguments");
+    Value* t = MakeTensor(a[0], a[1], a[2], a[3], std::nullopt, arena, fn.c_str());
+    if (Info(t->tensor->dtype).kind != DTypeKind::kQuantized) Bad(fn, "storage is not a quantized type");
+    t->state = a[4];  // quantizer parameters, shown by info
+    return t;
+  }
+  if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state" ||
+      fn == "torch.nn.parameter.Parameter") {
+    const auto& a = Args(args, fn);
+    if (a.empty() || a[0]->kind != ValueKind::kTensor) Bad(fn, "data is not a tensor");
+    Value* t = arena.Tensor(*a[0]->tensor);
+    views_.push_back(t->tensor);
+    t->tensor->is_parameter = true;
+    t->tensor->requires_grad = a.size() > 1 && IsBool(a[1]) ? a[1]->boolean : true;
+    if (fn.ends_with("with_state") && a.size() == 4) t->state = a[3];
+    return t;
+  }
+  if (fn == "torch._utils._rebuild_meta_tensor_no_storage") {
+    const auto& a = Args(args, fn);
+    if (a.size() < 3 || a.size() > 4) Bad(fn, "wrong number of arguments");
+    auto dtype = DTypeOfGlobal(a[0]);
+    if (!dtype) Bad(fn, "dtype argument is not a known torch dtype");
+    TensorView view;
+    view.dtype = *dtype;
+    view.shape = IntTuple(a[1], fn, "size");
+    view.strides = IntTuple(a[2], fn, "stride");
+    view.has_data = false;
+    view.requires_grad = a.size() == 4 && IsBool(a[3]) && a[3]->boolean;
+    Value* t = arena.Tensor(std::move(view));
+    views_.push_back(t->tensor);
+    return t;
+  }
+  if (fn == "torch._tensor._rebuild_from_type_v2") {
+    const auto& a = Args(args, fn);
+    if (a.size() != 4) Bad(fn, "wrong number of arguments");
+    Value* inner = Call(a[0], a[2], arena);
+    if (inner->kind == ValueKind::kTensor) {
+      if (a[1]->kind == ValueKind::kGlobal && a[1]->type_name != "torch.Tensor") inner->type_name = a[1]->type_name;
+      if (a[3]->kind == ValueKind::kDict && !a[3]->entries.empty()) inner->state = a[3];
+    }
+    return inner;
+  }
+  if (fn == "torch._utils._rebuild_device_tensor_from_cpu_tensor") {
+    const auto& a = Args(args, fn);
+    if (a.empty() || a[0]->kind != ValueKind::kTensor) Bad(fn, "first argument is not a tensor");
+    return a[0];
+  }
+  if (fn == "torch.Size") {
+    const auto& a = Args(args, fn);
+    Value* tuple = arena.Tuple();
+    if (a.size() == 1) {
+      IntTuple(a[0], fn, "size");
+      tuple->items = a[0]->items;
+    } else if (!a.empty()) {
+      Bad(fn, "wrong number of arguments");
+    }
+    tuple->type_name = "torch.Size";
+    return tuple;
+  }
+  if (fn == "torch.device" || fn == "torch.serialization._get_layout" || fn.starts_with("torch._utils._rebuild_")) {
+    // Shown as inert objects: devices, layouts, sparse/nested/wrapper tensors (their component
+    // tensors stay reachable through the arguments).
+    if (fn == "torch.serialization._get_layout") {
+      const auto& a = Args(args, fn);
+      if (a.size() == 1 && a[0]->kind == ValueKind::kStr && a[0]->text.starts_with("torch.")) return arena.Global(a[0]->text);
+    }
+    return arena.Object(fn, args);
+  }
+  return DataResolver::Call(callable, args, arena);
+}
+
+Value* TorchResolver::Build(Value* object, Value* state, ValueArena& arena) {
+  if (object != nullptr && object->kind == ValueKind::kTensor) {
+    // Parameter.__setstate__ / tensor subclasses' Python attributes: kept, never applied.
+    object->state = state;
+    return object;
+  }
+  return DataResolver::Build(object, state, arena);
+}
+
+void TorchResolver::Finish(const std::function<std::string(const TensorView*)>& key_of) {
+  for (TensorView* view : views_) {
+    if (view->has_data) {
+      const TorchStorage& s = storages_[static_cast<size_t>(view->storage_index)];
+      if (!s.resolved) Fail(ErrorCode::kCorrupt, "tensor '" + key_of(view) + "': storage '" + s.key + "' has no data");
+      view->storage = s.bytes;
+    }
+    view->byte_order = byte_order;
+    WithContext("tensor '" + key_of(view) + "'", [&] { view->Validate(); });
+  }
+}
+
+}  // namespace trove

@@ -1,0 +1,57 @@
+// formats/pt/torch_resolver.h: what the names in a torch.save pickle mean, as data.
+//
+// TorchResolver extends the plain-data resolver with the allowlist of torch names that have a
+// known data meaning (notes/pt-format.md §2.3-2.6, §3.1): the _rebuild_* functions become
+// TensorView nodes, storage classes and dtypes become global nodes, torch.Size a tuple,
+// torch.device an inert object. Persistent ids become storage handles; tensor views are made
+// against them and get their bytes in Finish(), once the container has supplied every storage
+// (the legacy format stores them after the pickles). Anything else is refused (or, permissive,
+// an inert object). Nothing is ever imported or called. One resolver per file, single thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trove/document.h"
+#include "trove/unpickler.h"
+
+namespace trove {
+
+// A storage the pickle referenced by persistent id.
+struct TorchStorage {
+  std::string key;                // persistent-id key ("0", "94367032442640")
+  std::optional<DType> dtype;     // nullopt for UntypedStorage (bytes; the tensor says the dtype)
+  std::string location;           // "cpu", "cuda:0", ... (recorded, ignored)
+  uint64_t declared_bytes = 0;    // numel * element size (typed) or nbytes (untyped)
+  SharedBytes bytes;              // supplied by the container
+  bool resolved = false;
+};
+
+class TorchResolver : public DataResolver {
+ public:
+  explicit TorchResolver(bool permissive) : DataResolver(permissive) {}
+
+  Value* Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) override;
+  Value* Call(Value* callable, Value* args, ValueArena& arena) override;
+  Value* Build(Value* object, Value* state, ValueArena& arena) override;
+  Value* PersistentLoad(Value* pid, ValueArena& arena) override;
+
+  std::vector<TorchStorage>& storages() { return storages_; }
+  // Gives every tensor view its storage bytes and validates it; `key_of` names a view for errors.
+  void Finish(const std::function<std::string(const TensorView*)>& key_of);
+  bool legacy_persistent_ids = false;  // the legacy format adds a 6th element (view metadata)
+  ByteOrder byte_order = ByteOrder::kLittle;  // of every storage (the zip's `byteorder` record)
+
+ private:
+  Value* MakeTensor(Value* storage, Value* offset, Value* size, Value* stride, std::optional<DType> dtype,
+                    ValueArena& arena, const char* fn);
+  std::vector<TorchStorage> storages_;
+  std::map<std::string, size_t> storage_by_key_;
+  std::vector<TensorView*> views_;  // every view made, to receive its bytes in Finish()
+};
+
+}  // namespace trove

@@ -1,0 +1,105 @@
+// The files of a .tdz archive, looked up by name in the zip's central directory.
+#include <set>
+
+#include "formats/tensordict/tree_source.h"
+#include "trove/error.h"
+
+namespace trove::tensordict {
+namespace {
+
+std::string MethodName(uint16_t method) {
+  switch (method) {
+    case static_cast<uint16_t>(ZipMethod::kStored): return "stored";
+    case static_cast<uint16_t>(ZipMethod::kDeflate): return "deflate";
+    case static_cast<uint16_t>(ZipMethod::kBzip2): return "bzip2";
+    case static_cast<uint16_t>(ZipMethod::kLzma): return "lzma";
+    default: return "method " + std::to_string(method);
+  }
+}
+
+class ArchiveSource final : public TreeSource {
+ public:
+  explicit ArchiveSource(std::shared_ptr<const ZipReader> zip) : zip_(std::move(zip)) {
+    for (const auto& e : zip_->entries()) {
+      ContainerRecord r;
+      r.name = e.name;
+      r.offset = e.data_offset;
+      r.size = e.uncompressed_size;
+      r.stored_size = e.compressed_size;
+      r.method = MethodName(e.method);
+      r.crc32 = e.crc32;
+      records_.push_back(std::move(r));
+      for (size_t slash = e.name.find('/'); slash != std::string::npos; slash = e.name.find('/', slash + 1))
+        dirs_.insert(e.name.substr(0, slash));
+    }
+  }
+
+  std::optional<SharedBytes> ReadSmallFile(const std::string& dir, const std::string& name,
+                                           uint64_t max_bytes) override {
+    const ZipEntry* e = zip_->Find(JoinRel(dir, name));
+    if (e == nullptr) return std::nullopt;
+    if (e->uncompressed_size > max_bytes) {
+      Fail(ErrorCode::kLimit, Describe(dir, name) + ": " + std::to_string(e->uncompressed_size) +
+                                  " bytes is more than the " + std::to_string(max_bytes) + " allowed for this entry");
+    }
+    return WithContext(Describe(dir, name), [&] { return zip_->Read(*e); });
+  }
+
+  std::optional<LeafBytes> OpenLeaf(const std::string& dir, const std::string& name, uint64_t needed,
+                                    uint64_t element_size) override {
+    const ZipEntry* e = zip_->Find(JoinRel(dir, name));
+    if (e == nullptr) return std::nullopt;
+    if (e->uncompressed_size < needed) {
+      Fail(ErrorCode::kCorrupt, Describe(dir, name) + ": entry has " + std::to_string(e->uncompressed_size) +
+                                    " bytes, the leaf needs " + std::to_string(needed));
+    }
+    LeafBytes out;
+    out.location = e->name;
+    SharedBytes payload = WithContext(Describe(dir, name), [&] { return zip_->Read(*e); });
+    const bool stored = e->method == static_cast<uint16_t>(ZipMethod::kStored);
+    // In place only when every element sits at its natural alignment in the mapping (tensordict's
+    // own rule is offset % itemsize); otherwise the prefix is copied into aligned memory.
+    if (stored && element_size > 0 && e->data_offset % element_size == 0) {
+      out.bytes = payload.Slice(0, needed);
+    } else {
+      out.bytes = stored ? SharedBytes::CopyOf(payload.data(), needed) : payload.Slice(0, needed);
+      out.zero_copy = false;
+    }
+    return out;
+  }
+
+  bool HasFile(const std::string& dir, const std::string& name) override {
+    return zip_->Find(JoinRel(dir, name)) != nullptr;
+  }
+
+  bool HasDir(const std::string& dir, const std::string& name) override {
+    return dirs_.count(JoinRel(dir, name)) > 0;
+  }
+
+  std::vector<std::string> ListDirs(const std::string& dir) override {
+    std::vector<std::string> out;
+    const std::string prefix = dir.empty() ? "" : dir + "/";
+    for (auto it = dirs_.lower_bound(prefix); it != dirs_.end() && it->compare(0, prefix.size(), prefix) == 0; ++it) {
+      std::string rest = it->substr(prefix.size());
+      if (!rest.empty() && rest.find('/') == std::string::npos) out.push_back(rest);
+    }
+    return out;
+  }
+
+  std::string Describe(const std::string& dir, const std::string& name) const override {
+    std::string rel = JoinRel(dir, name);
+    return zip_->file().path() + (rel.empty() ? "" : ": " + rel);
+  }
+
+ private:
+  std::shared_ptr<const ZipReader> zip_;
+  std::set<std::string> dirs_;
+};
+
+}  // namespace
+
+std::unique_ptr<TreeSource> MakeArchiveSource(std::shared_ptr<const ZipReader> zip) {
+  return std::make_unique<ArchiveSource>(std::move(zip));
+}
+
+}  // namespace trove::tensordict

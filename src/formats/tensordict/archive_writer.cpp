@@ -1,0 +1,172 @@
+// Document -> .tdz archive, and directory -> .tdz (pack), both through ZipWriter's tensordict
+// layout under AtomicFile.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "formats/tensordict/level_reader.h"
+#include "formats/tensordict/write_plan.h"
+#include "trove/atomic_file.h"
+#include "trove/error.h"
+#include "trove/tensordict.h"
+#include "trove/zip_writer.h"
+
+namespace trove {
+namespace {
+
+// The spec's alignment of stored `.memmap` payloads: one cache line, and a multiple of every
+// element size, so each leaf can be viewed in place in the mapped archive.
+constexpr uint64_t kLeafAlignment = 64;
+// pack copies files through a buffer of this size: memory stays flat whatever the leaf size.
+constexpr size_t kPackChunkBytes = size_t{1} << 20;
+
+bool IsMemmapName(const std::string& name) {
+  constexpr std::string_view kSuffix = ".memmap";
+  return name.size() >= kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
+void BeginArchiveEntry(ZipWriter& zip, const std::string& name, ZipMethod compression) {
+  // Compression and alignment apply to leaf payloads only; metadata and pickles stay stored.
+  if (!IsMemmapName(name)) {
+    zip.BeginEntry(name, ZipMethod::kStored, 0);
+  } else if (compression == ZipMethod::kStored) {
+    zip.BeginEntry(name, ZipMethod::kStored, kLeafAlignment);
+  } else {
+    zip.BeginEntry(name, compression, 0);
+  }
+}
+
+void EmitPlannedDir(const tensordict::PlannedDir& dir, const std::string& prefix, ZipWriter& zip,
+                    ZipMethod compression) {
+  auto emit = [&](const tensordict::PlannedFile& f) {
+    BeginArchiveEntry(zip, prefix + f.name, compression);
+    f.Emit([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
+    zip.EndEntry();
+  };
+  emit(dir.meta);
+  for (const auto& f : dir.files) emit(f);
+  for (const auto& d : dir.dirs) EmitPlannedDir(*d, prefix + d->name + "/", zip, compression);
+}
+
+// --- pack: the files of a directory, walked without following symlinks -----------------------
+
+struct DirListing {
+  std::vector<std::string> files;  // meta.json first, then by name
+  std::vector<std::string> dirs;   // by name
+};
+
+DirListing ListForPack(int dfd, const std::string& where) {
+  int dup_fd = ::dup(dfd);
+  if (dup_fd < 0) Fail(ErrorCode::kIo, where + ": " + std::strerror(errno));
+  DIR* d = ::fdopendir(dup_fd);
+  if (d == nullptr) {
+    ::close(dup_fd);
+    Fail(ErrorCode::kIo, where + ": " + std::strerror(errno));
+  }
+  DirListing out;
+  bool has_meta = false;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    struct stat st {};
+    if (::fstatat(dfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      ::closedir(d);
+      Fail(ErrorCode::kIo, where + "/" + n + ": " + std::strerror(errno));
+    }
+    if (S_ISREG(st.st_mode)) {
+      if (n == "meta.json") has_meta = true; else out.files.push_back(n);
+    } else if (S_ISDIR(st.st_mode)) {
+      out.dirs.push_back(n);
+    } else {
+      ::closedir(d);
+      Fail(ErrorCode::kRefused, where + "/" + n + (S_ISLNK(st.st_mode) ? ": is a symlink (refused)" : ": not a regular file"));
+    }
+  }
+  ::closedir(d);
+  std::sort(out.files.begin(), out.files.end());
+  std::sort(out.dirs.begin(), out.dirs.end());
+  if (has_meta) out.files.insert(out.files.begin(), "meta.json");
+  return out;
+}
+
+void PackDir(int dfd, const std::string& where, const std::string& prefix, int depth, ZipWriter& zip,
+             ZipMethod compression, std::vector<uint8_t>& buffer) {
+  if (depth > tensordict::kMaxLevelDepth) {
+    Fail(ErrorCode::kLimit, where + ": nested deeper than kMaxLevelDepth (" +
+                                std::to_string(tensordict::kMaxLevelDepth) + ")");
+  }
+  DirListing listing = ListForPack(dfd, where);
+  for (const std::string& name : listing.files) {
+    int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
+    try {
+      BeginArchiveEntry(zip, prefix + name, compression);
+      for (off_t at = 0;;) {
+        ssize_t n = ::pread(fd, buffer.data(), buffer.size(), at);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
+        if (n == 0) break;
+        zip.Write(buffer.data(), static_cast<uint64_t>(n));
+        at += n;
+      }
+      zip.EndEntry();
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+  }
+  for (const std::string& name : listing.dirs) {
+    int sub = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
+    try {
+      PackDir(sub, where + "/" + name, prefix + name + "/", depth + 1, zip, compression, buffer);
+    } catch (...) {
+      ::close(sub);
+      throw;
+    }
+    ::close(sub);
+  }
+}
+
+}  // namespace
+
+void WriteTdz(const Document& doc, const std::string& path, const TensordictWriteOptions& options) {
+  WithContext(path, [&] {
+    auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
+    AtomicFile out(path);
+    ZipWriter zip(out, ZipLayout::kTensordict);
+    EmitPlannedDir(*plan, "", zip, options.compression);
+    zip.Finish();
+    out.Commit();
+  });
+}
+
+void PackTdz(const std::string& dir, const std::string& archive, const TensordictWriteOptions& options) {
+  int root = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) Fail(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, dir + ": " + std::strerror(errno));
+  try {
+    struct stat st {};
+    if (::fstatat(root, "meta.json", &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      Fail(ErrorCode::kNotFound, dir + ": no meta.json (not a tensordict directory)");
+    }
+    AtomicFile out(archive);
+    ZipWriter zip(out, ZipLayout::kTensordict);
+    std::vector<uint8_t> buffer(kPackChunkBytes);
+    WithContext(archive, [&] { PackDir(root, dir, "", 0, zip, options.compression, buffer); });
+    zip.Finish();
+    out.Commit();
+  } catch (...) {
+    ::close(root);
+    throw;
+  }
+  ::close(root);
+}
+
+}  // namespace trove

@@ -1,0 +1,233 @@
+// The files of a tensordict directory, opened without ever leaving the root (see tree_source.h).
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "formats/tensordict/tree_source.h"
+#include "trove/error.h"
+
+namespace trove::tensordict {
+
+std::string JoinRel(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
+
+namespace {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.fd_;
+      o.fd_ = -1;
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+bool IsPlainComponent(const std::string& c) {
+  return !c.empty() && c != "." && c != ".." && c.find('/') == std::string::npos && c.find('\0') == std::string::npos;
+}
+
+class DirectorySource final : public TreeSource {
+ public:
+  explicit DirectorySource(std::string root) : root_(std::move(root)) {
+    // The root itself is what the user named: following a symlink to it is their choice.
+    root_fd_ = Fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root_fd_.get() < 0) {
+      int err = errno;
+      Fail(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, root_ + ": " + std::strerror(err));
+    }
+  }
+
+  std::optional<SharedBytes> ReadSmallFile(const std::string& dir, const std::string& name,
+                                           uint64_t max_bytes) override {
+    Fd fd = OpenFile(dir, name);
+    if (fd.get() < 0) return std::nullopt;
+    uint64_t size = FileSize(fd, dir, name);
+    if (size > max_bytes) {
+      Fail(ErrorCode::kLimit, Describe(dir, name) + ": " + std::to_string(size) + " bytes is more than the " +
+                                  std::to_string(max_bytes) + " allowed for this file");
+    }
+    std::vector<uint8_t> bytes(static_cast<size_t>(size));
+    uint64_t done = 0;
+    while (done < size) {
+      ssize_t n = ::pread(fd.get(), bytes.data() + done, static_cast<size_t>(size - done), static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) Fail(ErrorCode::kIo, Describe(dir, name) + ": " + std::strerror(errno));
+      if (n == 0) Fail(ErrorCode::kIo, Describe(dir, name) + ": file shrank while being read");
+      done += static_cast<uint64_t>(n);
+    }
+    Record(dir, name, size);
+    return SharedBytes::FromVector(std::move(bytes));
+  }
+
+  std::optional<LeafBytes> OpenLeaf(const std::string& dir, const std::string& name, uint64_t needed,
+                                    uint64_t) override {
+    Fd fd = OpenFile(dir, name);
+    if (fd.get() < 0) return std::nullopt;
+    uint64_t size = FileSize(fd, dir, name);
+    LeafBytes out;
+    out.location = JoinRel(dir, name);
+    if (size < needed) {
+      Fail(ErrorCode::kCorrupt, Describe(dir, name) + ": file has " + std::to_string(size) + " bytes, the leaf needs " +
+                                    std::to_string(needed));
+    }
+    Record(dir, name, size);
+    if (needed == 0) return out;
+    // Only the prefix the leaf needs is mapped: trailing bytes (tensordict's own artifacts have
+    // some) are never looked at.
+    void* m = ::mmap(nullptr, static_cast<size_t>(needed), PROT_READ, MAP_SHARED, fd.get(), 0);
+    if (m == MAP_FAILED) Fail(ErrorCode::kIo, Describe(dir, name) + ": mmap: " + std::strerror(errno));
+    size_t length = static_cast<size_t>(needed);
+    std::shared_ptr<const void> owner(m, [length](const void* p) { ::munmap(const_cast<void*>(p), length); });
+    out.bytes = SharedBytes(owner, static_cast<const uint8_t*>(m), needed);
+    return out;
+  }
+
+  bool HasFile(const std::string& dir, const std::string& name) override {
+    return StatKind(dir, name) == S_IFREG;
+  }
+
+  bool HasDir(const std::string& dir, const std::string& name) override {
+    return StatKind(dir, name) == S_IFDIR;
+  }
+
+  // The file type bits of dir/name (0 when absent); a symlink is refused.
+  unsigned StatKind(const std::string& dir, const std::string& name) {
+    if (!IsPlainComponent(name)) return 0;
+    int dfd = DirFd(dir);
+    struct stat st {};
+    if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return 0;
+      Fail(ErrorCode::kIo, Describe(dir, name) + ": " + std::strerror(errno));
+    }
+    if (S_ISLNK(st.st_mode)) Fail(ErrorCode::kRefused, Describe(dir, name) + ": is a symlink (refused: it could leave the folder)");
+    return st.st_mode & S_IFMT;
+  }
+
+  std::vector<std::string> ListDirs(const std::string& dir) override {
+    int dfd = ::dup(DirFd(dir));
+    if (dfd < 0) Fail(ErrorCode::kIo, Describe(dir, "") + ": " + std::strerror(errno));
+    DIR* d = ::fdopendir(dfd);
+    if (d == nullptr) {
+      ::close(dfd);
+      Fail(ErrorCode::kIo, Describe(dir, "") + ": " + std::strerror(errno));
+    }
+    ::rewinddir(d);
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      struct stat st {};
+      // Symlinked directories are not listed: they could lead anywhere.
+      if (::fstatat(::dirfd(d), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) names.push_back(n);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  std::string Describe(const std::string& dir, const std::string& name) const override {
+    std::string rel = JoinRel(dir, name);
+    return rel.empty() ? root_ : root_ + "/" + rel;
+  }
+
+ private:
+  // The directory `dir` (relative), opened one component at a time without following symlinks.
+  // The last one is cached: the reader works level by level.
+  int DirFd(const std::string& dir) {
+    if (dir.empty()) return root_fd_.get();
+    if (cached_fd_.get() >= 0 && cached_dir_ == dir) return cached_fd_.get();
+    Fd current;
+    int parent = root_fd_.get();
+    size_t start = 0;
+    std::string walked;
+    for (;;) {
+      size_t slash = dir.find('/', start);
+      std::string comp = dir.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+      walked = JoinRel(walked, comp);
+      if (!IsPlainComponent(comp)) Fail(ErrorCode::kRefused, Describe(walked, "") + ": path component refused");
+      int fd = ::openat(parent, comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) {
+        int err = errno;
+        if (err == ELOOP || err == ENOTDIR) {
+          struct stat st {};
+          if (::fstatat(parent, comp.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+            Fail(ErrorCode::kRefused, Describe(walked, "") + ": is a symlink (refused: it could leave the folder)");
+        }
+        Fail(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, Describe(walked, "") + ": " + std::strerror(err));
+      }
+      current = Fd(fd);
+      parent = fd;
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    cached_fd_ = std::move(current);
+    cached_dir_ = dir;
+    return cached_fd_.get();
+  }
+
+  // -1 (as an empty Fd) when the file does not exist.
+  Fd OpenFile(const std::string& dir, const std::string& name) {
+    if (!IsPlainComponent(name)) Fail(ErrorCode::kRefused, Describe(dir, name) + ": file name refused");
+    int dfd = DirFd(dir);
+    // O_NONBLOCK: a FIFO planted in the folder must not hang the reader (regular files ignore it).
+    int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+      int err = errno;
+      if (err == ENOENT) return Fd();
+      if (err == ELOOP) Fail(ErrorCode::kRefused, Describe(dir, name) + ": is a symlink (refused: it could leave the folder)");
+      Fail(ErrorCode::kIo, Describe(dir, name) + ": " + std::strerror(err));
+    }
+    return Fd(fd);
+  }
+
+  uint64_t FileSize(const Fd& fd, const std::string& dir, const std::string& name) {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) Fail(ErrorCode::kIo, Describe(dir, name) + ": " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) Fail(ErrorCode::kCorrupt, Describe(dir, name) + ": not a regular file");
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  void Record(const std::string& dir, const std::string& name, uint64_t size) {
+    ContainerRecord r;
+    r.name = JoinRel(dir, name);
+    r.size = size;
+    r.stored_size = size;
+    r.method = "file";
+    records_.push_back(std::move(r));
+  }
+
+  std::string root_;
+  Fd root_fd_;
+  Fd cached_fd_;
+  std::string cached_dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<TreeSource> MakeDirectorySource(const std::string& root) {
+  return std::make_unique<DirectorySource>(root);
+}
+
+}  // namespace trove::tensordict

@@ -1,0 +1,48 @@
+// formats/tensordict/meta_json.h: parsing meta.json safely, and JSON <-> Value conversion.
+//
+// ParseMetaJson is the only place meta.json bytes are parsed: it bounds the size and nesting
+// depth before nlohmann sees the text, refuses duplicate keys (Python keeps the last one, other
+// readers the first: ambiguous), accepts a UTF-8 BOM (Python's json.loads on bytes does), and
+// reports every problem as Error(kCorrupt/kLimit) naming the file. Key order is kept
+// (ordered_json), because meta.json's order is the tensordict's key order.
+// Stateless functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "trove/value.h"
+
+namespace trove::tensordict {
+
+using Json = nlohmann::ordered_json;
+
+// Caps (reasons):
+// A meta.json lists one level's keys (~100 bytes each) plus non-tensor values; 64 MiB holds
+// ~500k keys, far beyond a real tensordict, and bounds what one file can make us allocate.
+inline constexpr uint64_t kMaxMetaJsonBytes = uint64_t{64} << 20;
+// Nesting inside one meta.json: leaf entries are 3 deep; non-tensor data (nested lists of a
+// NonTensorStack, dicts) rarely exceed 10. 256 keeps parsing and Value conversion shallow.
+inline constexpr int kMaxMetaJsonDepth = 256;
+
+// Parses one meta.json. `name` (path or entry name) prefixes errors.
+Json ParseMetaJson(std::string_view bytes, const std::string& name);
+
+// A JSON value as a Value tree: null/bool/int/float/str, arrays as kList, objects as kDict
+// ("dict") with str keys. Integers beyond int64 become big ints (exact).
+Value* JsonToValue(const Json& json, ValueArena& arena);
+
+// The inverse, for values JSON holds exactly: None, bool, int (64-bit), finite float, str,
+// list, dict with str keys (any dict type_name). Anything else (tuple, bytes, complex, set,
+// tensor, object, NaN, ints beyond 64 bits) throws Error(kUnsupported) naming `where`.
+Json ValueToJson(const Value& value, const std::string& where);
+// True when ValueToJson would succeed (no exception), bounded by kMaxMetaJsonDepth.
+bool JsonCanHold(const Value& value);
+
+// Compact serialisation as orjson writes it (no spaces, raw UTF-8).
+std::string DumpCompact(const Json& json);
+
+}  // namespace trove::tensordict

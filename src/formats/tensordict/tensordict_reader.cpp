@@ -1,0 +1,62 @@
+#include "formats/tensordict/tensordict_reader.h"
+
+#include <filesystem>
+
+#include "formats/tensordict/level_reader.h"
+#include "formats/tensordict/tree_source.h"
+#include "trove/error.h"
+#include "trove/tensordict.h"
+#include "trove/zip_reader.h"
+
+namespace trove {
+namespace {
+
+void AddTreeProperties(Document& doc, const tensordict::TreeStats& stats) {
+  doc.properties.emplace_back("format_version", std::to_string(stats.root_format_version));
+  doc.properties.emplace_back("class", stats.root_class);
+  doc.properties.emplace_back("leaves", std::to_string(stats.leaves));
+  doc.properties.emplace_back("levels", std::to_string(stats.levels));
+}
+
+}  // namespace
+
+Document ReadTensordictDir(const std::string& path, const ReadOptions& options) {
+  Document doc;
+  doc.format = "tensordict";
+  doc.path = path;
+  auto source = tensordict::MakeDirectorySource(path);
+  tensordict::TreeStats stats = tensordict::ReadTree(*source, doc, options);
+  doc.records = std::move(source->records());
+  for (const auto& r : doc.records) doc.file_size += r.size;
+  doc.tensors = CollectTensors(doc.root);
+  AddTreeProperties(doc, stats);
+  return doc;
+}
+
+Document ReadTdz(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
+  Document doc;
+  doc.format = "tdz";
+  doc.path = file->path();
+  doc.file_size = file->size();
+  auto zip = std::make_shared<const ZipReader>(file);
+  if (zip->Find("meta.json") == nullptr) {
+    Fail(ErrorCode::kCorrupt, file->path() + ": not a tensordict archive (no top-level meta.json entry)");
+  }
+  auto source = tensordict::MakeArchiveSource(zip);
+  tensordict::TreeStats stats = tensordict::ReadTree(*source, doc, options);
+  doc.records = std::move(source->records());
+  doc.tensors = CollectTensors(doc.root);
+  AddTreeProperties(doc, stats);
+  doc.properties.emplace_back("leaves_in_place", std::to_string(stats.leaves - stats.copied_leaves));
+  doc.properties.emplace_back("leaves_copied", std::to_string(stats.copied_leaves));
+  for (const auto& a : zip->anomalies()) doc.warnings.push_back((a.entry.empty() ? "" : a.entry + ": ") + a.message);
+  return doc;
+}
+
+Document ReadTensordict(const std::string& path, const ReadOptions& options) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return ReadTensordictDir(path, options);
+  return WithContext(path, [&] { return ReadTdz(MappedFile::Open(path), options); });
+}
+
+}  // namespace trove

@@ -1,0 +1,48 @@
+// formats/tensordict/write_plan.h: what a Document becomes on disk, decided before any write.
+//
+// PlanTensordict walks a Document's tree once and produces the whole layout of format version 1:
+// for each directory its meta.json text, its other files (leaf payloads as references to the
+// Document's TensorViews, never copies) and its sub-directories. Every check happens here (keys
+// the format would lose, file-name collisions, values JSON cannot hold, dtypes tensordict cannot
+// load), so a writer that starts writing has nothing left to refuse. The directory writer and
+// the archive writer both emit a plan; the plan borrows the Document, which must outlive it.
+// Not thread-safe (plain data, built and consumed by one caller).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trove/document.h"
+
+namespace trove::tensordict {
+
+// The string meta.json entry that marks a level written from a Python list or tuple. tensordict
+// skips entries that are not objects, so it loads such a level as a TensorDict with keys
+// "0", "1", ...; trove reads it back as a list ("list") or a tuple ("tuple").
+inline constexpr const char* kSequenceMarker = "_trove_sequence";
+
+struct PlannedFile {
+  std::string name;                             // file name inside its directory
+  std::string bytes;                            // small files: meta.json, nested sizes
+  std::vector<const TensorView*> tensors;       // leaf payload: these views' C-order bytes, in turn
+  uint64_t size = 0;                            // total payload bytes
+  bool is_memmap() const;                       // a ".memmap" file (aligned or compressed in archives)
+  // Calls fn with consecutive chunks of the payload (bounded scratch for non-contiguous views).
+  void Emit(const std::function<void(const uint8_t*, size_t)>& fn) const;
+};
+
+struct PlannedDir {
+  std::string name;                             // inside its parent ("" for the root)
+  PlannedFile meta;                             // meta.json
+  std::vector<PlannedFile> files;               // sorted by name
+  std::vector<std::unique_ptr<PlannedDir>> dirs;  // sorted by name
+};
+
+// Throws Error(kUsage/kUnsupported/kLimit) naming the key path when the Document cannot be
+// written exactly.
+std::unique_ptr<PlannedDir> PlanTensordict(const Document& doc);
+
+}  // namespace trove::tensordict

@@ -1,0 +1,335 @@
+// DataResolver: the plain-data names of Python, interpreted without running anything.
+//
+// Each known name is a constructor of data: calling it builds the Value Python would have built
+// (an OrderedDict, a set, bytes from _codecs.encode...). Arguments are checked by kind; a call
+// that does not fit is refused (strict) or recorded as an inert object (permissive), so a file
+// can never make the resolver guess.
+#include <cmath>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "pickle/py_keys.h"
+#include "pickle/utf8.h"
+#include "trove/error.h"
+#include "trove/unpickler.h"
+
+namespace trove {
+namespace {
+
+enum class Known {
+  kOrderedDict, kCounter, kSet, kFrozenSet, kByteArray, kComplex, kCodecsEncode,
+  kList, kDict, kTuple, kStr, kInt, kFloat, kBool, kBytes, kReconstructor,
+};
+
+std::optional<Known> Lookup(std::string_view dotted) {
+  static constexpr std::pair<std::string_view, Known> kNames[] = {
+      {"collections.OrderedDict", Known::kOrderedDict}, {"collections.Counter", Known::kCounter},
+      {"builtins.set", Known::kSet},                     {"builtins.frozenset", Known::kFrozenSet},
+      {"builtins.bytearray", Known::kByteArray},         {"builtins.complex", Known::kComplex},
+      {"_codecs.encode", Known::kCodecsEncode},          {"builtins.list", Known::kList},
+      {"builtins.dict", Known::kDict},                   {"builtins.tuple", Known::kTuple},
+      {"builtins.str", Known::kStr},                     {"builtins.int", Known::kInt},
+      {"builtins.float", Known::kFloat},                 {"builtins.bool", Known::kBool},
+      {"builtins.bytes", Known::kBytes},                 {"copyreg._reconstructor", Known::kReconstructor},
+  };
+  for (const auto& [name, known] : kNames) {
+    if (name == dotted) return known;
+  }
+  return std::nullopt;
+}
+
+[[noreturn]] void Refuse(const std::string& message) { throw Error(ErrorCode::kRefused, message); }
+
+std::string ArgKinds(const Value* args) {
+  std::string s = "(";
+  for (size_t i = 0; i < args->items.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += KindName(args->items[i]->kind);
+  }
+  return s + ")";
+}
+
+bool IsSequence(const Value* v) {
+  return v->kind == ValueKind::kList || v->kind == ValueKind::kTuple || v->kind == ValueKind::kSet ||
+         v->kind == ValueKind::kFrozenSet;
+}
+
+// Iterating a value as Python would for list(x)/set(x): sequences give items, dicts their keys.
+std::optional<std::vector<Value*>> Iterate(const Value* v) {
+  if (IsSequence(v)) return v->items;
+  if (v->kind == ValueKind::kDict) {
+    std::vector<Value*> keys;
+    keys.reserve(v->entries.size());
+    for (const auto& e : v->entries) keys.push_back(e.first);
+    return keys;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> AsDouble(const Value* v) {
+  switch (v->kind) {
+    case ValueKind::kBool: return v->boolean ? 1.0 : 0.0;
+    case ValueKind::kInt:
+      if (v->is_big_int()) return std::nullopt;
+      return static_cast<double>(v->integer);
+    case ValueKind::kFloat: return v->real;
+    default: return std::nullopt;
+  }
+}
+
+// str -> bytes for the encodings Python data pickles use (latin-1 for bytes/bytearray in
+// protocols 0-2, utf-8 when a caller asked for it).
+std::optional<std::string> Encode(const Value* text, const Value* encoding, bool allow_utf8) {
+  if (text->kind != ValueKind::kStr || encoding->kind != ValueKind::kStr) return std::nullopt;
+  const std::string& enc = encoding->text;
+  if (enc == "latin1" || enc == "latin-1") {
+    std::string out;
+    out.reserve(text->text.size());
+    size_t i = 0;
+    uint32_t cp = 0;
+    while (i < text->text.size()) {
+      if (!pickle_utf8::Next(text->text, i, cp) || cp > 0xFF) return std::nullopt;
+      out.push_back(static_cast<char>(cp));
+    }
+    return out;
+  }
+  if (allow_utf8 && (enc == "utf-8" || enc == "utf8")) {
+    // Python's utf-8 encoder refuses lone surrogates (trove's str may hold them).
+    size_t i = 0;
+    uint32_t cp = 0;
+    while (i < text->text.size()) {
+      if (!pickle_utf8::Next(text->text, i, cp) || (cp >= 0xD800 && cp <= 0xDFFF)) return std::nullopt;
+    }
+    return text->text;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> BytesFromInts(const Value* v) {
+  if (!IsSequence(v) || v->kind == ValueKind::kSet || v->kind == ValueKind::kFrozenSet) return std::nullopt;
+  std::string out;
+  out.reserve(v->items.size());
+  for (const Value* x : v->items) {
+    if (x->kind != ValueKind::kInt || x->is_big_int() || x->integer < 0 || x->integer > 255) return std::nullopt;
+    out.push_back(static_cast<char>(x->integer));
+  }
+  return out;
+}
+
+bool Truth(const Value* v) {
+  switch (v->kind) {
+    case ValueKind::kNone: return false;
+    case ValueKind::kBool: return v->boolean;
+    case ValueKind::kInt: return v->is_big_int() || v->integer != 0;
+    case ValueKind::kFloat: return v->real != 0.0;
+    case ValueKind::kComplex: return v->real != 0.0 || v->imag != 0.0;
+    case ValueKind::kStr:
+    case ValueKind::kBytes: return !v->text.empty();
+    case ValueKind::kDict: return !v->entries.empty();
+    default: return v->is_container() ? !v->items.empty() : true;
+  }
+}
+
+// dict(x) / OrderedDict(x): a mapping, or an iterable of 2-item pairs.
+bool FillDict(Value* dict, const Value* source) {
+  KeyIndex keys;
+  if (source->kind == ValueKind::kDict) {
+    for (const auto& [k, v] : source->entries) keys.SetItem(dict, k, v);
+    return true;
+  }
+  if (!IsSequence(source)) return false;
+  for (const Value* pair : source->items) {
+    if ((pair->kind != ValueKind::kTuple && pair->kind != ValueKind::kList) || pair->items.size() != 2) return false;
+    keys.SetItem(dict, pair->items[0], pair->items[1]);
+  }
+  return true;
+}
+
+Value* MakeBytes(ValueArena& arena, std::string data, bool bytearray) {
+  Value* v = arena.Bytes(std::move(data));
+  if (bytearray) v->type_name = "bytearray";
+  return v;
+}
+
+// The data a known constructor builds from `args`, or null when the arguments do not fit.
+Value* Construct(Known known, const Value* args, ValueArena& arena) {
+  const auto& a = args->items;
+  const size_t n = a.size();
+  switch (known) {
+    case Known::kOrderedDict:
+    case Known::kCounter:
+    case Known::kDict: {
+      const char* type = known == Known::kOrderedDict ? "collections.OrderedDict"
+                         : known == Known::kCounter   ? "collections.Counter"
+                                                      : "dict";
+      if (n > 1) return nullptr;
+      Value* d = arena.Dict(type);
+      // Counter(iterable) counts elements rather than taking pairs; only its mapping form is data.
+      if (n == 1 && (known == Known::kCounter && a[0]->kind != ValueKind::kDict)) return nullptr;
+      if (n == 1 && !FillDict(d, a[0])) return nullptr;
+      return d;
+    }
+    case Known::kSet:
+    case Known::kFrozenSet:
+    case Known::kList:
+    case Known::kTuple: {
+      if (n > 1) return nullptr;
+      std::vector<Value*> items;
+      if (n == 1) {
+        auto it = Iterate(a[0]);
+        if (!it) return nullptr;
+        items = std::move(*it);
+      }
+      if (known == Known::kList || known == Known::kTuple) {
+        Value* v = arena.New(known == Known::kList ? ValueKind::kList : ValueKind::kTuple);
+        v->items = std::move(items);
+        return v;
+      }
+      Value* s = arena.New(known == Known::kSet ? ValueKind::kSet : ValueKind::kFrozenSet);
+      KeyIndex keys;
+      for (Value* x : items) keys.AddItem(s, x);
+      return s;
+    }
+    case Known::kByteArray:
+    case Known::kBytes: {
+      bool bytearray = known == Known::kByteArray;
+      if (n == 0) return MakeBytes(arena, "", bytearray);
+      if (n == 1 && a[0]->kind == ValueKind::kBytes) return MakeBytes(arena, a[0]->text, bytearray);
+      // bytes(n) / bytearray(n) would allocate n zero bytes on the file's say-so: not data.
+      if (n == 1) {
+        auto b = BytesFromInts(a[0]);
+        return b ? MakeBytes(arena, std::move(*b), bytearray) : nullptr;
+      }
+      if (n == 2) {
+        auto b = Encode(a[0], a[1], /*allow_utf8=*/true);
+        return b ? MakeBytes(arena, std::move(*b), bytearray) : nullptr;
+      }
+      return nullptr;
+    }
+    case Known::kCodecsEncode: {
+      if (n != 2) return nullptr;
+      auto b = Encode(a[0], a[1], /*allow_utf8=*/false);
+      return b ? arena.Bytes(std::move(*b)) : nullptr;
+    }
+    case Known::kComplex: {
+      if (n > 2) return nullptr;
+      Value* c = arena.New(ValueKind::kComplex);
+      if (n == 1 && a[0]->kind == ValueKind::kComplex) {
+        c->real = a[0]->real;
+        c->imag = a[0]->imag;
+        return c;
+      }
+      for (size_t i = 0; i < n; ++i) {
+        auto d = AsDouble(a[i]);
+        if (!d) return nullptr;
+        (i == 0 ? c->real : c->imag) = *d;
+      }
+      return c;
+    }
+    case Known::kStr:
+      if (n == 0) return arena.Str("");
+      if (n == 1 && a[0]->kind == ValueKind::kStr) return a[0];  // str(s) is s
+      return nullptr;
+    case Known::kInt:
+      if (n == 0) return arena.Int(0);
+      if (n != 1) return nullptr;
+      if (a[0]->kind == ValueKind::kInt) return a[0];
+      if (a[0]->kind == ValueKind::kBool) return arena.Int(a[0]->boolean ? 1 : 0);
+      if (a[0]->kind == ValueKind::kFloat) {
+        double t = std::trunc(a[0]->real);
+        // Finite and inside int64: larger floats would need a big-int conversion no data needs.
+        if (!std::isfinite(t) || t < -9223372036854775808.0 || t >= 9223372036854775808.0) return nullptr;
+        return arena.Int(static_cast<int64_t>(t));
+      }
+      return nullptr;
+    case Known::kFloat: {
+      if (n == 0) return arena.Float(0.0);
+      if (n != 1) return nullptr;
+      auto d = AsDouble(a[0]);
+      return d ? arena.Float(*d) : nullptr;
+    }
+    case Known::kBool:
+      if (n > 1) return nullptr;
+      return arena.Bool(n == 1 && Truth(a[0]));
+    case Known::kReconstructor:
+      break;  // handled by the caller: it needs the resolver's other names
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Value* DataResolver::Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) {
+  std::string dotted = module + "." + name;
+  if (Lookup(dotted)) {
+    allowed = true;
+  } else if (permissive_) {
+    allowed = false;
+  } else {
+    Refuse("refused global '" + dotted + "'");
+  }
+  return arena.Global(std::move(dotted));
+}
+
+Value* DataResolver::Call(Value* callable, Value* args, ValueArena& arena) {
+  if (callable->kind != ValueKind::kGlobal && callable->kind != ValueKind::kObject) {
+    Refuse("refused call of a " + std::string(KindName(callable->kind)) + " (only a global can be called)");
+  }
+  const std::string& name = callable->type_name;
+  std::optional<Known> known = callable->kind == ValueKind::kGlobal ? Lookup(name) : std::nullopt;
+  if (known == Known::kReconstructor && args->kind == ValueKind::kTuple && args->items.size() == 3) {
+    // copyreg._reconstructor(cls, base, state): protocol 0/1's spelling of base(state) for
+    // builtin types; a subclass (cls != base) is not plain data.
+    Value* cls = args->items[0];
+    Value* base = args->items[1];
+    Value* state = args->items[2];
+    if (cls->kind == ValueKind::kGlobal && base->kind == ValueKind::kGlobal && cls->type_name == base->type_name) {
+      std::optional<Known> base_known = Lookup(base->type_name);
+      if (base_known && base_known != Known::kReconstructor && base_known != Known::kCodecsEncode) {
+        Value* base_args = arena.Tuple(state->kind == ValueKind::kNone ? std::vector<Value*>{} : std::vector<Value*>{state});
+        if (Value* v = Construct(*base_known, base_args, arena)) return v;
+      }
+    }
+    if (permissive_ && cls->kind == ValueKind::kGlobal) return arena.Object(cls->type_name, args);
+    Refuse("refused copyreg._reconstructor of '" + (cls->kind == ValueKind::kGlobal ? cls->type_name : std::string(KindName(cls->kind))) +
+           "' with arguments " + ArgKinds(args));
+  }
+  if (known && known != Known::kReconstructor && args->kind == ValueKind::kTuple) {
+    if (Value* v = Construct(*known, args, arena)) return v;
+  }
+  if (permissive_) return arena.Object(name, args);
+  if (known) Refuse("refused call of '" + name + "' with arguments " + ArgKinds(args));
+  Refuse("refused call of " + std::string(KindName(callable->kind)) + " '" + name + "'");
+}
+
+Value* DataResolver::Build(Value* object, Value* state, ValueArena& arena) {
+  if (object->kind == ValueKind::kGlobal) {
+    // BUILD on a name would set attributes of a module-level object (a known scanner bypass).
+    Refuse("refused BUILD on global '" + object->type_name + "'");
+  }
+  if (object->kind == ValueKind::kObject && permissive_) {
+    object->state = state;
+    return object;
+  }
+  // Python's BUILD with a None state changes nothing on plain data.
+  if (state->kind == ValueKind::kNone && object->kind != ValueKind::kObject) return object;
+  if (object->kind == ValueKind::kDict && state->kind == ValueKind::kDict) {
+    // OrderedDict attributes (state_dict._metadata). Like Python's `inst.__dict__[k] = v` for
+    // each item: the attributes are the object's own dict, not the (possibly memo-shared) state.
+    if (state->entries.empty()) return object;
+    if (object->state == nullptr || object->state->kind != ValueKind::kDict) object->state = arena.Dict();
+    KeyIndex keys;
+    for (const auto& [k, v] : state->entries) keys.SetItem(object->state, k, v);
+    return object;
+  }
+  std::string what = std::string(KindName(object->kind));
+  if (!object->type_name.empty() && object->kind != ValueKind::kBytes) what += " '" + object->type_name + "'";
+  Refuse("refused BUILD on " + what + " with a " + std::string(KindName(state->kind)) + " state");
+}
+
+Value* DataResolver::PersistentLoad(Value* pid, ValueArena& /*arena*/) {
+  Refuse("refused persistent id (a " + std::string(KindName(pid->kind)) + "): plain pickles have none");
+}
+
+}  // namespace trove

@@ -1,0 +1,229 @@
+#include "zip/zip_decompress.h"
+
+#define ZLIB_CONST
+#include <bzlib.h>
+#include <lzma.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "core/byte_reader.h"
+#include "trove/error.h"
+#include "trove/zip_reader.h"
+
+namespace trove::zip {
+namespace {
+
+// One call into a codec sees at most this much input and output, because zlib and libbz2 count
+// bytes in 32-bit unsigned ints.
+constexpr uint64_t kStepBytes = uint64_t{1} << 30;
+// The output buffer starts this small and doubles, so memory follows the bytes produced.
+constexpr uint64_t kFirstBufferBytes = uint64_t{1} << 20;
+
+[[noreturn]] void Corrupt(std::string_view where, const std::string& what) {
+  Fail(ErrorCode::kCorrupt, std::string(where) + ": " + what);
+}
+
+enum class Step { kProgress, kEnd };
+
+class Codec {
+ public:
+  virtual ~Codec() = default;
+  // Runs the decoder over in[0, in_len) into out[0, out_len), reporting what it used.
+  virtual Step Run(const uint8_t* in, size_t in_len, uint8_t* out, size_t out_len, size_t* consumed,
+                   size_t* produced) = 0;
+  // True when a stream may end without an end marker once the declared size is reached (LZMA
+  // in zip marks its end only when flag bit 1 is set).
+  virtual bool EndMarkerOptional() const { return false; }
+};
+
+class InflateCodec final : public Codec {
+ public:
+  explicit InflateCodec(std::string_view where) : where_(where) {
+    if (inflateInit2(&z_, -MAX_WBITS) != Z_OK) Fail(ErrorCode::kLimit, std::string(where) + ": zlib init failed");
+  }
+  ~InflateCodec() override { inflateEnd(&z_); }
+  Step Run(const uint8_t* in, size_t in_len, uint8_t* out, size_t out_len, size_t* consumed,
+           size_t* produced) override {
+    z_.next_in = in;
+    z_.avail_in = static_cast<uInt>(in_len);
+    z_.next_out = out;
+    z_.avail_out = static_cast<uInt>(out_len);
+    int r = inflate(&z_, Z_NO_FLUSH);
+    *consumed = in_len - z_.avail_in;
+    *produced = out_len - z_.avail_out;
+    if (r == Z_STREAM_END) return Step::kEnd;
+    if (r == Z_OK || r == Z_BUF_ERROR) return Step::kProgress;
+    Corrupt(where_, std::string("invalid deflate data (") + (z_.msg != nullptr ? z_.msg : "zlib error") + ")");
+  }
+
+ private:
+  z_stream z_{};
+  std::string_view where_;
+};
+
+class Bzip2Codec final : public Codec {
+ public:
+  explicit Bzip2Codec(std::string_view where) : where_(where) {
+    if (BZ2_bzDecompressInit(&s_, 0, 0) != BZ_OK) Fail(ErrorCode::kLimit, std::string(where) + ": bzip2 init failed");
+  }
+  ~Bzip2Codec() override { BZ2_bzDecompressEnd(&s_); }
+  Step Run(const uint8_t* in, size_t in_len, uint8_t* out, size_t out_len, size_t* consumed,
+           size_t* produced) override {
+    // libbz2 never writes through next_in; its API just lacks const.
+    s_.next_in = const_cast<char*>(reinterpret_cast<const char*>(in));
+    s_.avail_in = static_cast<unsigned>(in_len);
+    s_.next_out = reinterpret_cast<char*>(out);
+    s_.avail_out = static_cast<unsigned>(out_len);
+    int r = BZ2_bzDecompress(&s_);
+    *consumed = in_len - s_.avail_in;
+    *produced = out_len - s_.avail_out;
+    if (r == BZ_STREAM_END) return Step::kEnd;
+    if (r == BZ_OK) return Step::kProgress;
+    if (r == BZ_MEM_ERROR) Fail(ErrorCode::kLimit, std::string(where_) + ": out of memory in bzip2");
+    Corrupt(where_, "invalid bzip2 data (code " + std::to_string(r) + ")");
+  }
+
+ private:
+  bz_stream s_{};
+  std::string_view where_;
+};
+
+// Zip method 14: u8 major, u8 minor (LZMA SDK version), u16 properties size (5), the LZMA1
+// properties (lc/lp/pb byte, u32 dictionary size), then raw LZMA1 data.
+class LzmaCodec final : public Codec {
+ public:
+  LzmaCodec(std::string_view where, const uint8_t* props, uint64_t declared_size) : where_(where) {
+    lzma_filter filters[2] = {{LZMA_FILTER_LZMA1, nullptr}, {LZMA_VLI_UNKNOWN, nullptr}};
+    if (lzma_properties_decode(&filters[0], nullptr, props, 5) != LZMA_OK) Corrupt(where, "invalid LZMA properties");
+    auto* options = static_cast<lzma_options_lzma*>(filters[0].options);
+    // A decoder never looks back further than what it has produced, so a dictionary larger than
+    // the entry is wasted memory; hostile properties may ask for 4 GiB.
+    const uint64_t enough = std::max<uint64_t>(declared_size, LZMA_DICT_SIZE_MIN);
+    if (options->dict_size > enough) options->dict_size = static_cast<uint32_t>(enough);
+    lzma_ret r = lzma_raw_decoder(&s_, filters);
+    std::free(options);
+    if (r != LZMA_OK) Fail(ErrorCode::kLimit, std::string(where) + ": LZMA decoder init failed (" + std::to_string(r) + ")");
+  }
+  ~LzmaCodec() override { lzma_end(&s_); }
+  Step Run(const uint8_t* in, size_t in_len, uint8_t* out, size_t out_len, size_t* consumed,
+           size_t* produced) override {
+    s_.next_in = in;
+    s_.avail_in = in_len;
+    s_.next_out = out;
+    s_.avail_out = out_len;
+    lzma_ret r = lzma_code(&s_, LZMA_RUN);
+    *consumed = in_len - s_.avail_in;
+    *produced = out_len - s_.avail_out;
+    if (r == LZMA_STREAM_END) return Step::kEnd;
+    if (r == LZMA_OK || r == LZMA_BUF_ERROR) return Step::kProgress;
+    if (r == LZMA_MEM_ERROR || r == LZMA_MEMLIMIT_ERROR) Fail(ErrorCode::kLimit, std::string(where_) + ": out of memory in LZMA");
+    Corrupt(where_, "invalid LZMA data (code " + std::to_string(r) + ")");
+  }
+  bool EndMarkerOptional() const override { return true; }
+
+ private:
+  lzma_stream s_ = LZMA_STREAM_INIT;
+  std::string_view where_;
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+SharedBytes Drive(Codec& codec, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where) {
+  std::unique_ptr<uint8_t, FreeDeleter> buf;
+  uint64_t capacity = 0;
+  uint64_t filled = 0;
+  uint64_t in_pos = 0;
+  for (;;) {
+    uint8_t probe = 0;
+    uint8_t* dst = &probe;
+    uint64_t dst_len = 1;
+    // Once the declared size is reached, a one-byte probe tells a finished stream from a bomb.
+    const bool probing = filled == usize;
+    if (!probing) {
+      if (filled == capacity) {
+        uint64_t next = std::min(usize, std::max(kFirstBufferBytes, capacity * 2));
+        void* grown = std::realloc(buf.get(), static_cast<size_t>(next));
+        if (grown == nullptr) {
+          Fail(ErrorCode::kLimit, std::string(where) + ": out of memory for " + std::to_string(next) + " bytes");
+        }
+        (void)buf.release();
+        buf.reset(static_cast<uint8_t*>(grown));
+        capacity = next;
+      }
+      dst = buf.get() + filled;
+      dst_len = std::min(capacity - filled, kStepBytes);
+    }
+    const uint64_t src_len = std::min(csize - in_pos, kStepBytes);
+    size_t consumed = 0;
+    size_t produced = 0;
+    Step step = codec.Run(src + in_pos, static_cast<size_t>(src_len), dst, static_cast<size_t>(dst_len), &consumed,
+                          &produced);
+    in_pos += consumed;
+    if (probing && produced > 0) {
+      Corrupt(where, "decompresses to more than the declared " + std::to_string(usize) + " bytes");
+    }
+    filled += produced;
+    if (step == Step::kEnd) break;
+    if (consumed == 0 && produced == 0) {
+      if (probing && in_pos == csize && codec.EndMarkerOptional()) break;
+      if (in_pos == csize) {
+        Corrupt(where, "compressed data ends early (" + std::to_string(filled) + " of " + std::to_string(usize) +
+                           " bytes decompressed)");
+      }
+      Corrupt(where, "decompressor stalled at compressed byte " + std::to_string(in_pos));
+    }
+  }
+  if (filled != usize) {
+    Corrupt(where, "decompresses to " + std::to_string(filled) + " bytes, declared " + std::to_string(usize));
+  }
+  if (in_pos != csize) {
+    Corrupt(where, std::to_string(csize - in_pos) + " bytes follow the end of the compressed stream");
+  }
+  if (usize == 0) return SharedBytes::FromVector({});
+  uint8_t* data = buf.get();
+  std::shared_ptr<const void> owner(buf.release(), FreeDeleter());
+  return SharedBytes(std::move(owner), data, usize);
+}
+
+}  // namespace
+
+SharedBytes Decompress(uint16_t method, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where) {
+  if (usize > kMaxInflatedEntryBytes) {
+    Fail(ErrorCode::kLimit, std::string(where) + ": declared size " + std::to_string(usize) +
+                                " exceeds kMaxInflatedEntryBytes (" + std::to_string(kMaxInflatedEntryBytes) + ")");
+  }
+  // Some writers store an empty file as a method-8 entry with no compressed bytes at all.
+  if (csize == 0 && usize == 0) return SharedBytes::FromVector({});
+  switch (static_cast<ZipMethod>(method)) {
+    case ZipMethod::kDeflate: {
+      InflateCodec codec(where);
+      return Drive(codec, src, csize, usize, where);
+    }
+    case ZipMethod::kBzip2: {
+      Bzip2Codec codec(where);
+      return Drive(codec, src, csize, usize, where);
+    }
+    case ZipMethod::kLzma: {
+      if (csize < 9) Corrupt(where, "LZMA header needs 9 bytes, entry has " + std::to_string(csize));
+      ByteReader r(src, csize);
+      r.Skip(2);  // LZMA SDK version: informational
+      uint16_t props_size = r.U16();
+      if (props_size != 5) Corrupt(where, "LZMA properties size " + std::to_string(props_size) + ", expected 5");
+      const uint8_t* props = r.cursor();
+      r.Skip(5);
+      LzmaCodec codec(where, props, usize);
+      return Drive(codec, r.cursor(), r.remaining(), usize, where);
+    }
+    case ZipMethod::kStored:
+      break;
+  }
+  Fail(ErrorCode::kUnsupported, std::string(where) + ": compression method " + std::to_string(method) + " is not supported");
+}
+
+}  // namespace trove::zip

@@ -1,0 +1,583 @@
+#include "trove/zip_reader.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/byte_reader.h"
+#include "trove/error.h"
+#include "zip/zip_decompress.h"
+#include "zip/zip_records.h"
+
+namespace trove {
+namespace {
+
+using namespace zip;
+
+// A hostile archive can make every entry anomalous; past this many the report only counts them.
+constexpr size_t kMaxAnomalies = 1000;
+
+std::string Hex(uint64_t v) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), kHex[v & 15]);
+    v >>= 4;
+  } while (v != 0);
+  return "0x" + s;
+}
+
+std::string Where(std::string_view name, uint64_t offset) {
+  return "entry " + QuoteName(name) + " @ " + std::to_string(offset);
+}
+
+[[noreturn]] void EntryFail(ErrorCode code, std::string_view name, uint64_t offset, const std::string& what) {
+  Fail(code, Where(name, offset) + ": " + what);
+}
+
+uint64_t CheckedAdd(uint64_t a, uint64_t b, std::string_view where, const char* what) {
+  uint64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    Fail(ErrorCode::kCorrupt, std::string(where) + ": " + what + " overflows 64 bits");
+  }
+  return r;
+}
+
+struct ExtraBlock {
+  uint16_t id;
+  std::string_view data;
+};
+
+// Splits an extra field into its blocks; false when a block runs past the field's end.
+bool SplitExtra(std::string_view extra, std::vector<ExtraBlock>* blocks) {
+  ByteReader r(reinterpret_cast<const uint8_t*>(extra.data()), extra.size());
+  while (r.remaining() >= 4) {
+    uint16_t id = r.U16();
+    uint16_t len = r.U16();
+    if (len > r.remaining()) return false;
+    blocks->push_back({id, r.Bytes(len)});
+  }
+  return r.at_end();
+}
+
+// The zip64 block's data, or nullptr when there is none. Two of them would let two readers
+// disagree about sizes, so that is an error.
+const ExtraBlock* FindZip64(const std::vector<ExtraBlock>& blocks, std::string_view where) {
+  const ExtraBlock* found = nullptr;
+  for (const ExtraBlock& b : blocks) {
+    if (b.id != kExtraZip64) continue;
+    if (found != nullptr) Fail(ErrorCode::kCorrupt, std::string(where) + ": two zip64 extra blocks");
+    found = &b;
+  }
+  return found;
+}
+
+// Extra ids that legitimately differ between a local header and its central directory entry.
+bool IsLayoutExtra(uint16_t id) {
+  return id == kExtraZip64 || id == kExtraPyTorchPad || id == kExtraTensordictPad || id == 0xD935 /* Android */;
+}
+
+std::string ExtraIds(const std::vector<ExtraBlock>& blocks) {
+  std::set<uint16_t> ids;
+  for (const ExtraBlock& b : blocks) {
+    if (!IsLayoutExtra(b.id)) ids.insert(b.id);
+  }
+  std::string s;
+  for (uint16_t id : ids) s += (s.empty() ? "" : ",") + Hex(id);
+  return s;
+}
+
+// A byte range owned by one entry (local header, payload, descriptor) or by the archive's
+// central directory or end records, for the overlap and gap checks.
+struct Extent {
+  uint64_t begin;
+  uint64_t end;
+  int64_t entry;  // index into entries, or kCentral / kEnd
+};
+constexpr int64_t kCentral = -1;
+constexpr int64_t kEnd = -2;
+
+class Parser {
+ public:
+  Parser(const uint8_t* data, uint64_t size) : data_(data), size_(size), file_(data, size) {}
+
+  void Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies);
+
+ private:
+  void Note(std::string entry, uint64_t offset, std::string message) {
+    if (anomalies_.size() < kMaxAnomalies) {
+      anomalies_.push_back({std::move(entry), offset, std::move(message)});
+    } else {
+      ++dropped_;
+    }
+  }
+  uint64_t FindEnd();
+  void ReadEnd(uint64_t eocd);
+  ZipEntry ReadCentral(ByteReader& cd, uint64_t index);
+  void CheckLocal(ZipEntry& e, uint64_t* extent_end);
+  uint64_t CheckDescriptor(const ZipEntry& e, uint64_t at);
+  std::string_view NameOf(int64_t index) const;
+  void CheckExtents();
+
+  const uint8_t* data_;
+  uint64_t size_;
+  ByteReader file_;
+  std::vector<ZipEntry> entries_;
+  std::vector<Extent> extents_;
+  std::vector<ZipProblem> anomalies_;
+  uint64_t dropped_ = 0;
+  // The central directory and where the end records begin.
+  uint64_t count_ = 0;
+  uint64_t cd_offset_ = 0;
+  uint64_t cd_size_ = 0;
+  uint64_t end_start_ = 0;
+  // Tolerated on many entries at once; reported once with a count.
+  uint64_t descriptor_count_ = 0;
+  std::string first_descriptor_;
+  uint64_t zero_local_count_ = 0;
+  std::string first_zero_local_;
+};
+
+uint64_t Parser::FindEnd() {
+  if (size_ < kEndSize) {
+    Fail(ErrorCode::kCorrupt, "not a zip archive: " + std::to_string(size_) + " bytes cannot hold an end record");
+  }
+  const uint64_t lowest = size_ > kMaxEndSearch ? size_ - kMaxEndSearch : 0;
+  static const uint8_t kSig[4] = {0x50, 0x4B, 0x05, 0x06};
+  uint64_t loose = UINT64_MAX;
+  for (uint64_t pos = size_ - kEndSize + 1; pos-- > lowest;) {
+    if (std::memcmp(data_ + pos, kSig, 4) != 0) continue;
+    ByteReader r(data_ + pos + 20, 2, pos + 20);
+    uint64_t end = pos + kEndSize + r.U16();
+    // The real record's comment reaches exactly to the end of the file; a signature inside a
+    // comment usually does not.
+    if (end == size_) return pos;
+    if (end < size_ && loose == UINT64_MAX) loose = pos;
+  }
+  if (loose == UINT64_MAX) Fail(ErrorCode::kCorrupt, "not a zip archive: no end of central directory record");
+  Note("", loose, std::to_string(size_ - loose - kEndSize) + " bytes after the end record and its comment");
+  return loose;
+}
+
+void Parser::ReadEnd(uint64_t eocd) {
+  const std::string where = "end record @ " + std::to_string(eocd);
+  ByteReader r = file_;
+  r.Seek(eocd + 4);
+  const uint16_t disk = r.U16();
+  const uint16_t cd_disk = r.U16();
+  const uint16_t count_disk = r.U16();
+  const uint16_t count = r.U16();
+  const uint32_t cd_size = r.U32();
+  const uint32_t cd_offset = r.U32();
+  const uint16_t comment = r.U16();
+  if (comment > 0) Note("", eocd, "archive comment of " + std::to_string(comment) + " bytes");
+
+  uint64_t locator = 0;
+  bool zip64 = false;
+  if (eocd >= kZip64LocatorSize) {
+    locator = eocd - kZip64LocatorSize;
+    ByteReader l = file_;
+    l.Seek(locator);
+    zip64 = l.U32() == kZip64LocatorSig;
+  }
+  if (!zip64) {
+    if (disk != 0 || cd_disk != 0) Fail(ErrorCode::kUnsupported, where + ": multi-disk archives are not supported");
+    if (count_disk != count) {
+      Fail(ErrorCode::kCorrupt, where + ": " + std::to_string(count_disk) + " entries on this disk but " +
+                                    std::to_string(count) + " in total");
+    }
+    count_ = count;
+    cd_size_ = cd_size;
+    cd_offset_ = cd_offset;
+    end_start_ = eocd;
+    return;
+  }
+
+  const std::string lwhere = "zip64 end locator @ " + std::to_string(locator);
+  ByteReader l = file_;
+  l.Seek(locator + 4);
+  const uint32_t z_disk_of_end = l.U32();
+  const uint64_t z_end = l.U64();
+  const uint32_t disks = l.U32();
+  if (z_disk_of_end != 0 || disks > 1) {
+    Fail(ErrorCode::kUnsupported, lwhere + ": multi-disk archives are not supported");
+  }
+  if (z_end > locator || locator - z_end < kZip64EndSize) {
+    Fail(ErrorCode::kCorrupt, lwhere + ": zip64 end record offset " + std::to_string(z_end) +
+                                  " does not leave room for the record before the locator");
+  }
+  const std::string zwhere = "zip64 end record @ " + std::to_string(z_end);
+  ByteReader z = file_;
+  z.Seek(z_end);
+  if (z.U32() != kZip64EndSig) Fail(ErrorCode::kCorrupt, zwhere + ": bad signature");
+  const uint64_t rest = z.U64();
+  if (rest < kZip64EndSize - 12 || rest > locator - z_end - 12) {
+    Fail(ErrorCode::kCorrupt, zwhere + ": record size " + std::to_string(rest) + " does not fit before the locator");
+  }
+  z.Skip(4);  // versions made by / needed
+  const uint32_t z_disk = z.U32();
+  const uint32_t z_cd_disk = z.U32();
+  const uint64_t z_count_disk = z.U64();
+  const uint64_t z_count = z.U64();
+  const uint64_t z_cd_size = z.U64();
+  const uint64_t z_cd_offset = z.U64();
+  if (z_disk != 0 || z_cd_disk != 0) Fail(ErrorCode::kUnsupported, zwhere + ": multi-disk archives are not supported");
+  if (z_count_disk != z_count) {
+    Fail(ErrorCode::kCorrupt, zwhere + ": " + std::to_string(z_count_disk) + " entries on this disk but " +
+                                  std::to_string(z_count) + " in total");
+  }
+  // The classic record holds either the sentinel or the same value; anything else means two
+  // readers could see two different central directories.
+  auto agree = [&](const char* field, uint64_t classic, uint64_t sentinel, uint64_t wide) {
+    if (classic != sentinel && classic != wide) {
+      Fail(ErrorCode::kCorrupt, zwhere + ": " + field + " " + std::to_string(wide) + " disagrees with the end record's " +
+                                    std::to_string(classic));
+    }
+  };
+  agree("disk number", disk, kMax16, 0);
+  agree("central directory disk", cd_disk, kMax16, 0);
+  agree("entries on this disk", count_disk, kMax16, z_count_disk);
+  agree("entry count", count, kMax16, z_count);
+  agree("central directory size", cd_size, kMax32, z_cd_size);
+  agree("central directory offset", cd_offset, kMax32, z_cd_offset);
+  count_ = z_count;
+  cd_size_ = z_cd_size;
+  cd_offset_ = z_cd_offset;
+  end_start_ = z_end;
+}
+
+ZipEntry Parser::ReadCentral(ByteReader& cd, uint64_t index) {
+  const uint64_t at = cd.offset();
+  const std::string where = "central directory entry #" + std::to_string(index) + " @ " + std::to_string(at);
+  ZipEntry e;
+  uint64_t disk = 0;
+  std::string_view extra;
+  WithContext(where, [&] {
+    if (cd.U32() != kCentralSig) Fail(ErrorCode::kCorrupt, "bad signature");
+    cd.Skip(4);  // versions made by / needed
+    e.flags = cd.U16();
+    e.method = cd.U16();
+    cd.Skip(4);  // DOS time and date
+    e.crc32 = cd.U32();
+    e.compressed_size = cd.U32();
+    e.uncompressed_size = cd.U32();
+    const uint16_t name_len = cd.U16();
+    const uint16_t extra_len = cd.U16();
+    const uint16_t comment_len = cd.U16();
+    disk = cd.U16();
+    cd.Skip(6);  // internal and external attributes
+    e.local_header_offset = cd.U32();
+    e.name = std::string(cd.Bytes(name_len));
+    extra = cd.Bytes(extra_len);
+    cd.Skip(comment_len);
+  });
+  if (const char* problem = EntryNameProblem(e.name)) {
+    EntryFail(ErrorCode::kRefused, e.name, at, std::string("refused name: ") + problem);
+  }
+  if ((e.flags & (kFlagEncrypted | kFlagStrongEncryption | kFlagMaskedHeaders)) != 0) {
+    EntryFail(ErrorCode::kRefused, e.name, at, "encrypted entry (flags " + Hex(e.flags) + ")");
+  }
+  if (e.method != 0 && e.method != 8 && e.method != 12 && e.method != 14) {
+    EntryFail(ErrorCode::kUnsupported, e.name, at, "compression method " + std::to_string(e.method) + " is not supported");
+  }
+  std::vector<ExtraBlock> blocks;
+  const bool extra_ok = SplitExtra(extra, &blocks);
+  const bool needs64 = e.uncompressed_size == kMax32 || e.compressed_size == kMax32 ||
+                       e.local_header_offset == kMax32 || disk == kMax16;
+  if (needs64) {
+    const std::string ewhere = Where(e.name, at);
+    if (!extra_ok) Fail(ErrorCode::kCorrupt, ewhere + ": malformed extra field holding the zip64 values");
+    const ExtraBlock* z = FindZip64(blocks, ewhere);
+    if (z == nullptr) Fail(ErrorCode::kCorrupt, ewhere + ": a size or offset is 0xFFFFFFFF but there is no zip64 extra");
+    ByteReader zr(reinterpret_cast<const uint8_t*>(z->data.data()), z->data.size());
+    WithContext(ewhere + ": zip64 extra", [&] {
+      if (e.uncompressed_size == kMax32) e.uncompressed_size = zr.U64();
+      if (e.compressed_size == kMax32) e.compressed_size = zr.U64();
+      if (e.local_header_offset == kMax32) e.local_header_offset = zr.U64();
+      if (disk == kMax16) disk = zr.U32();
+    });
+    e.zip64 = true;
+  } else if (!extra_ok) {
+    Note(e.name, at, "malformed central directory extra field");
+  }
+  if (disk != 0) EntryFail(ErrorCode::kUnsupported, e.name, at, "entry on disk " + std::to_string(disk));
+  if (e.method == 0 && e.compressed_size != e.uncompressed_size) {
+    EntryFail(ErrorCode::kCorrupt, e.name, at, "stored entry with compressed size " + std::to_string(e.compressed_size) +
+                                                   " but uncompressed size " + std::to_string(e.uncompressed_size));
+  }
+  // Kept for the local-header comparison (layout blocks excluded).
+  e.local_extra = ExtraIds(blocks);
+  return e;
+}
+
+void Parser::CheckLocal(ZipEntry& e, uint64_t* extent_end) {
+  const uint64_t at = e.local_header_offset;
+  const std::string where = Where(e.name, at);
+  const std::string central_ids = std::move(e.local_extra);
+  e.local_extra.clear();
+  if (CheckedAdd(at, kLocalSize, where, "local header end") > size_) {
+    Fail(ErrorCode::kCorrupt, where + ": local header runs past the end of the file (" + std::to_string(size_) + " bytes)");
+  }
+  ByteReader r = file_;
+  r.Seek(at);
+  uint16_t lflags = 0, lmethod = 0;
+  uint32_t lcrc = 0;
+  uint64_t lcsize = 0, lusize = 0;
+  std::string_view lname, lextra;
+  WithContext(where, [&] {
+    if (r.U32() != kLocalSig) Fail(ErrorCode::kCorrupt, "no local header signature at the entry's offset");
+    r.Skip(2);  // version needed
+    lflags = r.U16();
+    lmethod = r.U16();
+    r.Skip(4);  // DOS time and date
+    lcrc = r.U32();
+    lcsize = r.U32();
+    lusize = r.U32();
+    const uint16_t name_len = r.U16();
+    const uint16_t extra_len = r.U16();
+    lname = r.Bytes(name_len);
+    lextra = r.Bytes(extra_len);
+  });
+  if (lname != e.name) {
+    Fail(ErrorCode::kCorrupt, where + ": local header name " + QuoteName(lname) +
+                                  " differs from central directory name " + QuoteName(e.name));
+  }
+  if (lmethod != e.method) {
+    Fail(ErrorCode::kCorrupt, where + ": local header method " + std::to_string(lmethod) +
+                                  " differs from central directory method " + std::to_string(e.method));
+  }
+  if ((lflags & (kFlagEncrypted | kFlagStrongEncryption | kFlagMaskedHeaders)) != 0) {
+    Fail(ErrorCode::kRefused, where + ": local header marks the entry encrypted (flags " + Hex(lflags) + ")");
+  }
+  if (((lflags ^ e.flags) & kFlagDescriptor) != 0) {
+    Fail(ErrorCode::kCorrupt, where + ": local header flags " + Hex(lflags) + " and central directory flags " +
+                                  Hex(e.flags) + " disagree on the data descriptor bit");
+  }
+  if (lflags != e.flags) {
+    Note(e.name, at, "local header flags " + Hex(lflags) + " differ from central directory flags " + Hex(e.flags));
+  }
+
+  std::vector<ExtraBlock> blocks;
+  const bool extra_ok = SplitExtra(lextra, &blocks);
+  const ExtraBlock* z64 = extra_ok ? FindZip64(blocks, where) : nullptr;
+  if (z64 != nullptr) e.zip64 = true;
+  if (lcsize == kMax32 || lusize == kMax32) {
+    if (!extra_ok) Fail(ErrorCode::kCorrupt, where + ": malformed local extra field holding the zip64 sizes");
+    if (z64 == nullptr) Fail(ErrorCode::kCorrupt, where + ": local header size is 0xFFFFFFFF but there is no zip64 extra");
+    ByteReader zr(reinterpret_cast<const uint8_t*>(z64->data.data()), z64->data.size());
+    WithContext(where + ": local zip64 extra", [&] {
+      if (lusize == kMax32) lusize = zr.U64();
+      if (lcsize == kMax32) lcsize = zr.U64();
+    });
+  } else if (!extra_ok) {
+    Note(e.name, at, "malformed local extra field");
+  }
+  if (extra_ok && ExtraIds(blocks) != central_ids) {
+    Note(e.name, at, "extra blocks differ: local header has [" + ExtraIds(blocks) + "], central directory [" +
+                         central_ids + "]");
+  }
+
+  const bool local_zero = lcrc == 0 && lcsize == 0 && lusize == 0;
+  if ((lflags & kFlagDescriptor) != 0) {
+    if (descriptor_count_++ == 0) first_descriptor_ = e.name;
+  } else if (local_zero && (e.crc32 != 0 || e.compressed_size != 0 || e.uncompressed_size != 0)) {
+    if (zero_local_count_++ == 0) first_zero_local_ = e.name;
+  }
+  // All-zero local values are tolerated (with a descriptor they are meant to be zero); any other
+  // values must agree, or a streaming reader would see a different entry than we do.
+  if (!local_zero && (lcrc != e.crc32 || lcsize != e.compressed_size || lusize != e.uncompressed_size)) {
+    Fail(ErrorCode::kCorrupt, where + ": local header says crc " + Hex(lcrc) + ", sizes " + std::to_string(lcsize) +
+                                  "/" + std::to_string(lusize) + "; central directory says crc " + Hex(e.crc32) +
+                                  ", sizes " + std::to_string(e.compressed_size) + "/" +
+                                  std::to_string(e.uncompressed_size));
+  }
+
+  e.local_extra = std::string(lextra);
+  e.data_offset = at + kLocalSize + lname.size() + lextra.size();  // <= size_: read above
+  const uint64_t payload_end = CheckedAdd(e.data_offset, e.compressed_size, where, "payload end");
+  if (payload_end > size_) {
+    Fail(ErrorCode::kCorrupt, where + ": payload [" + std::to_string(e.data_offset) + ", " +
+                                  std::to_string(payload_end) + ") runs past the end of the file (" +
+                                  std::to_string(size_) + " bytes)");
+  }
+  *extent_end = payload_end;
+  if ((lflags & kFlagDescriptor) != 0) *extent_end = CheckDescriptor(e, payload_end);
+}
+
+// Finds the data descriptor right after the payload and checks it against the central
+// directory; returns where it ends. The signature is optional and the size fields are 4 or 8
+// bytes wide (8 when the local header has a zip64 extra), so the expected form is tried first.
+uint64_t Parser::CheckDescriptor(const ZipEntry& e, uint64_t at) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const bool with_sig = (attempt & 1) == 0;
+    const bool wide = (attempt < 2) == e.zip64;
+    const uint64_t len = (with_sig ? 4 : 0) + 4 + (wide ? 16 : 8);
+    if (len > size_ - at) continue;
+    ByteReader r = file_;
+    r.Seek(at);
+    if (with_sig && r.U32() != kDescriptorSig) continue;
+    const uint32_t crc = r.U32();
+    const uint64_t csize = wide ? r.U64() : r.U32();
+    const uint64_t usize = wide ? r.U64() : r.U32();
+    if (crc == e.crc32 && csize == e.compressed_size && usize == e.uncompressed_size) return at + len;
+  }
+  Fail(ErrorCode::kCorrupt, Where(e.name, e.local_header_offset) + ": data descriptor @ " + std::to_string(at) +
+                                " does not match the central directory (crc " + Hex(e.crc32) + ", sizes " +
+                                std::to_string(e.compressed_size) + "/" + std::to_string(e.uncompressed_size) + ")");
+}
+
+std::string_view Parser::NameOf(int64_t index) const {
+  if (index == kCentral) return "the central directory";
+  if (index == kEnd) return "the end records";
+  return entries_[static_cast<size_t>(index)].name;
+}
+
+void Parser::CheckExtents() {
+  std::sort(extents_.begin(), extents_.end(), [](const Extent& a, const Extent& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t prev_end = 0;
+  int64_t prev = kEnd;
+  bool first = true;
+  for (const Extent& x : extents_) {
+    auto label = [&](int64_t index) {
+      return index < 0 ? std::string(NameOf(index)) : "entry " + QuoteName(NameOf(index));
+    };
+    if (!first && x.begin < prev_end) {
+      const ZipEntry* entry = x.entry >= 0 ? &entries_[static_cast<size_t>(x.entry)] : nullptr;
+      const ZipEntry* other = prev >= 0 ? &entries_[static_cast<size_t>(prev)] : nullptr;
+      const ZipEntry* named = entry != nullptr ? entry : other;
+      std::string msg = label(x.entry) + " [" + std::to_string(x.begin) + ", " + std::to_string(x.end) +
+                        ") overlaps " + label(prev) + " (which ends at " + std::to_string(prev_end) + ")";
+      if (named != nullptr) EntryFail(ErrorCode::kCorrupt, named->name, named->local_header_offset, msg);
+      Fail(ErrorCode::kCorrupt, msg);
+    }
+    if (x.begin > prev_end) {
+      std::string msg = std::to_string(x.begin - prev_end) + " bytes " +
+                        (first ? std::string("before ") : "between " + label(prev) + " and ") + label(x.entry);
+      Note(x.entry >= 0 ? std::string(NameOf(x.entry)) : std::string(), prev_end, std::move(msg));
+    }
+    first = false;
+    if (x.end >= prev_end) {
+      prev_end = x.end;
+      prev = x.entry;
+    }
+  }
+}
+
+void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies) {
+  ReadEnd(FindEnd());
+  const std::string cwhere = "central directory @ " + std::to_string(cd_offset_);
+  if (count_ > kMaxZipEntries) {
+    Fail(ErrorCode::kLimit, cwhere + ": " + std::to_string(count_) + " entries exceed kMaxZipEntries (" +
+                                std::to_string(kMaxZipEntries) + ")");
+  }
+  const uint64_t cd_end = CheckedAdd(cd_offset_, cd_size_, cwhere, "end");
+  if (cd_end > end_start_) {
+    Fail(ErrorCode::kCorrupt, cwhere + ": [" + std::to_string(cd_offset_) + ", " + std::to_string(cd_end) +
+                                  ") runs past the end records at " + std::to_string(end_start_) + " (file is " +
+                                  std::to_string(size_) + " bytes)");
+  }
+  if (count_ * kCentralSize > cd_size_) {  // count_ is capped, so no overflow
+    Fail(ErrorCode::kCorrupt, cwhere + ": " + std::to_string(count_) + " entries cannot fit in " +
+                                  std::to_string(cd_size_) + " bytes");
+  }
+  if (cd_end < end_start_) Note("", cd_end, std::to_string(end_start_ - cd_end) + " bytes between the central directory and the end records");
+
+  entries_.reserve(static_cast<size_t>(count_));
+  extents_.reserve(static_cast<size_t>(count_) + 2);
+  ByteReader cd(data_ + cd_offset_, cd_size_, cd_offset_);
+  for (uint64_t i = 0; i < count_; ++i) entries_.push_back(ReadCentral(cd, i));
+  if (!cd.at_end()) {
+    Fail(ErrorCode::kCorrupt, cwhere + ": " + std::to_string(cd.remaining()) + " bytes after the last of its " +
+                                  std::to_string(count_) + " entries");
+  }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    uint64_t end = 0;
+    CheckLocal(entries_[i], &end);
+    extents_.push_back({entries_[i].local_header_offset, end, static_cast<int64_t>(i)});
+  }
+  extents_.push_back({cd_offset_, cd_end, kCentral});
+  extents_.push_back({end_start_, size_, kEnd});
+  CheckExtents();
+
+  if (descriptor_count_ > 0) {
+    Note(first_descriptor_, 0, std::to_string(descriptor_count_) + " entries use a data descriptor (CRC and sizes after the payload)");
+  }
+  if (zero_local_count_ > 0) {
+    Note(first_zero_local_, 0, std::to_string(zero_local_count_) + " local headers have zero CRC and sizes without a data descriptor");
+  }
+  if (dropped_ > 0) Note("", 0, std::to_string(dropped_) + " more anomalies not listed");
+  *entries = std::move(entries_);
+  *anomalies = std::move(anomalies_);
+}
+
+}  // namespace
+
+ZipReader::ZipReader(std::shared_ptr<MappedFile> file) : file_(std::move(file)) {
+  if (file_ == nullptr) Fail(ErrorCode::kUsage, "ZipReader: null file");
+  bytes_ = file_->bytes();
+  Parse();
+}
+
+ZipReader::ZipReader(SharedBytes archive) : bytes_(std::move(archive)) { Parse(); }
+
+void ZipReader::Parse() {
+  Parser(bytes_.data(), bytes_.size()).Run(&entries_, &anomalies_);
+  sorted_.resize(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) sorted_[i] = static_cast<uint32_t>(i);
+  std::sort(sorted_.begin(), sorted_.end(), [&](uint32_t a, uint32_t b) {
+    return entries_[a].name != entries_[b].name ? entries_[a].name < entries_[b].name : a < b;
+  });
+  for (size_t i = 1; i < sorted_.size(); ++i) {
+    const ZipEntry& a = entries_[sorted_[i - 1]];
+    const ZipEntry& b = entries_[sorted_[i]];
+    if (a.name == b.name) {
+      EntryFail(ErrorCode::kRefused, b.name, b.local_header_offset,
+                "duplicate entry name (also at " + std::to_string(a.local_header_offset) + ")");
+    }
+  }
+}
+
+const ZipEntry* ZipReader::Find(std::string_view name) const {
+  auto it = std::lower_bound(sorted_.begin(), sorted_.end(), name,
+                             [&](uint32_t i, std::string_view n) { return entries_[i].name < n; });
+  if (it == sorted_.end() || entries_[*it].name != name) return nullptr;
+  return &entries_[*it];
+}
+
+SharedBytes ZipReader::Read(const ZipEntry& entry) const {
+  const std::string where = Where(entry.name, entry.local_header_offset);
+  SharedBytes raw = WithContext(where, [&] { return bytes_.Slice(entry.data_offset, entry.compressed_size); });
+  if (entry.method == static_cast<uint16_t>(ZipMethod::kStored)) {
+    if (entry.compressed_size != entry.uncompressed_size) {
+      Fail(ErrorCode::kCorrupt, where + ": stored entry sizes differ");
+    }
+    return raw;
+  }
+  return zip::Decompress(entry.method, raw.data(), raw.size(), entry.uncompressed_size, where);
+}
+
+bool ZipReader::CheckCrc(const ZipEntry& entry) const {
+  SharedBytes payload = Read(entry);
+  return Crc32(payload.data(), payload.size()) == entry.crc32;
+}
+
+uint32_t Crc32(const uint8_t* data, uint64_t size, uint32_t crc) {
+  // zlib takes 32-bit lengths.
+  constexpr uint64_t kStep = uint64_t{1} << 30;
+  uLong c = crc;
+  while (size > 0) {
+    const uint64_t n = std::min(size, kStep);
+    c = crc32(c, data, static_cast<uInt>(n));
+    data += n;
+    size -= n;
+  }
+  return static_cast<uint32_t>(c);
+}
+
+}  // namespace trove

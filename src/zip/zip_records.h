@@ -1,0 +1,142 @@
+// zip/zip_records.h: the byte layout of the zip records trove reads and writes.
+//
+// All integers are little-endian. Offsets are from the start of each record.
+//
+// Local file header (30 bytes + name + extra), signature 50 4B 03 04:
+//    0 u32 signature 0x04034b50     14 u32 crc-32
+//    4 u16 version needed           18 u32 compressed size    (0xFFFFFFFF: see zip64 extra)
+//    6 u16 flags                    22 u32 uncompressed size  (0xFFFFFFFF: see zip64 extra)
+//    8 u16 method                   26 u16 name length
+//   10 u16 DOS time                 28 u16 extra length
+//   12 u16 DOS date                 30 name, then extra
+// Data descriptor (after the payload when flag bit 3 is set):
+//   [u32 signature 0x08074b50] u32 crc-32, then compressed and uncompressed size as u32 each,
+//   or as u64 each when the local header carries a zip64 extra.
+// Central directory header (46 bytes + name + extra + comment), signature 50 4B 01 02:
+//    0 u32 signature 0x02014b50     28 u16 name length
+//    4 u16 version made by          30 u16 extra length
+//    6 u16 version needed           32 u16 comment length
+//    8 u16 flags                    34 u16 disk number start     (0xFFFF: see zip64 extra)
+//   10 u16 method                   36 u16 internal attributes
+//   12 u16 DOS time                 38 u32 external attributes
+//   14 u16 DOS date                 42 u32 local header offset   (0xFFFFFFFF: see zip64 extra)
+//   16 u32 crc-32                   46 name, extra, comment
+//   20 u32 compressed size   (0xFFFFFFFF: see zip64 extra)
+//   24 u32 uncompressed size (0xFFFFFFFF: see zip64 extra)
+// Extra field: a sequence of blocks u16 id, u16 data length, data.
+//   0x0001 zip64: u64 values, present only for the header fields holding their sentinel, in the
+//          order uncompressed size, compressed size, local header offset, u32 disk number. A
+//          local header's zip64 block holds both sizes.
+//   0x4246 "FB": PyTorch's alignment padding ('Z' bytes). 0x6474 "td": tensordict's (zeros).
+// Zip64 end of central directory record (56 bytes + extensible data), signature 50 4B 06 06:
+//    0 u32 signature 0x06064b50     24 u64 entries on this disk
+//    4 u64 size of the rest (>= 44) 32 u64 entries in total
+//   12 u16 version made by          40 u64 central directory size
+//   14 u16 version needed           48 u64 central directory offset
+//   16 u32 this disk number
+//   20 u32 disk holding the central directory
+// Zip64 end of central directory locator (20 bytes, right before the end record), 50 4B 06 07:
+//    0 u32 signature 0x07064b50      8 u64 offset of the zip64 end record
+//    4 u32 disk holding that record 16 u32 total number of disks
+// End of central directory record (22 bytes + comment, at most 64 KiB from the end), 50 4B 05 06:
+//    0 u32 signature 0x06054b50     12 u32 central directory size    (0xFFFFFFFF: zip64)
+//    4 u16 this disk number         16 u32 central directory offset  (0xFFFFFFFF: zip64)
+//    6 u16 disk holding the CD      20 u16 comment length
+//    8 u16 entries on this disk (0xFFFF: zip64)
+//   10 u16 entries in total    (0xFFFF: zip64)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace trove::zip {
+
+inline constexpr uint32_t kLocalSig = 0x04034b50;
+inline constexpr uint32_t kDescriptorSig = 0x08074b50;
+inline constexpr uint32_t kCentralSig = 0x02014b50;
+inline constexpr uint32_t kZip64EndSig = 0x06064b50;
+inline constexpr uint32_t kZip64LocatorSig = 0x07064b50;
+inline constexpr uint32_t kEndSig = 0x06054b50;
+
+inline constexpr uint64_t kLocalSize = 30;
+inline constexpr uint64_t kCentralSize = 46;
+inline constexpr uint64_t kZip64EndSize = 56;
+inline constexpr uint64_t kZip64LocatorSize = 20;
+inline constexpr uint64_t kEndSize = 22;
+// The end record's comment length is a u16, so the record starts within this many bytes of the end.
+inline constexpr uint64_t kMaxEndSearch = kEndSize + 0xFFFF;
+
+// Field offsets patched after the payload is known.
+inline constexpr uint64_t kLocalFlagsAt = 6;
+inline constexpr uint64_t kLocalCrcAt = 14;
+
+inline constexpr uint16_t kExtraZip64 = 0x0001;
+inline constexpr uint16_t kExtraPyTorchPad = 0x4246;     // "FB"
+inline constexpr uint16_t kExtraTensordictPad = 0x6474;  // "td"
+
+inline constexpr uint16_t kFlagEncrypted = 0x0001;
+inline constexpr uint16_t kFlagLzmaEndMarker = 0x0002;
+inline constexpr uint16_t kFlagDescriptor = 0x0008;
+inline constexpr uint16_t kFlagStrongEncryption = 0x0040;
+inline constexpr uint16_t kFlagUtf8 = 0x0800;
+inline constexpr uint16_t kFlagMaskedHeaders = 0x2000;  // central directory encryption
+
+inline constexpr uint32_t kMax32 = 0xFFFFFFFF;
+inline constexpr uint16_t kMax16 = 0xFFFF;
+
+inline void PutU16(std::string& s, uint16_t v) {
+  s.push_back(static_cast<char>(v & 0xFF));
+  s.push_back(static_cast<char>(v >> 8));
+}
+inline void PutU32(std::string& s, uint32_t v) {
+  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+inline void PutU64(std::string& s, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+// Overwrites `n` bytes of `s` at `at` with v (little-endian); `s` must already hold them.
+inline void SetLe(std::string& s, uint64_t at, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+// Why a name cannot be an entry name, or nullptr. Such names escape the extraction directory
+// (zip-slip) or mean different files to different tools.
+inline const char* EntryNameProblem(std::string_view name) {
+  if (name.empty()) return "empty name";
+  if (name.size() > kMax16) return "name longer than 65535 bytes";
+  if (name.front() == '/') return "absolute name (leading '/')";
+  if (name.find('\\') != std::string_view::npos) return "backslash in name";
+  if (name.find('\0') != std::string_view::npos) return "NUL byte in name";
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('/', start);
+    if (end == std::string_view::npos) end = name.size();
+    if (name.substr(start, end - start) == "..") return "'..' component in name";
+    start = end + 1;
+  }
+  return nullptr;
+}
+
+// A name as it can be shown in a message: bytes outside printable ASCII (and quotes) escaped as
+// \xNN, cut after 200 bytes so a hostile 64 KiB name cannot flood a log.
+inline std::string QuoteName(std::string_view name) {
+  constexpr size_t kShown = 200;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (size_t i = 0; i < name.size() && i < kShown; ++i) {
+    auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7F && c != '\'' && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  if (name.size() > kShown) out += "...";
+  out.push_back('\'');
+  return out;
+}
+
+}  // namespace trove::zip

@@ -1,0 +1,167 @@
+#include "trove/zip_writer.h"
+
+#include <cstring>
+
+#include "trove/error.h"
+#include "zip/zip_compress.h"
+#include "zip/zip_layout.h"
+#include "zip/zip_records.h"
+
+namespace trove {
+namespace {
+
+using namespace zip;
+
+// An entry whose header and payload fit here is written in one piece after its CRC and sizes
+// are patched in memory; larger ones are patched in the file.
+constexpr uint64_t kStagedBytes = uint64_t{1} << 20;
+
+std::string Entry(const std::string& name) { return "zip entry " + QuoteName(name); }
+
+}  // namespace
+
+ZipWriter::ZipWriter(AtomicFile& out, ZipLayout layout) : out_(out), layout_(layout), cursor_(out.position()) {}
+
+ZipWriter::~ZipWriter() = default;
+
+void ZipWriter::Emit(const void* data, uint64_t size) {
+  if (!staged_out_ && staged_.size() + size <= kStagedBytes) {
+    staged_.append(static_cast<const char*>(data), static_cast<size_t>(size));
+  } else {
+    FlushStaged();
+    out_.Write(data, size);
+  }
+  cursor_ += size;
+}
+
+void ZipWriter::FlushStaged() {
+  if (staged_out_) return;
+  out_.Write(staged_.data(), staged_.size());
+  staged_.clear();
+  staged_out_ = true;
+}
+
+void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size) {
+  if (finished_) Fail(ErrorCode::kUsage, Entry(name) + ": the archive is already finished");
+  if (open_) Fail(ErrorCode::kUsage, Entry(name) + ": entry " + QuoteName(current_.name) + " is still open");
+  if (const char* problem = EntryNameProblem(name)) Fail(ErrorCode::kUsage, Entry(name) + ": " + problem);
+  if (method != ZipMethod::kStored && method != ZipMethod::kDeflate && method != ZipMethod::kBzip2 &&
+      method != ZipMethod::kLzma) {
+    Fail(ErrorCode::kUsage, Entry(name) + ": unknown method " + std::to_string(static_cast<int>(method)));
+  }
+  if (align != 0 && ((align & (align - 1)) != 0 || align > kMaxZipAlign)) {
+    Fail(ErrorCode::kUsage, Entry(name) + ": alignment " + std::to_string(align) +
+                                " is not a power of two up to " + std::to_string(kMaxZipAlign));
+  }
+  if (written_.size() >= kMaxZipEntries) {
+    Fail(ErrorCode::kLimit, Entry(name) + ": more than kMaxZipEntries (" + std::to_string(kMaxZipEntries) +
+                                ") entries, which readers refuse");
+  }
+  if (!names_.insert(name).second) Fail(ErrorCode::kUsage, Entry(name) + ": duplicate entry name");
+
+  LocalPlan plan = PlanLocal(layout_, name, method, cursor_, align, expected_size);
+  current_ = ZipEntry{};
+  current_.name = name;
+  current_.method = static_cast<uint16_t>(method);
+  current_.local_header_offset = cursor_;
+  current_.data_offset = plan.data_offset;
+  current_.zip64 = plan.zip64;
+  header_ = std::move(plan.header);
+  header_zip64_ = plan.zip64;
+  zip64_sizes_at_ = plan.zip64_sizes_at;
+  expected_size_ = expected_size;
+  crc_ = 0;
+  size_ = 0;
+  compressed_ = 0;
+  compressor_ = ZipCompressor::Make(method);
+  staged_.clear();
+  staged_out_ = false;
+  open_ = true;
+  Emit(header_.data(), header_.size());
+}
+
+void ZipWriter::Write(const void* data, uint64_t size) {
+  if (!open_) Fail(ErrorCode::kUsage, "zip writer: Write without BeginEntry");
+  if (size == 0) return;
+  const auto* p = static_cast<const uint8_t*>(data);
+  crc_ = Crc32(p, size, crc_);
+  if (__builtin_add_overflow(size_, size, &size_)) Fail(ErrorCode::kUsage, Entry(current_.name) + ": size overflows");
+  if (compressor_ != nullptr) {
+    compressor_->Push(p, size, [this](const uint8_t* out, uint64_t n) {
+      compressed_ += n;
+      Emit(out, n);
+    });
+  } else {
+    compressed_ += size;
+    Emit(p, size);
+  }
+}
+
+void ZipWriter::EndEntry() {
+  if (!open_) Fail(ErrorCode::kUsage, "zip writer: EndEntry without BeginEntry");
+  if (compressor_ != nullptr) {
+    compressor_->Finish([this](const uint8_t* out, uint64_t n) {
+      compressed_ += n;
+      Emit(out, n);
+    });
+    compressor_.reset();
+  }
+  const std::string where = Entry(current_.name);
+  if (expected_size_ != kZipUnknownSize && expected_size_ != size_) {
+    Fail(ErrorCode::kUsage, where + ": " + std::to_string(size_) + " bytes written, " +
+                                std::to_string(expected_size_) + " expected");
+  }
+  const auto method = static_cast<ZipMethod>(current_.method);
+  const bool pytorch = layout_ == ZipLayout::kPyTorch;
+  const bool descriptor = pytorch && !PyTorchEmptyEntry(method, compressed_, size_);
+  if (pytorch && !header_zip64_ && (size_ >= kMax32 || compressed_ >= kMax32)) {
+    Fail(ErrorCode::kUsage, where + ": reached 4 GiB without a local zip64 extra; pass expected_size to BeginEntry");
+  }
+  for (const Patch& p : LocalPatches(layout_, {method, header_, 0, header_zip64_, zip64_sizes_at_}, crc_,
+                                     compressed_, size_)) {
+    std::memcpy(header_.data() + p.at, p.bytes.data(), p.bytes.size());
+    if (!staged_out_) {
+      std::memcpy(staged_.data() + p.at, p.bytes.data(), p.bytes.size());
+    } else {
+      out_.WriteAt(current_.local_header_offset + p.at, p.bytes.data(), p.bytes.size());
+    }
+  }
+  if (descriptor) {
+    const std::string d = DataDescriptor(header_zip64_, crc_, compressed_, size_);
+    Emit(d.data(), d.size());
+  }
+  FlushStaged();
+
+  current_.flags = static_cast<uint16_t>(static_cast<uint8_t>(header_[kLocalFlagsAt]) |
+                                         (static_cast<uint8_t>(header_[kLocalFlagsAt + 1]) << 8));
+  current_.crc32 = crc_;
+  current_.compressed_size = compressed_;
+  current_.uncompressed_size = size_;
+  const uint64_t name_end = kLocalSize + current_.name.size();
+  current_.local_extra = header_.substr(name_end);
+  written_.push_back(std::move(current_));
+  current_ = ZipEntry{};
+  open_ = false;
+}
+
+void ZipWriter::AddEntry(const std::string& name, const void* data, uint64_t size, ZipMethod method, uint64_t align) {
+  BeginEntry(name, method, align, size);
+  Write(data, size);
+  EndEntry();
+}
+
+void ZipWriter::Finish() {
+  if (finished_) Fail(ErrorCode::kUsage, "zip writer: Finish called twice");
+  if (open_) Fail(ErrorCode::kUsage, Entry(current_.name) + ": still open at Finish");
+  finished_ = true;
+  staged_out_ = true;  // nothing left to patch: write straight through
+  const uint64_t cd_offset = cursor_;
+  for (const ZipEntry& e : written_) {
+    const std::string c = CentralEntry(layout_, e);
+    Emit(c.data(), c.size());
+  }
+  const std::string end = EndRecords(layout_, written_.size(), cd_offset, cursor_ - cd_offset);
+  Emit(end.data(), end.size());
+}
+
+}  // namespace trove

@@ -1,0 +1,278 @@
+// The presk binary: every spec example byte for byte, every error code, no output left behind.
+#include <filesystem>
+
+#include "pskd_test_support.h"
+
+namespace trove::pskd {
+namespace {
+
+using testing::ReadFile;
+using testing::RunPresk;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string TokensTxt() { return testing::SourceDir() + "/tests/data/tokens.txt"; }
+
+TEST(PreskCliTest, SpecLmWindowsAndInfoExample) {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.dir() / "out");
+  std::filesystem::create_directories(tmp.dir() / "tests/data");
+  std::filesystem::copy_file(TokensTxt(), tmp.Path("tests/data/tokens.txt"));
+  auto w = RunPresk({"data", "lm-windows", "--vocab", "64", "--seq", "8", "tests/data/tokens.txt", "-o",
+                     "out/tokens.psk.d"},
+                    tmp.dir().string());
+  EXPECT_EQ(w.status, 0) << w.err;
+  EXPECT_EQ(w.out,
+            "presk data: wrote out/tokens.psk.d (24 windows of type (idx[64][seq: 8], idx[64][seq: 8]) from 200 "
+            "tokens)\n");
+  EXPECT_EQ(w.err, "");
+  auto info = RunPresk({"data", "info", "out/tokens.psk.d", "--samples", "2"}, tmp.dir().string());
+  EXPECT_EQ(info.status, 0) << info.err;
+  EXPECT_EQ(info.out,
+            "type    (idx[64][seq: 8], idx[64][seq: 8])\n"
+            "count   24\n"
+            "version 1\n"
+            "sample  16 bytes, 2 leaves\n"
+            "[0] ([41, 19, 50, 6, 9, 12, 46, 7], [19, 50, 6, 9, 12, 46, 7, 27])\n"
+            "[1] ([27, 4, 11, 55, 53, 8, 30, 11], [4, 11, 55, 53, 8, 30, 11, 54])\n");
+  // The file: header then 24 samples of 16 bytes, each the spec's window.
+  std::string bytes = ReadFile(tmp.Path("out/tokens.psk.d"));
+  const std::string type = "(idx[64][seq: 8], idx[64][seq: 8])";
+  ASSERT_EQ(bytes.size(), 4 + 2 + 4 + type.size() + 8 + 24 * 16);
+  EXPECT_EQ(bytes.substr(0, 18 + type.size()), testing::HeaderBytes(1, type, 24));
+  std::vector<int> tokens;
+  {
+    std::string text = ReadFile(TokensTxt());
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find_first_of(" \n", pos);
+      if (end == std::string::npos) end = text.size();
+      if (end > pos) tokens.push_back(std::stoi(text.substr(pos, end - pos)));
+      pos = end + 1;
+    }
+  }
+  ASSERT_EQ(tokens.size(), 200u);
+  const size_t data = 18 + type.size();
+  for (size_t k = 0; k < 24; ++k) {
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(static_cast<uint8_t>(bytes[data + 16 * k + i]), tokens[8 * k + i]);
+      EXPECT_EQ(static_cast<uint8_t>(bytes[data + 16 * k + 8 + i]), tokens[8 * k + i + 1]);
+    }
+  }
+}
+
+TEST(PreskCliTest, StrideOneGivesEveryWindowAndTrailingTokensAreCounted) {
+  TempDir tmp;
+  WriteFile(tmp.Path("t.txt"), "0 1 2 3\n4 5 6\n");
+  auto r = RunPresk({"data", "lm-windows", "--vocab", "7", "--seq", "3", "--stride", "1", "t.txt", "-o", "w.psk.d"},
+                    tmp.dir().string());
+  EXPECT_EQ(r.out, "presk data: wrote w.psk.d (4 windows of type (idx[7][seq: 3], idx[7][seq: 3]) from 7 tokens)\n");
+  auto info = RunPresk({"data", "info", "w.psk.d", "--samples", "9"}, tmp.dir().string());
+  EXPECT_NE(info.out.find("[3] ([3, 4, 5], [4, 5, 6])\n"), std::string::npos) << info.out;
+  auto wide = RunPresk({"data", "lm-windows", "--vocab", "7", "--seq", "2", "--stride", "4", "t.txt", "-o", "x.psk.d"},
+                       tmp.dir().string());
+  EXPECT_EQ(wide.out, "presk data: wrote x.psk.d (2 windows of type (idx[7][seq: 2], idx[7][seq: 2]) from 7 tokens)\n");
+  auto xi = RunPresk({"data", "info", "x.psk.d"}, tmp.dir().string());
+  EXPECT_NE(xi.out.find("[1] ([4, 5], [5, 6])\n"), std::string::npos) << xi.out;
+}
+
+TEST(PreskCliTest, CharsAndEncodeAreCodePoints) {
+  TempDir tmp;
+  WriteFile(tmp.Path("t.txt"), "Hé là!\nçà\n");
+  auto c = RunPresk({"data", "chars", "t.txt", "-o", "v.json"}, tmp.dir().string());
+  EXPECT_EQ(c.status, 0) << c.err;
+  EXPECT_EQ(c.out, "presk data: wrote v.json (9 characters over 11 of text)\n");
+  EXPECT_EQ(ReadFile(tmp.Path("v.json")), "[\"\\n\",\" \",\"!\",\"H\",\"e\",\"l\",\"à\",\"ç\",\"é\"]\n");
+  auto e = RunPresk({"data", "encode", "t.txt", "--vocab", "v.json", "-o", "tok.txt"}, tmp.dir().string());
+  EXPECT_EQ(e.out, "presk data: wrote tok.txt (11 tokens over a vocabulary of 9)\n");
+  EXPECT_EQ(ReadFile(tmp.Path("tok.txt")), "3 8 1 5 6 2 0\n7 6 0\n");
+  WriteFile(tmp.Path("bad.txt"), "Hé\nl€\n");
+  auto bad = RunPresk({"data", "encode", "bad.txt", "--vocab", "v.json", "-o", "bad_tokens.txt"}, tmp.dir().string());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "presk data: error[E9004]: bad.txt: line 2: character '€' (U+20AC) is not in the vocabulary v.json\n");
+  EXPECT_FALSE(std::filesystem::exists(tmp.Path("bad_tokens.txt")));
+  WriteFile(tmp.Path("sub.json"), "[\"ab\", \"c\"]");
+  auto sub = RunPresk({"data", "encode", "t.txt", "--vocab", "sub.json", "-o", "o.txt"}, tmp.dir().string());
+  EXPECT_EQ(sub.status, 2);
+  EXPECT_NE(sub.err.find("is not one character"), std::string::npos) << sub.err;
+  WriteFile(tmp.Path("latin1.txt"), "caf\xe9\n");
+  auto l1 = RunPresk({"data", "chars", "latin1.txt", "-o", "l.json"}, tmp.dir().string());
+  EXPECT_EQ(l1.err, "presk data: error[E9004]: latin1.txt: line 1 (byte offset 3): not UTF-8 text\n");
+  EXPECT_FALSE(std::filesystem::exists(tmp.Path("l.json")));
+}
+
+TEST(PreskCliTest, PackWithSpecMessagesAndSkippedLines) {
+  TempDir tmp;
+  WriteFile(tmp.Path("s.txt"), "-- a comment\n1 0.5 0.25\n\n  3 1.5 -2\n64 1 1\n");
+  auto bad = RunPresk({"data", "pack", "--type", "(idx[64][], ℝ[x: 2])", "s.txt", "-o", "s.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "presk data: error[E9004]: line 5: 64 is not below 64\n");
+  EXPECT_FALSE(std::filesystem::exists(tmp.Path("s.psk.d")));
+  WriteFile(tmp.Path("s.txt"), "-- a comment\n1 0.5 0.25\n\n  3 1.5 -2\n");
+  auto ok = RunPresk({"data", "pack", "--type", "(idx[64][], ℝ[x: 2])", "s.txt", "-o", "s.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(ok.out, "presk data: wrote s.psk.d (2 samples of type (idx[64][], ℝ[x: 2]))\n");
+  auto info = RunPresk({"data", "info", "s.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(info.out,
+            "type    (idx[64][], ℝ[x: 2])\ncount   2\nversion 1\nsample  17 bytes, 2 leaves\n"
+            "[0] (1, [0.5, 0.25])\n[1] (3, [1.5, -2.0])\n");
+  struct Case {
+    const char* line;
+    const char* err;
+  };
+  for (const Case& c : {Case{"1 0.5\n", "presk data: error[E9004]: line 1: too few values: 2, a sample holds 3\n"},
+                        Case{"1 2 3 4\n", "presk data: error[E9004]: line 1: too many values: 4, a sample holds 3\n"},
+                        Case{"x 1 2\n", "presk data: error[E9004]: line 1: 'x' is not an index\n"},
+                        Case{"1.5 1 2\n", "presk data: error[E9004]: line 1: '1.5' is not an index\n"},
+                        Case{"-1 1 2\n", "presk data: error[E9004]: line 1: '-1' is not an index\n"},
+                        Case{"1 1 two\n", "presk data: error[E9004]: line 1: 'two' is not a real\n"}}) {
+    WriteFile(tmp.Path("e.txt"), c.line);
+    auto r = RunPresk({"data", "pack", "--type", "(idx[64][], ℝ[x: 2])", "e.txt", "-o", "e.psk.d"}, tmp.dir().string());
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(r.err, c.err);
+    EXPECT_FALSE(std::filesystem::exists(tmp.Path("e.psk.d")));
+  }
+}
+
+TEST(PreskCliTest, Version2F32AndBf16ReadBackToTheSameNumbers) {
+  TempDir tmp;
+  WriteFile(tmp.Path("r.txt"), "0.5 -1.25 3\n1e10 0.0078125 -0\n");
+  for (const char* enc : {"f32", "bf16", "f64"}) {
+    std::string out = std::string(enc) + ".psk.d";
+    auto p = RunPresk({"data", "pack", "--type", "ℝ[3]", "--encoding", enc, "r.txt", "-o", out}, tmp.dir().string());
+    ASSERT_EQ(p.status, 0) << p.err;
+    auto info = RunPresk({"data", "info", out}, tmp.dir().string());
+    std::string expected_header = std::string(enc) == "f64"
+                                      ? "type    ℝ[3]\ncount   2\nversion 1\nsample  24 bytes, 1 leaf\n"
+                                      : "type    ℝ[3]\ncount   2\nversion 2\nencodings " + std::string(enc) +
+                                            "\nsample  " + (std::string(enc) == "f32" ? "12" : "6") +
+                                            " bytes, 1 leaf\n";
+    EXPECT_EQ(info.out, expected_header + "[0] [0.5, -1.25, 3.0]\n[1] [10000000000.0, 0.0078125, -0.0]\n") << enc;
+  }
+  auto d = RunPresk({"data", "diff", "f64.psk.d", "bf16.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(d.status, 0) << d.out << d.err;
+  EXPECT_EQ(d.out, "reals            6 values compared\n‖a − b‖₂         0\n‖a − b‖₂ / ‖a‖₂  0\n");
+  // 0.1 is not a number of f32: refused, nothing written.
+  WriteFile(tmp.Path("t.txt"), "0.1\n");
+  auto r = RunPresk({"data", "pack", "--type", "ℝ[]", "--encoding", "f32", "t.txt", "-o", "t.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(r.err, "presk data: error[E9004]: line 1: 0.10000000000000001 is not a number of f32\n");
+  EXPECT_FALSE(std::filesystem::exists(tmp.Path("t.psk.d")));
+}
+
+TEST(PreskCliTest, DiffPrintsNormsAndExitsOneOnDifferences) {
+  TempDir tmp;
+  WriteFile(tmp.Path("a.txt"), "3 0\n0 4\n");
+  WriteFile(tmp.Path("b.txt"), "3 0\n0 4.5\n");
+  RunPresk({"data", "pack", "--type", "ℝ[2]", "a.txt", "-o", "a.psk.d"}, tmp.dir().string());
+  RunPresk({"data", "pack", "--type", "ℝ[2]", "b.txt", "-o", "b.psk.d"}, tmp.dir().string());
+  auto d = RunPresk({"data", "diff", "a.psk.d", "b.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(d.status, 1);
+  EXPECT_EQ(d.out, "reals            4 values compared\n‖a − b‖₂         0.5\n‖a − b‖₂ / ‖a‖₂  0.1\n");
+  RunPresk({"data", "pack", "--type", "ℝ[x: 2]", "a.txt", "-o", "c.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(RunPresk({"data", "diff", "a.psk.d", "c.psk.d"}, tmp.dir().string()).status, 0);  // names are not checked
+  WriteFile(tmp.Path("c.txt"), "1 2 3\n");
+  RunPresk({"data", "pack", "--type", "ℝ[3]", "c.txt", "-o", "d.psk.d"}, tmp.dir().string());
+  auto mismatch = RunPresk({"data", "diff", "a.psk.d", "d.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(mismatch.status, 2);
+  EXPECT_EQ(mismatch.err, "presk data: error[E9005]: a.psk.d is of type ℝ[2], d.psk.d of type ℝ[3]\n");
+}
+
+TEST(PreskCliTest, ExportIsOneJsonArrayCheckedByPython) {
+  TempDir tmp;
+  WriteFile(tmp.Path("s.txt"), "1 0 0.5 -2 true\n2 1 1 1e300 false\n");
+  auto p = RunPresk({"data", "pack", "--type", "(idx[3][2], (ℝ[rows: 1, cols: 2], bool[]))", "s.txt", "-o", "s.psk.d"},
+                    tmp.dir().string());
+  ASSERT_EQ(p.status, 0) << p.err;
+  auto e = RunPresk({"data", "export", "s.psk.d", "-o", "s.json"}, tmp.dir().string());
+  EXPECT_EQ(e.out, "presk data: wrote s.json (2 samples)\n");
+  std::string check = "/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+                      "assert d == [[[1, 0], [[[0.5, -2.0]], 1]], [[2, 1], [[[1.0, 1e300]], 0]]], d' " +
+                      tmp.Path("s.json");
+  EXPECT_EQ(std::system(check.c_str()), 0);
+}
+
+TEST(PreskCliTest, BatchesPrintsThePipeline) {
+  TempDir tmp;
+  std::filesystem::copy_file(TokensTxt(), tmp.Path("tokens.txt"));
+  RunPresk({"data", "lm-windows", "--vocab", "64", "--seq", "8", "tokens.txt", "-o", "t.psk.d"}, tmp.dir().string());
+  auto b = RunPresk({"data", "batches", "t.psk.d", "--batch", "5", "--shuffle", "7"}, tmp.dir().string());
+  EXPECT_EQ(b.out, "11 12 19 9 15\n22 23 8 10 20\n14 17 0 2 13\n4 16 5 7 18\n");
+  auto t = RunPresk({"data", "batches", "t.psk.d", "--batch", "10", "--take", "1"}, tmp.dir().string());
+  EXPECT_EQ(t.out, "0 1 2 3 4 5 6 7 8 9\n");
+  auto e1 = RunPresk({"data", "batches", "t.psk.d", "--batch", "24", "--shuffle", "7", "--epoch", "0"}, tmp.dir().string());
+  EXPECT_EQ(e1.out, "11 12 19 9 15 22 23 8 10 20 14 17 0 2 13 4 16 5 7 18 21 3 1 6\n");
+  auto r = RunPresk({"data", "batches", "t.psk.d", "--batch", "4", "--shuffle", "3", "--read"}, tmp.dir().string());
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("read 6 batches of 4 samples (384 bytes", 0), 0u) << r.out;
+}
+
+TEST(PreskCliTest, EveryErrorCodeThroughTheBinary) {
+  TempDir tmp;
+  const std::string d = tmp.dir().string();
+  WriteFile(tmp.Path("t.txt"), "1 2\n");
+  // E9001: a symbolic dimension, a params type without its program.
+  auto e1 = RunPresk({"data", "pack", "--type", "ℝ[T]", "t.txt", "-o", "o.psk.d"}, d);
+  EXPECT_EQ(e1.err, "presk data: error[E9001]: type 'ℝ[T]', offset 4: symbolic dimension 'T' (every dimension must be "
+                    "a literal)\n");
+  WriteFile(tmp.Path("params.psk.d"), testing::HeaderBytes(1, "params MiniGPT", 1) + "opaque");
+  auto info = RunPresk({"data", "info", "params.psk.d"}, d);
+  EXPECT_EQ(info.status, 0);
+  EXPECT_EQ(info.out, "type    params MiniGPT\ncount   1\nversion 1\nsample  params MiniGPT: its leaf layout needs the "
+                      "program that declares it (open the file from the program, e.g. presk train)\n");
+  auto ex = RunPresk({"data", "export", "params.psk.d", "-o", "p.json"}, d);
+  EXPECT_EQ(ex.status, 2);
+  EXPECT_EQ(ex.err.rfind("presk data: error[E9001]: params.psk.d: params MiniGPT", 0), 0u) << ex.err;
+  // E9002: bad magic, an unreadable path.
+  WriteFile(tmp.Path("notpskd"), "hello world");
+  EXPECT_EQ(RunPresk({"data", "info", "notpskd"}, d).err,
+            "presk data: error[E9002]: notpskd: bad magic (not a .psk.d file)\n");
+  EXPECT_EQ(RunPresk({"data", "info", "missing.psk.d"}, d).err,
+            "presk data: error[E9002]: cannot read missing.psk.d: No such file or directory\n");
+  // E9003: truncated; a count of 2^60.
+  WriteFile(tmp.Path("short.psk.d"), testing::HeaderBytes(1, "ℝ[]", 2) + std::string(8, '\0'));
+  EXPECT_EQ(RunPresk({"data", "info", "short.psk.d"}, d).err,
+            "presk data: error[E9003]: short.psk.d: truncated: the header claims 2 samples of 8 bytes, 8 bytes of "
+            "data follow offset 25\n");
+  WriteFile(tmp.Path("huge.psk.d"), testing::HeaderBytes(1, "ℝ[]", uint64_t{1} << 60));
+  auto huge = RunPresk({"data", "export", "huge.psk.d", "-o", "h.json"}, d);
+  EXPECT_EQ(huge.status, 2);
+  EXPECT_EQ(huge.err.rfind("presk data: error[E9003]: huge.psk.d: truncated: the header claims 1152921504606846976", 0),
+            0u);
+  // E9004: a stored index at or above its bound.
+  WriteFile(tmp.Path("oob.psk.d"), testing::HeaderBytes(1, "idx[5][]", 1) + "\x07");
+  EXPECT_EQ(RunPresk({"data", "info", "oob.psk.d"}, d).err,
+            "presk data: error[E9004]: oob.psk.d: sample 0, leaf 0, element 0: 7 is not below 5\n");
+  // E9005: trailing bytes; leaf count disagreeing with the type.
+  WriteFile(tmp.Path("trail.psk.d"), testing::HeaderBytes(1, "idx[5][]", 1) + "\x01\x02");
+  EXPECT_EQ(RunPresk({"data", "info", "trail.psk.d"}, d).err,
+            "presk data: error[E9005]: trail.psk.d: 1 bytes after the last of 1 samples (offset 31)\n");
+  WriteFile(tmp.Path("leaves.psk.d"), testing::HeaderBytes(2, "idx[5][]", 1, {0, 0}) + "\x01");
+  EXPECT_EQ(RunPresk({"data", "info", "leaves.psk.d"}, d).status, 2);
+  EXPECT_NE(RunPresk({"data", "info", "leaves.psk.d"}, d).err.find("error[E9005]"), std::string::npos);
+  // Usage errors: exit 2, no code.
+  auto usage = RunPresk({"data", "lm-windows", "--vocab", "64", "t.txt", "-o", "x.psk.d"}, d);
+  EXPECT_EQ(usage.status, 2);
+  EXPECT_EQ(usage.err.rfind("presk data: error: lm-windows: missing --seq\n", 0), 0u) << usage.err;
+  EXPECT_EQ(RunPresk({"data", "frobnicate"}, d).status, 2);
+  // Nothing left behind by any of these.
+  for (const char* name : {"o.psk.d", "p.json", "h.json", "x.psk.d"}) EXPECT_FALSE(std::filesystem::exists(tmp.Path(name)));
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.dir())) {
+    EXPECT_EQ(entry.path().filename().string().find(".trove-tmp"), std::string::npos) << entry.path();
+  }
+}
+
+TEST(PreskCliTest, FailedLmWindowsLeavesNoFileAndKeepsAnOldOne) {
+  TempDir tmp;
+  WriteFile(tmp.Path("t.txt"), "1 2 3 4 5 6 7 8 9 10\n1 2 99\n");
+  WriteFile(tmp.Path("old.psk.d"), "previous contents");
+  auto r = RunPresk({"data", "lm-windows", "--vocab", "64", "--seq", "2", "t.txt", "-o", "old.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "presk data: error[E9004]: t.txt: line 2: 99 is not below 64\n");
+  EXPECT_EQ(ReadFile(tmp.Path("old.psk.d")), "previous contents");
+  WriteFile(tmp.Path("w.txt"), "1 2 x3\n");
+  auto w = RunPresk({"data", "lm-windows", "--vocab", "64", "--seq", "2", "w.txt", "-o", "n.psk.d"}, tmp.dir().string());
+  EXPECT_EQ(w.err, "presk data: error[E9004]: w.txt: line 1: 'x3' is not an index\n");
+  EXPECT_FALSE(std::filesystem::exists(tmp.Path("n.psk.d")));
+}
+
+}  // namespace
+}  // namespace trove::pskd

@@ -1,0 +1,125 @@
+// The pipeline: ChaCha20 against RFC 8439, the shuffle against hand-computed permutations, and
+// batch/take over sample indices.
+#include "pskd_test_support.h"
+#include "trove/pipeline.h"
+
+namespace trove::pskd {
+namespace {
+
+// RFC 8439 section 2.3.2: key 00..1f, nonce 00 00 00 09 00 00 00 4a 00 00 00 00, counter 1.
+TEST(ChaCha20Test, Rfc8439BlockFunctionVector) {
+  std::array<uint32_t, 8> key{};
+  for (uint32_t i = 0; i < 8; ++i) {
+    key[i] = (4 * i) | ((4 * i + 1) << 8) | ((4 * i + 2) << 16) | ((4 * i + 3) << 24);
+  }
+  std::array<uint32_t, 3> nonce = {0x09000000, 0x4a000000, 0x00000000};
+  std::array<uint32_t, 16> expected = {0xe4e7f110, 0x15593bd1, 0x1fdd0f50, 0xc47120a3, 0xc7f4d1c7, 0x0368c033,
+                                       0x9aaa2204, 0x4e6cd4c3, 0x466482d2, 0x09aa9f07, 0x05d7c214, 0xa2028bd9,
+                                       0xd19c12b5, 0xb94e16de, 0xe883d0cb, 0x4e3c50a2};
+  EXPECT_EQ(ChaCha20::Block(key, 1, nonce), expected);
+  // The stream reads the same words in order.
+  ChaCha20 stream(key, nonce, 1);
+  for (uint32_t w : expected) EXPECT_EQ(stream.NextWord(), w);
+}
+
+// RFC 8439 appendix A.1, test vector #1: the all-zero key, nonce and counter 0 — which is the
+// shuffle key of seed 0, epoch 0. Keystream bytes 76 b8 e0 ad a0 f1 3d 90 40 5d 6a e5 53 86 bd 28.
+TEST(ChaCha20Test, SeedZeroEpochZeroIsRfcVectorA1) {
+  ChaCha20 s = ShuffleStream(0, 0);
+  EXPECT_EQ(s.NextU64(), 0x903df1a0ade0b876u);  // low word first
+  EXPECT_EQ(s.NextU64(), 0x28bd8653e56a5d40u);
+  // The block counter advances: word 16 is block 1's first word (A.1 test vector #2's stream).
+  ChaCha20 t = ShuffleStream(0, 0);
+  for (int i = 0; i < 16; ++i) t.NextWord();
+  EXPECT_EQ(t.NextWord(), ChaCha20::Block({}, 1, {0, 0, 0})[0]);
+}
+
+// By hand, from the A.1 keystream: n = 3, seed 0, epoch 0.
+//   i = 2: x = 0x903df1a0ade0b876, x*3 = 1*2^64 + low (low >= 3): j = 1, swap 2,1 -> [0, 2, 1]
+//   i = 1: x = 0x28bd8653e56a5d40 < 2^63, x*2 < 2^64: j = 0, swap 1,0 -> [2, 0, 1]
+TEST(ShuffleTest, HandComputedPermutations) {
+  EXPECT_EQ(ShufflePermutation(3, 0, 0), (std::vector<uint64_t>{2, 0, 1}));
+  // n = 2: x*2 of the first draw has high word 1 (top bit set): j = 1, no swap.
+  EXPECT_EQ(ShufflePermutation(2, 0, 0), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(ShufflePermutation(1, 5, 0), (std::vector<uint64_t>{0}));
+  EXPECT_TRUE(ShufflePermutation(0, 5, 0).empty());
+}
+
+// Computed independently (Python, the `cryptography` package's ChaCha20 and the spec's steps).
+TEST(ShuffleTest, IndependentReferencePermutations) {
+  EXPECT_EQ(ShufflePermutation(4, 0, 0), (std::vector<uint64_t>{1, 3, 0, 2}));
+  EXPECT_EQ(ShufflePermutation(10, 0, 0), (std::vector<uint64_t>{2, 6, 4, 7, 8, 3, 9, 0, 1, 5}));
+  EXPECT_EQ(ShufflePermutation(10, 1, 0), (std::vector<uint64_t>{1, 0, 7, 6, 8, 3, 9, 2, 4, 5}));
+  EXPECT_EQ(ShufflePermutation(10, 1, 1), (std::vector<uint64_t>{8, 1, 5, 2, 4, 3, 6, 0, 9, 7}));
+  EXPECT_EQ(ShufflePermutation(24, 7, 0), (std::vector<uint64_t>{11, 12, 19, 9, 15, 22, 23, 8, 10, 20, 14, 17, 0, 2,
+                                                                  13, 4, 16, 5, 7, 18, 21, 3, 1, 6}));
+  // Seed and epoch above 2^32 use their high words.
+  EXPECT_EQ(ShufflePermutation(5, (uint64_t{1} << 32) + 3, (uint64_t{1} << 33) + 5),
+            (std::vector<uint64_t>{4, 2, 0, 3, 1}));
+}
+
+TEST(ShuffleTest, LemireIsUniformEnoughAndInRange) {
+  ChaCha20 s = ShuffleStream(42, 0);
+  std::vector<int> hist(7, 0);
+  for (int i = 0; i < 70000; ++i) {
+    uint64_t v = UniformBelow(s, 7);
+    ASSERT_LT(v, 7u);
+    ++hist[v];
+  }
+  for (int h : hist) EXPECT_NEAR(h, 10000, 500);
+  EXPECT_EQ(UniformBelow(s, 1), 0u);
+}
+
+TEST(PipelineTest, BatchDropsTheIncompleteGroupAndTakeLimits) {
+  Pipeline plain(10, {std::nullopt, 3, std::nullopt});
+  EXPECT_EQ(plain.batches_per_epoch(), 3u);
+  EXPECT_EQ(plain.Batches(0), (std::vector<std::vector<uint64_t>>{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}}));
+  EXPECT_EQ(plain.Batches(5), plain.Batches(0));  // no shuffle: file order every epoch
+  Pipeline taken(10, {std::nullopt, 3, 2});
+  EXPECT_EQ(taken.Batches(0).size(), 2u);
+  Pipeline shuffled(10, {1, 4, std::nullopt});
+  EXPECT_EQ(shuffled.Batches(0), (std::vector<std::vector<uint64_t>>{{1, 0, 7, 6}, {8, 3, 9, 2}}));
+  EXPECT_EQ(shuffled.Batches(1), (std::vector<std::vector<uint64_t>>{{8, 1, 5, 2}, {4, 3, 6, 0}}));
+  Pipeline big_take(10, {std::nullopt, 4, 100});
+  EXPECT_EQ(big_take.batches_per_epoch(), 2u);
+  Pipeline empty(2, {std::nullopt, 3, std::nullopt});
+  EXPECT_TRUE(empty.Batches(0).empty());
+  EXPECT_THROW(Pipeline(10, {std::nullopt, 0, std::nullopt}), Error);
+}
+
+TEST(BatchLoaderTest, GathersLeavesWithALeadingBatchAxis) {
+  std::string bytes = testing::HeaderBytes(2, "(idx[300][2], ℝ[])", 3, {0, 1});
+  // Sample i: indices (10i, 10i+1) as u16, real i + 0.5 as f32.
+  for (int i = 0; i < 3; ++i) {
+    uint16_t a = static_cast<uint16_t>(10 * i), b = static_cast<uint16_t>(10 * i + 1);
+    float r = static_cast<float>(i) + 0.5f;
+    bytes.append(reinterpret_cast<const char*>(&a), 2);
+    bytes.append(reinterpret_cast<const char*>(&b), 2);
+    bytes.append(reinterpret_cast<const char*>(&r), 4);
+  }
+  PskdFile file = PskdFile::FromBytes(SharedBytes::CopyOf(bytes.data(), bytes.size()), "mem");
+  BatchLoader loader(file);
+  Batch batch;
+  std::vector<uint64_t> indices = {2, 0};
+  loader.Load(indices, batch);
+  ASSERT_EQ(batch.leaves.size(), 2u);
+  ASSERT_EQ(batch.leaves[0].size(), 2u * 4u);
+  const uint16_t* idx = reinterpret_cast<const uint16_t*>(batch.leaves[0].data());
+  EXPECT_EQ(idx[0], 20);
+  EXPECT_EQ(idx[1], 21);
+  EXPECT_EQ(idx[2], 0);
+  EXPECT_EQ(idx[3], 1);
+  TensorView reals = loader.LeafTensor(batch, 1);
+  EXPECT_EQ(reals.dtype, DType::kFloat32);
+  EXPECT_EQ(reals.shape, (std::vector<int64_t>{2}));
+  reals.Validate();
+  EXPECT_EQ(LoadReal(reals.first_element(), Encoding::kF32), 2.5);
+  TensorView ids = loader.LeafTensor(batch, 0);
+  EXPECT_EQ(ids.shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(ids.strides, (std::vector<int64_t>{2, 1}));
+  std::vector<uint64_t> beyond = {3};
+  EXPECT_PSKD_ERROR(loader.Load(beyond, batch), PskdCode::kTruncated);
+}
+
+}  // namespace
+}  // namespace trove::pskd

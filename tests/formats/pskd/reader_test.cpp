@@ -1,0 +1,200 @@
+// trove's model of a .psk.d file (ReadPskd/WritePskd), and reading a large file by mapping.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "formats/pskd/pskd_reader.h"
+#include "formats/pskd/pskd_writer.h"
+#include "pskd_test_support.h"
+#include "trove/pipeline.h"
+
+namespace trove::pskd {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+
+// Element i of a view, through its strides (rank 2 or less).
+template <class T>
+T At(const TensorView& v, int64_t i, int64_t j = 0) {
+  int64_t offset = v.storage_offset + i * v.strides[0] + (v.strides.size() > 1 ? j * v.strides[1] : 0);
+  T out;
+  std::memcpy(&out, v.storage.data() + offset * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return out;
+}
+
+TEST(ReadPskdTest, LeavesAreStridedViewsIntoTheMapping) {
+  TempDir tmp;
+  SampleType type = ParseSampleType("(ℝ[2], (idx[70000][], ℝ[]))");
+  type.SetEncodings({Encoding::kF32, Encoding::kF64, Encoding::kF32});  // 8 + 4 + 4 = 16 bytes a sample
+  {
+    PskdWriter w(tmp.Path("m.psk.d"), type);
+    SampleEncoder enc(w.type());
+    for (int i = 0; i < 5; ++i) {
+      enc.Reset();
+      enc.PutReal(i);
+      enc.PutReal(-i);
+      enc.PutIndex(static_cast<uint64_t>(60000 + i));
+      enc.PutReal(i + 0.5);
+      w.Append(enc.bytes());
+    }
+    w.Commit();
+  }
+  auto file = MappedFile::Open(tmp.Path("m.psk.d"));
+  Document doc = ReadPskd(file, {});
+  EXPECT_EQ(doc.format, "pskd");
+  EXPECT_EQ(*doc.Property("type"), "(ℝ[2], (idx[70000][], ℝ[]))");
+  EXPECT_EQ(*doc.Property("count"), "5");
+  EXPECT_EQ(*doc.Property("version"), "2");
+  EXPECT_EQ(*doc.Property("encodings"), "f32, f64, f32");
+  EXPECT_EQ(doc.root->type_name, "pskd");
+  ASSERT_EQ(doc.tensors.size(), 3u);
+  EXPECT_EQ(doc.tensors[0].key, "0");
+  EXPECT_EQ(doc.tensors[1].key, "1/0");
+  EXPECT_EQ(doc.tensors[2].key, "1/1");
+  const TensorView& reals = *doc.tensors[0].view;
+  EXPECT_EQ(reals.dtype, DType::kFloat32);
+  EXPECT_EQ(reals.shape, (std::vector<int64_t>{5, 2}));
+  EXPECT_EQ(reals.strides, (std::vector<int64_t>{4, 1}));
+  EXPECT_TRUE(reals.storage.SameOwner(file->bytes()));  // zero-copy
+  EXPECT_EQ(At<float>(reals, 3, 1), -3.0f);
+  const TensorView& ids = *doc.tensors[1].view;
+  EXPECT_EQ(ids.dtype, DType::kUInt32);
+  EXPECT_EQ(ids.shape, (std::vector<int64_t>{5}));
+  EXPECT_EQ(ids.strides, (std::vector<int64_t>{4}));
+  EXPECT_EQ(At<uint32_t>(ids, 4), 60004u);
+  EXPECT_EQ(At<float>(*doc.tensors[2].view, 2), 2.5f);
+  // The contiguous bytes of a leaf are its values in order.
+  SharedBytes c = reals.ContiguousLittleEndian();
+  ASSERT_EQ(c.size(), 40u);
+  float f[10];
+  std::memcpy(f, c.data(), 40);
+  EXPECT_EQ(f[8], 4.0f);
+  EXPECT_EQ(f[9], -4.0f);
+}
+
+TEST(ReadPskdTest, MisalignedLeavesAreGathered) {
+  TempDir tmp;
+  // 1 + 8 = 9 bytes a sample: the f64 leaf cannot be expressed in element strides.
+  std::string bytes = testing::HeaderBytes(1, "(idx[3][], ℝ[])", 2);
+  for (int i = 0; i < 2; ++i) {
+    double d = 1.5 * i;
+    bytes += static_cast<char>(i);
+    bytes.append(reinterpret_cast<const char*>(&d), 8);
+  }
+  WriteFile(tmp.Path("g.psk.d"), bytes);
+  Document doc = ReadPskd(MappedFile::Open(tmp.Path("g.psk.d")), {});
+  const TensorView& ids = *doc.tensors[0].view;
+  EXPECT_EQ(ids.strides, (std::vector<int64_t>{9}));
+  EXPECT_EQ(At<uint8_t>(ids, 1), 1);
+  const TensorView& reals = *doc.tensors[1].view;
+  EXPECT_EQ(reals.strides, (std::vector<int64_t>{1}));
+  EXPECT_EQ(At<double>(reals, 1), 1.5);
+}
+
+TEST(ReadPskdTest, ParamsFileIsE9001) {
+  TempDir tmp;
+  WriteFile(tmp.Path("p.psk.d"), testing::HeaderBytes(1, "params MiniGPT", 1) + "x");
+  EXPECT_PSKD_ERROR(ReadPskd(MappedFile::Open(tmp.Path("p.psk.d")), {}), PskdCode::kNotClosedType);
+}
+
+TEST(WritePskdTest, ConvertsADocumentAndReadsItBack) {
+  TempDir tmp;
+  SampleType type = ParseSampleType("(ℝ[2], idx[300][3], bool[])");
+  type.SetEncodings({Encoding::kBF16, Encoding::kF64, Encoding::kF64});
+  {
+    PskdWriter w(tmp.Path("src.psk.d"), type);
+    SampleEncoder enc(w.type());
+    for (int i = 0; i < 4; ++i) {
+      enc.Reset();
+      enc.PutReal(i * 0.5);
+      enc.PutReal(-1);
+      for (int j = 0; j < 3; ++j) enc.PutIndex(static_cast<uint64_t>(i * 10 + j));
+      enc.PutIndex(i % 2);
+      w.Append(enc.bytes());
+    }
+    w.Commit();
+  }
+  Document doc = ReadPskd(MappedFile::Open(tmp.Path("src.psk.d")), {});
+  WritePskd(doc, tmp.Path("dst.psk.d"), {});
+  PskdFile dst = PskdFile::Open(tmp.Path("dst.psk.d"));
+  // idx N becomes max + 1 (32), bool stays bool; reals keep their encoding.
+  EXPECT_EQ(dst.type().text, "(ℝ[2], idx[32][3], bool[])");
+  EXPECT_EQ(dst.header().version, 2);
+  EXPECT_EQ(dst.type().leaves[0].encoding, Encoding::kBF16);
+  EXPECT_EQ(dst.count(), 4u);
+  PskdFile src = PskdFile::Open(tmp.Path("src.psk.d"));
+  std::string a, b;
+  for (uint64_t i = 0; i < 4; ++i) {
+    AppendSampleText(src.type(), src.Sample(i), true, 0, a);
+    AppendSampleText(dst.type(), dst.Sample(i), true, 0, b);
+  }
+  EXPECT_EQ(a, b);
+  WritePskd(doc, tmp.Path("v.psk.d"), {300});
+  EXPECT_EQ(PskdFile::Open(tmp.Path("v.psk.d")).type().text, "(ℝ[2], idx[300][3], bool[])");
+  EXPECT_THROW(WritePskd(doc, tmp.Path("small.psk.d"), {8}), Error);
+  EXPECT_FALSE(std::filesystem::exists(tmp.Path("small.psk.d")));
+}
+
+// A multi-MB file: random samples read correctly, and reading samples and batches in a child
+// process grows its resident memory by far less than the file.
+TEST(LargeFileTest, RandomAccessAndBoundedResidentMemory) {
+  TempDir tmp;
+  constexpr uint64_t kSamples = 1 << 18;    // 256 Ki samples
+  constexpr uint64_t kSampleValues = 128;   // idx[65536][128]: 256 bytes a sample, 64 MiB in all
+  const std::string path = tmp.Path("big.psk.d");
+  auto value = [](uint64_t i, uint64_t e) { return (i * 2654435761u + e * 40503u) & 0xFFFF; };
+  {
+    PskdWriter w(path, ParseSampleType("idx[65536][128]"));
+    SampleEncoder enc(w.type());
+    for (uint64_t i = 0; i < kSamples; ++i) {
+      enc.Reset();
+      for (uint64_t e = 0; e < kSampleValues; ++e) enc.PutIndex(value(i, e));
+      w.Append(enc.bytes());
+    }
+    w.Commit();
+  }
+  // The child measures its own growth from the resident size it starts with.
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int failures = 0;
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    {
+      PskdFile file = PskdFile::Open(path);
+      std::mt19937_64 rng(5);
+      for (int k = 0; k < 40; ++k) {
+        uint64_t i = rng() % kSamples;
+        auto s = file.Sample(i);
+        for (uint64_t e = 0; e < kSampleValues; e += 17) failures += LoadIndex(s.data() + 2 * e, 2) != value(i, e);
+      }
+      BatchLoader loader(file);
+      Pipeline pipeline(file.count(), {9, 16, 2});
+      Batch batch;
+      for (const auto& indices : pipeline.Batches(0)) {
+        loader.Load(indices, batch);
+        for (size_t b = 0; b < indices.size(); ++b) {
+          failures += LoadIndex(batch.leaves[0].data() + b * 256, 2) != value(indices[b], 0);
+        }
+      }
+    }
+    ::getrusage(RUSAGE_SELF, &after);
+    const long growth_kb = after.ru_maxrss - before.ru_maxrss;
+    // 40 samples and 2 batches of 16 touch at most 72 fault-around windows of 64 KiB (4.5 MiB);
+    // the permutation of 256 Ki indices is 2 MiB. Reading the 64 MiB file would add 64 MiB.
+    const bool bounded = growth_kb < 16 * 1024;
+    ::_exit(failures == 0 && bounded ? 0 : (failures != 0 ? 1 : 2));
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 1) << "wrong values read";
+  EXPECT_NE(WEXITSTATUS(status), 2) << "resident memory grew with the file";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace trove::pskd
