@@ -38,6 +38,7 @@ struct ZipEntry {
   uint64_t compressed_size = 0;
   uint64_t uncompressed_size = 0;
   uint64_t local_header_offset = 0;
+  uint64_t central_offset = 0;      // this entry's central directory header (0 for written entries)
   uint64_t data_offset = 0;         // first payload byte (after the local header's name and extra)
   bool zip64 = false;               // a zip64 extra was used (central directory) or present (local
                                     // header; then a data descriptor holds 64-bit sizes)

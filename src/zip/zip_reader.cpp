@@ -254,6 +254,7 @@ ZipEntry Parser::ReadCentral(ByteReader& cd, uint64_t index) {
   const uint64_t at = cd.offset();
   const std::string where = "central directory entry #" + std::to_string(index) + " @ " + std::to_string(at);
   ZipEntry e;
+  e.central_offset = at;
   uint64_t disk = 0;
   std::string_view extra;
   WithContext(where, [&] {

@@ -133,6 +133,24 @@ TEST(ZipHostile, BaselineIsFine) {
   EXPECT_TRUE(r.anomalies().empty());
 }
 
+TEST(ZipHostile, GapsAreAnomaliesNotErrors) {
+  Built b = Build(TwoEntries());
+  // "JUNK" before the first entry and "PAD" between the two, with every offset moved along.
+  std::string s = "JUNK" + b.bytes.substr(0, b.local[1]) + "PAD" + b.bytes.substr(b.local[1]);
+  const uint64_t shift_cd = 7;
+  Set(s, b.central[0] + shift_cd + 42, b.local[0] + 4, 4);
+  Set(s, b.central[1] + shift_cd + 42, b.local[1] + 7, 4);
+  Set(s, b.eocd + shift_cd + 16, b.central[0] + shift_cd, 4);
+  ZipReader r = Open(s);
+  ASSERT_EQ(r.entries().size(), 2u);
+  EXPECT_EQ(r.entries()[1].central_offset, b.central[1] + shift_cd);
+  ASSERT_EQ(r.anomalies().size(), 2u);
+  EXPECT_EQ(r.anomalies()[0].message, "4 bytes before entry 'a'");
+  EXPECT_EQ(r.anomalies()[0].offset, 0u);
+  EXPECT_EQ(r.anomalies()[1].message, "3 bytes between entry 'a' and entry 'dir/b'");
+  EXPECT_EQ(r.Read(*r.Find("dir/b")).view(), "world!");
+}
+
 TEST(ZipHostile, EncryptedFlags) {
   Built b = Build(TwoEntries());
   std::string both = b.bytes;
