@@ -1,11 +1,14 @@
 // libFuzzer target for the data-only unpickler: every input must load or end in a trove::Error,
 // under the strict and the permissive DataResolver, and the resulting tree (shared, cyclic or
-// deep) must be walkable by CollectTensors. Anything else escaping is a finding.
+// deep) must be walkable by CollectTensors. What the permissive reader accepts, the pickler must
+// write and the reader load again. Anything else escaping is a finding.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "trove/document.h"
 #include "trove/error.h"
+#include "trove/pickler.h"
 #include "trove/unpickler.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -13,13 +16,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     trove::ValueArena arena;
     trove::DataResolver resolver(permissive);
     trove::Unpickler unpickler(data, size, arena, resolver, 7);
+    trove::Value* root = nullptr;
     try {
-      trove::Value* root = unpickler.Load();
+      root = unpickler.Load();
       if (unpickler.consumed() > size) __builtin_trap();
       trove::CollectTensors(root);
     } catch (const trove::Error& e) {
       // Every unpickler error names its offset.
       if (e.message().rfind("@ ", 0) != 0 && e.code() != trove::ErrorCode::kLimit) __builtin_trap();
+      continue;
+    }
+    if (!permissive) continue;
+    std::string again;
+    try {
+      again = trove::PickleValue(root);
+    } catch (const trove::Error& e) {
+      // Names that are not module.name (STACK_GLOBAL of odd strings) cannot be written.
+      if (e.code() != trove::ErrorCode::kUsage) __builtin_trap();
+      continue;
+    }
+    trove::ValueArena arena2;
+    trove::DataResolver resolver2(true);
+    trove::Unpickler reload(reinterpret_cast<const uint8_t*>(again.data()), again.size(), arena2, resolver2);
+    try {
+      reload.Load();
+    } catch (const trove::Error& e) {
+      if (e.code() != trove::ErrorCode::kLimit) __builtin_trap();
     }
   }
   return 0;

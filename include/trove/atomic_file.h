@@ -6,7 +6,10 @@
 // object is destroyed first, nothing is left (with O_TMPFILE) and the old file stays intact.
 // AtomicDirectory does the same for a directory tree: it is built under a hidden temporary name
 // beside the destination and swapped in by Commit() (an existing destination is exchanged
-// atomically with renameat2(RENAME_EXCHANGE), then removed).
+// atomically with renameat2(RENAME_EXCHANGE), then removed). A writer killed outright (SIGKILL,
+// power loss) cannot remove its temporary tree: each AtomicDirectory holds an flock on its own
+// tree, and the next AtomicDirectory for the same destination removes the unlocked (orphaned)
+// `.NAME.trove-tmp-*` trees it finds beside it.
 // Neither is thread-safe; use one from one thread.
 #pragma once
 
@@ -53,6 +56,7 @@ class AtomicDirectory {
  private:
   std::string destination_;
   std::string temp_path_;
+  int lock_fd_ = -1;  // the temporary tree, flock'ed while this writer lives
   bool committed_ = false;
 };
 

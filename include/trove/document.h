@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -74,5 +75,14 @@ std::string KeyComponentText(const Value& key);
 // Error(kLimit) after kMaxTreeVisits nodes (memo-DAG "billion laughs") and never loops on cycles.
 inline constexpr uint64_t kMaxTreeVisits = 10'000'000;  // far above any real checkpoint's node count
 std::vector<NamedTensor> CollectTensors(const Value* root);
+
+// The value an object node merely wraps, or null: tensordict's NonTensorData stands for its
+// `data`. Readers keep the wrapper (nothing lost); walks, diffs and other formats see the value.
+const Value* StandsFor(const Value& node);
+
+// The same walk, calling fn(key path, leaf) for every tensor and every scalar (None, bool, int,
+// float, complex, str, bytes, global) and for sets (as one leaf), in tree order. A wrapper that
+// stands for a value (see StandsFor) is walked as that value.
+void ForEachLeaf(const Value* root, const std::function<void(const std::string& path, const Value& leaf)>& fn);
 
 }  // namespace trove

@@ -137,6 +137,8 @@ Header ParseHeader(const uint8_t* data, uint64_t size);
 // Reads an element of a leaf, little-endian, from its on-disk bytes.
 uint64_t LoadIndex(const uint8_t* p, uint32_t element_bytes);
 double LoadReal(const uint8_t* p, Encoding encoding);
+// The largest of n consecutive elements of an index leaf (on-disk width), vectorised.
+uint64_t MaxIndex(const Leaf& leaf, const uint8_t* p, uint64_t n);
 
 class PskdFile {
  public:
@@ -166,7 +168,12 @@ class PskdFile {
   Header header_;
 };
 
+// An encoder holds one sample in memory; larger samples (a whole checkpoint) are written by
+// appending their bytes directly, not value by value from text.
+inline constexpr uint64_t kMaxEncodedSampleBytes = uint64_t{1} << 30;
+
 // Builds one sample's bytes value by value in leaf order, checking each against its leaf.
+// Error(kLimit) for a type whose sample exceeds kMaxEncodedSampleBytes.
 class SampleEncoder {
  public:
   explicit SampleEncoder(const SampleType& type);

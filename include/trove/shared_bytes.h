@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,8 +48,9 @@ class SharedBytes {
 // owner is the mapping, so the mapping lives as long as any view of it.
 //
 // A file truncated by another process while mapped would raise SIGBUS on access: trove never
-// writes into a file in place (writers replace files by rename), and readers that must survive
-// such files copy with ReadAll instead of mapping.
+// writes into a file in place (writers replace files by rename), and code that reads mapped bytes
+// in bulk on behalf of a user runs inside RunGuardingTruncation (below), which turns that SIGBUS
+// into an Error. Every live mapping is registered so that the error can name its file.
 class MappedFile : public std::enable_shared_from_this<MappedFile> {
  public:
   // Throws Error(kIo/kNotFound) naming the path.
@@ -71,5 +73,16 @@ class MappedFile : public std::enable_shared_from_this<MappedFile> {
   void* map_ = nullptr;
   uint64_t map_size_ = 0;
 };
+
+// The SIGBUS guard. Runs body(); when touching a MappedFile's bytes raises SIGBUS on this thread
+// meanwhile (another program truncated the file under the mapping), body is abandoned and
+// Error(kIo, "<path>: the file was truncated while being read") is thrown, naming the mapped file
+// the fault hit. Abandoning jumps out of body with siglongjmp: the destructors of body's own
+// frames do not run (their memory and descriptors leak, locks they held stay held). That is
+// sound only for a caller that reports the error and ends soon after, as the command-line
+// tools do; a long-lived program must not use it, nor call it from a signal handler. Guards nest;
+// a SIGBUS on a thread without a guard (or not at a mapped file) still ends the process.
+// C++ exceptions thrown by body propagate as usual.
+void RunGuardingTruncation(const std::function<void()>& body);
 
 }  // namespace trove

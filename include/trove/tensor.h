@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct TensorView {
   bool requires_grad = false;
   bool is_parameter = false;
   bool has_data = true;           // false for meta tensors (shape only)
+  // A converting view (trove convert --dtype): no storage of its own; its bytes are
+  // `cast_source`'s elements converted to `dtype` as they stream (see CastView).
+  std::shared_ptr<const TensorView> cast_source;
 
   int64_t numel() const;
   uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * ElementSize(dtype); }
@@ -61,6 +65,11 @@ struct TensorView {
     return storage.data() + static_cast<uint64_t>(storage_offset) * ElementSize(dtype);
   }
 };
+
+// A view of `source`'s elements converted to `dtype` on the fly: contiguous, same shape, no copy
+// of the data until its bytes are streamed. Floating and integer dtypes convert through double
+// (integers exactly up to 2^53); bool and complex only to themselves.
+TensorView CastView(const TensorView& source, DType dtype);
 
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[2, 3]"
 

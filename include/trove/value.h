@@ -80,6 +80,16 @@ class ValueArena {
   Value* Tensor(TensorView view);  // stores the view in the arena
 
   size_t size() const { return values_.size(); }
+  // Every node made so far, in creation order (for whole-tree edits without walking paths).
+  template <class F>
+  void ForEachValue(F&& fn) {
+    for (Value& v : values_) fn(v);
+  }
+  // A view owned by the arena without a node of its own (to re-point an existing tensor node).
+  TensorView* AddTensorView(TensorView view) {
+    tensors_.push_back(std::move(view));
+    return &tensors_.back();
+  }
 
  private:
   std::deque<Value> values_;

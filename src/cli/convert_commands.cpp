@@ -1,10 +1,198 @@
-// trove convert / diff (issue 5). Registered here so the command table stays in one place.
+// trove convert / diff.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli/commands.h"
+#include "cli/value_printer.h"
+#include "trove/convert.h"
+#include "trove/diff.h"
+#include "trove/error.h"
+#include "trove/shared_bytes.h"
 
 namespace trove::cli {
+namespace {
 
-void AddConvertCommands(CLI::App&, int*) {}
+using Json = nlohmann::ordered_json;
+
+uint64_t BytesWrittenSoFar() {
+  // The kernel's count of bytes this process has written: progress without the writers' help.
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  uint64_t value = 0;
+  while (io >> key >> value)
+    if (key == "wchar:") return value;
+  return 0;
+}
+
+// Shows bytes, rate and time left on stderr while a long write runs, only on a terminal and
+// only once the work has lasted a second.
+class Progress {
+ public:
+  explicit Progress(uint64_t total) : total_(total) {
+    if (!::isatty(STDERR_FILENO) || total == 0) return;
+    start_bytes_ = BytesWrittenSoFar();
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Progress() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Run() {
+    using namespace std::chrono;
+    const auto t0 = steady_clock::now();
+    bool shown = false;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, milliseconds(250), [this] { return done_; })) {
+      double secs = duration<double>(steady_clock::now() - t0).count();
+      if (secs < 1.0) continue;
+      uint64_t done = std::min(BytesWrittenSoFar() - start_bytes_, total_);
+      double rate = done / secs;
+      double left = rate > 0 ? (total_ - done) / rate : 0;
+      std::cerr << fmt::format("\r{:.1f}/{:.1f} MB  {:.0f} MB/s  {:.0f} s left   ", done / 1e6, total_ / 1e6, rate / 1e6, left);
+      shown = true;
+    }
+    if (shown) std::cerr << "\r\033[K";
+  }
+  uint64_t total_;
+  uint64_t start_bytes_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+std::string DoubleText(double d) { return fmt::format("{:.6g}", d); }
+
+}  // namespace
+
+void AddConvertCommands(CLI::App& app, int* exit_code) {
+  static std::string src, dst, to, dtype, compression = "stored", a_path, b_path;
+  static std::vector<std::string> keys;
+  static uint64_t vocab = 0;
+  static bool json = false, permissive = false;
+  static double rtol = 0, atol = 0;
+
+  auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz and .psk.d");
+  convert->add_option("src", src, "Any file or directory trove reads")->required();
+  convert->add_option("dst", dst, "Output; its format comes from its name unless --to is given")->required();
+  convert->add_option("--to", to, "pt | tensordict | tdz | pskd")->check(CLI::IsMember({"pt", "tensordict", "tdz", "pskd"}));
+  convert->add_option("--keys", keys, "Keep only tensors whose key path matches (glob; repeatable)");
+  convert->add_option("--dtype", dtype, "Cast floating tensors (float16/32/64, bfloat16) to this dtype");
+  convert->add_option("--vocab", vocab, ".psk.d: N of idx[N] for integer leaves (default: max + 1)");
+  convert->add_option("--compression", compression, ".tdz: stored (default), deflate, bzip2, lzma")
+      ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
+  convert->add_flag("--permissive", permissive, "Read unknown pickle globals as inert objects (they are not written)");
+  convert->footer("The output appears only when complete. Examples:\n"
+                  "  trove convert model.pt model.tdz\n"
+                  "  trove convert model.pt out --to tensordict --keys 'encoder/**'\n"
+                  "  trove convert model.pt half.pt --dtype bfloat16");
+  convert->callback([exit_code] {
+    ConvertOptions opts;
+    opts.keys = keys;
+    opts.compression = compression;
+    opts.read.permissive = permissive;
+    if (vocab) opts.vocab = vocab;
+    if (!dtype.empty()) {
+      auto d = DTypeFromName(dtype);
+      if (!d) Fail(ErrorCode::kUsage, "unknown dtype '" + dtype + "'");
+      opts.floating_dtype = *d;
+    }
+    Format target = TargetFormat(dst, to);
+    // A source truncated by another program while we copy it: an error (the output never
+    // appears, as for any failed write), not a SIGBUS death.
+    RunGuardingTruncation([&] {
+      Document doc = Open(src, opts.read);
+      ApplyConvertOptions(doc, opts);
+      uint64_t total = 0;
+      for (const auto& t : doc.tensors) total += t.view->nbytes();
+      Progress progress(total);
+      ConvertDocument(doc, dst, target, opts);
+    });
+    *exit_code = kExitOk;
+  });
+
+  auto* diff = app.add_subcommand("diff", "Compare two files in any formats (exit 1 when they differ)");
+  diff->add_option("a", a_path, "First file")->required();
+  diff->add_option("b", b_path, "Second file")->required();
+  diff->add_flag("--json", json, "One JSON object for scripts");
+  diff->add_option("--rtol", rtol, "Relative tolerance: |a-b| <= atol + rtol*|b| counts as equal");
+  diff->add_option("--atol", atol, "Absolute tolerance");
+  diff->footer("Exit status: 0 equal (within tolerances), 1 different, 2 error.\nExample:\n  trove diff run1.pt run2.tdz --rtol 1e-6");
+  diff->callback([exit_code] {
+    DiffOptions o;
+    o.rtol = rtol;
+    o.atol = atol;
+    DiffReport r;
+    RunGuardingTruncation([&] {
+      Document a = Open(a_path, o.read), b = Open(b_path, o.read);
+      r = Diff(a, b, o);
+    });
+    if (json) {
+      Json j{{"a", a_path}, {"b", b_path}, {"equal", r.equal()}, {"only_in_a", r.only_in_a}, {"only_in_b", r.only_in_b}};
+      Json ts = Json::array();
+      for (const auto& t : r.tensors) {
+        Json tj{{"key", t.key}};
+        if (!t.comparable) {
+          tj["a"] = {{"dtype", t.a_dtype}, {"shape", t.a_shape}};
+          tj["b"] = {{"dtype", t.b_dtype}, {"shape", t.b_shape}};
+        } else {
+          tj["identical"] = t.identical;
+          tj["within_tolerance"] = t.within_tolerance;
+          if (!t.identical) {
+            tj["max_abs"] = DoubleJson(t.max_abs);
+            tj["l2"] = DoubleJson(t.l2);
+            tj["relative_l2"] = t.l2_a > 0 ? DoubleJson(t.l2 / t.l2_a) : Json(nullptr);
+            tj["elements_differing"] = t.elements_differing;
+          }
+        }
+        ts.push_back(std::move(tj));
+      }
+      j["tensors"] = ts;
+      Json vs = Json::array();
+      for (const auto& v : r.values) vs.push_back({{"key", v.key}, {"a", v.a}, {"b", v.b}});
+      j["values"] = vs;
+      std::cout << j.dump(2) << '\n';
+    } else {
+      for (const auto& k : r.only_in_a) std::cout << "only in A: " << k << '\n';
+      for (const auto& k : r.only_in_b) std::cout << "only in B: " << k << '\n';
+      size_t identical = 0;
+      for (const auto& t : r.tensors) {
+        if (!t.comparable) {
+          std::cout << "changed:   " << t.key << ": " << t.a_dtype << ShapeString(t.a_shape) << " -> " << t.b_dtype
+                    << ShapeString(t.b_shape) << '\n';
+        } else if (t.identical) {
+          ++identical;
+        } else {
+          std::cout << (t.within_tolerance ? "close:     " : "differs:   ") << t.key << ": max|a-b| " << DoubleText(t.max_abs)
+                    << ", ||a-b|| " << DoubleText(t.l2) << ", ||a-b||/||a|| "
+                    << (t.l2_a > 0 ? DoubleText(t.l2 / t.l2_a) : std::string("n/a")) << " (" << t.elements_differing
+                    << " elements)\n";
+        }
+      }
+      for (const auto& v : r.values)
+        std::cout << "value:     " << v.key << ": " << (v.a.empty() ? "(absent)" : v.a) << " -> " << (v.b.empty() ? "(absent)" : v.b) << '\n';
+      std::cout << (r.equal() ? "equal" : "different") << ": " << r.tensors.size() << " common tensors (" << identical
+                << " identical), " << r.only_in_a.size() << " only in A, " << r.only_in_b.size() << " only in B, "
+                << r.values.size() << " value difference(s)\n";
+    }
+    *exit_code = r.equal() ? kExitOk : kExitFindings;
+  });
+}
 
 }  // namespace trove::cli

@@ -15,6 +15,7 @@
 #include "trove/element_codec.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "trove/shared_bytes.h"
 
 namespace trove::cli {
 namespace {
@@ -282,7 +283,8 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   cat->callback([exit_code] {
     ReadOptions opts;
     opts.permissive = permissive;
-    CatTensor(Open(path, opts), key, raw, json);
+    // A file truncated by another program while we stream it: an error, not a SIGBUS death.
+    RunGuardingTruncation([&] { CatTensor(Open(path, opts), key, raw, json); });
     *exit_code = kExitOk;
   });
 
@@ -291,7 +293,8 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   verify->add_flag("--json", json, "One JSON object for scripts");
   verify->footer("Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");
   verify->callback([exit_code] {
-    CheckReport r = Verify(path);
+    CheckReport r;
+    RunGuardingTruncation([&] { r = Verify(path); });
     size_t problems = 0;
     for (const auto& f : r.findings) problems += f.severity != Severity::kInfo;
     if (json) {
@@ -320,7 +323,8 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     bool failing = false;
     Json all = Json::array();
     for (const auto& p : paths) {
-      CheckReport r = Scan(p);
+      CheckReport r;
+      RunGuardingTruncation([&] { r = Scan(p); });
       for (const auto& f : r.findings) failing |= f.severity >= threshold;
       if (json) {
         Json j{{"path", r.path}, {"format", r.format}, {"findings", Json::array()}, {"globals", Json::array()}};

@@ -1,6 +1,7 @@
 #include "trove/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -155,15 +156,46 @@ void AtomicFile::Commit() {
   FsyncDir(ParentDir(destination_));
 }
 
+namespace {
+
+// Removes the temporary trees of earlier writers of `destination` that died without cleaning up
+// (SIGKILL, power loss). A live writer holds an flock on its tree, so only orphans are taken;
+// failures are ignored (the orphan is only wasted space, never visible as the destination).
+void RemoveOrphanTrees(const std::string& destination) {
+  fs::path dest(destination);
+  const std::string prefix = "." + dest.filename().string() + ".trove-tmp-";
+  fs::path parent = dest.parent_path().empty() ? fs::path(".") : dest.parent_path();
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0 || name.size() != prefix.size() + 8) continue;
+    std::error_code sec;
+    if (!it->is_directory(sec) || it->is_symlink(sec)) continue;
+    int fd = ::open(it->path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      std::error_code rec;
+      fs::remove_all(it->path(), rec);
+    }
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
 AtomicDirectory::AtomicDirectory(std::string destination) : destination_(std::move(destination)) {
   while (!destination_.empty() && destination_.size() > 1 && destination_.back() == '/') destination_.pop_back();
   if (destination_.empty()) Fail(ErrorCode::kUsage, "empty output path");
   if (fs::exists(destination_) && !fs::is_directory(destination_))
     Fail(ErrorCode::kIo, destination_ + ": exists and is not a directory");
+  RemoveOrphanTrees(destination_);
   for (int attempt = 0; attempt < 16; ++attempt) {
     std::string name = HiddenSibling(destination_);
     if (::mkdir(name.c_str(), 0777) == 0) {
       temp_path_ = name;
+      // Marks the tree as ours for as long as this process lives (see RemoveOrphanTrees).
+      lock_fd_ = ::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_EX | LOCK_NB);
       return;
     }
     if (errno != EEXIST) FailErrno(destination_, errno);
@@ -176,6 +208,7 @@ AtomicDirectory::~AtomicDirectory() {
     std::error_code ec;
     fs::remove_all(temp_path_, ec);
   }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 void AtomicDirectory::Commit() {

@@ -1,9 +1,13 @@
 #include "trove/checks.h"
 
+#include <sys/stat.h>
+
 #include <cstring>
+#include <filesystem>
 
 #include "formats/pt/pt_reader.h"
 #include "formats/pt/torch_resolver.h"
+#include "formats/tensordict/level_reader.h"
 #include "trove/error.h"
 #include "trove/open.h"
 #include "trove/unpickler.h"
@@ -11,6 +15,16 @@
 
 namespace trove {
 namespace {
+
+// Caps (reasons):
+// Files and directories one scan walks in a tensordict tree: a tree holds one file per leaf and
+// one meta.json per level (tensordict::kMaxLeaves + kMaxLevels, ~3M); past 2^22 the walk stops
+// with a finding instead of letting a hostile tree make the scan run for hours.
+constexpr uint64_t kMaxScanTreeEntries = uint64_t{1} << 22;
+// Pickles nested as bytes inside pickles (pickle.loads(b"...")): each level is scanned by its own
+// VM pass; real files have none, and three levels show the trick without letting a file
+// multiply the scan's work.
+constexpr int kMaxNestedPickleDepth = 3;
 
 // Modules whose names in a pickle mean an attempt to run code, not a merely unknown class.
 constexpr const char* kCodeModules[] = {"os", "posix", "nt", "subprocess", "sys", "builtins", "__builtin__",
@@ -28,14 +42,70 @@ Severity GlobalSeverity(const std::string& dotted) {
 
 bool IsZipFormat(Format f) { return f == Format::kPt || f == Format::kTdz || f == Format::kTorchScript; }
 
+// A name tensordict unpickles when it loads a tree (NonTensorData fields, NonTensorStack data);
+// any other *.pkl / *.pickle in a tree is unpickled by whoever reads it, so it counts too.
+bool IsPickledSidecar(std::string_view name) {
+  size_t slash = name.rfind('/');
+  std::string_view base = slash == std::string_view::npos ? name : name.substr(slash + 1);
+  return base == "other.pickle" || base == "pickle.pkl" || base.ends_with(".pkl") || base.ends_with(".pickle");
+}
+
+// True when the bytes start like a pickle a Python unpickler would run (PROTO 2..5).
+bool LooksLikePickle(const uint8_t* data, uint64_t size) {
+  return size >= 3 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5;
+}
+
+// Passes every question to the resolver a reader would use, and notes what the unpickler asked
+// that no data file needs: BUILD on a global itself (setattr on a class or function: the
+// "BUILD on an allowed global" bypass rewires an allowed name before it is used) and calls of a
+// value that is not a named global (gadget chains call what an earlier call returned).
+class ScanResolver : public PickleResolver {
+ public:
+  explicit ScanResolver(PickleResolver& inner) : inner_(inner) {}
+  Value* Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) override {
+    return inner_.Global(module, name, allowed, arena);
+  }
+  Value* Call(Value* callable, Value* args, ValueArena& arena) override {
+    if (callable != nullptr && callable->kind != ValueKind::kGlobal) {
+      notes.push_back({Severity::kMedium, "REDUCE/NEWOBJ calls a " + std::string(KindName(callable->kind)) +
+                                              " value, not a named global"});
+    }
+    return inner_.Call(callable, args, arena);
+  }
+  Value* Build(Value* object, Value* state, ValueArena& arena) override {
+    if (object != nullptr && object->kind == ValueKind::kGlobal) {
+      notes.push_back({Severity::kHigh, "BUILD on the global '" + object->type_name +
+                                            "' itself: sets attributes of a class or function (rewires it in Python)"});
+    }
+    return inner_.Build(object, state, arena);
+  }
+  Value* PersistentLoad(Value* pid, ValueArena& arena) override { return inner_.PersistentLoad(pid, arena); }
+  bool permissive() const override { return inner_.permissive(); }
+
+  struct Note {
+    Severity severity;
+    std::string message;
+  };
+  std::vector<Note> notes;
+
+ private:
+  PickleResolver& inner_;
+};
+
+enum class PickleKind { kTorch, kData };
+
 void ScanPickle(CheckReport& report, const std::string& entry, const uint8_t* data, uint64_t size, uint64_t base,
-                uint64_t* consumed = nullptr, bool legacy_ids = false) {
+                uint64_t* consumed = nullptr, bool legacy_ids = false, PickleKind kind = PickleKind::kTorch,
+                int nesting = 0) {
   ValueArena arena;
-  TorchResolver resolver(/*permissive=*/true);
-  resolver.legacy_persistent_ids = legacy_ids;
+  TorchResolver torch(/*permissive=*/true);
+  torch.legacy_persistent_ids = legacy_ids;
+  DataResolver plain(/*permissive=*/true);
+  ScanResolver resolver(kind == PickleKind::kTorch ? static_cast<PickleResolver&>(torch) : plain);
   Unpickler u(data, size, arena, resolver, base);
+  Value* root = nullptr;
   try {
-    u.Load();
+    root = u.Load();
   } catch (const Error& e) {
     report.findings.push_back({Severity::kMedium, entry, 0, "pickle not fully readable: " + e.message()});
   }
@@ -47,8 +117,142 @@ void ScanPickle(CheckReport& report, const std::string& entry, const uint8_t* da
       report.findings.push_back({GlobalSeverity(dotted), entry, g.offset, "global '" + dotted + "' is not in the allowlist"});
     }
   }
+  for (const auto& n : resolver.notes) report.findings.push_back({n.severity, entry, 0, n.message});
   report.entries_checked++;
   report.bytes_checked += size;
+  if (root == nullptr) return;
+  // Bytes that are themselves a pickle: pickle.loads(b"...") in a __reduce__ runs them in Python.
+  try {
+    ForEachLeaf(root, [&](const std::string& key, const Value& leaf) {
+      if (leaf.kind != ValueKind::kBytes) return;
+      const auto* bytes = reinterpret_cast<const uint8_t*>(leaf.text.data());
+      if (!LooksLikePickle(bytes, leaf.text.size())) return;
+      const std::string inner = entry + " > nested pickle at '" + key + "'";
+      if (nesting + 1 > kMaxNestedPickleDepth) {
+        report.findings.push_back({Severity::kHigh, inner, 0, "pickles nested deeper than kMaxNestedPickleDepth (" +
+                                                                  std::to_string(kMaxNestedPickleDepth) + "): not scanned"});
+        return;
+      }
+      report.findings.push_back({Severity::kMedium, entry, 0, "bytes at '" + key + "' hold a nested pickle (protocol " +
+                                                                 std::to_string(bytes[1]) + "); scanned as '" + inner + "'"});
+      ScanPickle(report, inner, bytes, leaf.text.size(), 0, nullptr, false, PickleKind::kData, nesting + 1);
+    });
+  } catch (const Error& e) {
+    report.findings.push_back({Severity::kMedium, entry, 0, "value tree not fully walked: " + e.message()});
+  }
+}
+
+// A pickled sidecar of a tensordict: tensordict runs it through pickle.load when it loads the
+// tree, so its presence alone is worth a finding; its globals are listed by the data-only VM.
+void ScanSidecar(CheckReport& report, const std::string& entry, const SharedBytes& bytes) {
+  report.findings.push_back({Severity::kMedium, entry, 0,
+                             "pickled sidecar (" + std::to_string(bytes.size()) +
+                                 " bytes): tensordict unpickles it on load; trove reads it only as data with allow_pickle"});
+  ScanPickle(report, entry, bytes.data(), bytes.size(), 0, nullptr, false, PickleKind::kData);
+}
+
+// Findings for a file whose first bytes are not a zip but whose end is one: zip readers (Python's
+// zipfile, scanners) and start-of-file readers (torch's legacy loader, pickle.load) see two
+// different files. Also scans a leading pickle, which torch.load would run before anything else.
+void ScanPolyglot(CheckReport& report, const std::shared_ptr<MappedFile>& file, bool scan_leading_pickle) {
+  if (scan_leading_pickle && LooksLikePickle(file->data(), file->size())) {
+    report.findings.push_back({Severity::kHigh, "", 0,
+                               "the file starts with a bare pickle: torch.load (weights_only=False) and pickle.load "
+                               "run it before checking anything"});
+    ScanPickle(report, "pickle 1", file->data(), file->size(), 0);
+  }
+  try {
+    ZipReader zip(file);
+    uint64_t first = UINT64_MAX;
+    for (const auto& e : zip.entries()) first = std::min(first, e.local_header_offset);
+    report.findings.push_back({Severity::kHigh, "", first == UINT64_MAX ? 0 : first,
+                               "polyglot: the file is also a zip archive (" + std::to_string(zip.entries().size()) +
+                                   " entries) that zip readers see instead of what its first bytes say"});
+    for (const auto& e : zip.entries()) {
+      if (!e.name.ends_with(".pkl") && !e.name.ends_with(".pickle")) continue;
+      try {
+        SharedBytes bytes = zip.Read(e);
+        ScanPickle(report, e.name, bytes.data(), bytes.size(), 0);
+      } catch (const Error& err) {
+        report.findings.push_back({Severity::kMedium, e.name, e.data_offset, err.message()});
+      }
+    }
+  } catch (const Error&) {
+    // Not a zip at all (the usual case), or one no zip reader would accept either.
+  }
+}
+
+// Structure: what a reader would refuse. Read errors (missing file) propagate.
+void CheckStructure(CheckReport& report, const std::string& path) {
+  try {
+    Open(path);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) {
+      report.findings.push_back({Severity::kMedium, "", 0, "not readable: " + e.message()});
+      return;
+    }
+    report.findings.push_back({e.code() == ErrorCode::kRefused ? Severity::kHigh : Severity::kMedium, "", 0, e.message()});
+  }
+}
+
+// A tensordict directory: every file and directory under it, without following symlinks.
+void ScanTensordictDir(CheckReport& report, const std::string& root) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end;
+  if (ec) Fail(ErrorCode::kIo, root + ": cannot list: " + ec.message());
+  const fs::path base = fs::path(root).lexically_normal();
+  uint64_t visited = 0;
+  for (; it != end; it.increment(ec)) {
+    if (ec) {
+      report.findings.push_back({Severity::kMedium, "", 0, "walk stopped: " + ec.message()});
+      break;
+    }
+    if (++visited > kMaxScanTreeEntries) {
+      report.findings.push_back({Severity::kMedium, "", 0, "more than kMaxScanTreeEntries (" +
+                                                               std::to_string(kMaxScanTreeEntries) +
+                                                               ") files: the rest is not scanned"});
+      break;
+    }
+    const fs::path& p = it->path();
+    const std::string rel = p.lexically_relative(base).generic_string();
+    fs::file_status st = it->symlink_status(ec);
+    if (ec) {
+      report.findings.push_back({Severity::kMedium, rel, 0, "cannot stat: " + ec.message()});
+      ec.clear();
+      continue;
+    }
+    if (fs::is_symlink(st)) {
+      fs::path target = fs::read_symlink(p, ec);
+      std::string shown = ec ? std::string("?") : target.string();
+      fs::path resolved = (p.parent_path() / target).lexically_normal();
+      fs::path inside = resolved.lexically_relative(base);
+      bool leaves = ec || target.is_absolute() || inside.empty() || *inside.begin() == "..";
+      report.findings.push_back({leaves ? Severity::kCritical : Severity::kHigh, rel, 0,
+                                 "symlink to '" + shown + "'" +
+                                     (leaves ? ": it leaves the tree (tensordict would follow it)"
+                                             : ": trove refuses symlinks; tensordict would follow it")});
+      ec.clear();
+      continue;
+    }
+    if (fs::is_directory(st)) continue;
+    if (!fs::is_regular_file(st)) {
+      report.findings.push_back({Severity::kMedium, rel, 0, "not a regular file (FIFO, socket or device)"});
+      continue;
+    }
+    report.entries_checked++;
+    if (!IsPickledSidecar(rel)) continue;
+    try {
+      auto file = MappedFile::Open(p.string());
+      if (file->size() > tensordict::kMaxSidecarBytes) {
+        report.findings.push_back({Severity::kMedium, rel, 0, "pickled sidecar larger than kMaxSidecarBytes: not scanned"});
+        continue;
+      }
+      ScanSidecar(report, rel, file->bytes());
+    } catch (const Error& e) {
+      report.findings.push_back({Severity::kMedium, rel, 0, e.message()});
+    }
+  }
 }
 
 }  // namespace
@@ -106,16 +310,33 @@ CheckReport Scan(const std::string& path) {
   report.path = path;
   Format format = DetectFormat(path);
   report.format = std::string(FormatName(format));
+  if (format == Format::kTensordictDir) {
+    ScanTensordictDir(report, path);
+    CheckStructure(report, path);
+    return report;
+  }
+  {
+    // A directory DetectFormat did not recognise: nothing trove reads.
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) Fail(ErrorCode::kUnsupported, path + ": directory without meta.json: not a tensordict");
+  }
   auto file = MappedFile::Open(path);
   if (IsZipFormat(format)) {
     std::unique_ptr<ZipReader> zip;
     try {
       zip = std::make_unique<ZipReader>(file);
     } catch (const Error& e) {
+      // Path tricks (".." and absolute names), encrypted entries, overlaps and headers that
+      // disagree with the central directory all stop the zip reader: each is reported here.
       report.findings.push_back({Severity::kHigh, "", 0, "zip container refused: " + e.message()});
       return report;
     }
-    for (const auto& a : zip->anomalies()) report.findings.push_back({Severity::kMedium, a.entry, a.offset, a.message});
+    for (const auto& a : zip->anomalies()) {
+      // Data descriptors that agree with the central directory are how torch.save writes every
+      // record: worth listing, not alarming.
+      bool usual = a.message.find("use a data descriptor") != std::string::npos;
+      report.findings.push_back({usual ? Severity::kInfo : Severity::kMedium, a.entry, a.offset, a.message});
+    }
     for (const auto& e : zip->entries()) {
       std::string_view n = e.name;
       size_t slash = n.find('/');
@@ -131,9 +352,14 @@ CheckReport Scan(const std::string& path) {
           report.findings.push_back({Severity::kMedium, e.name, e.data_offset, err.message()});
           continue;
         }
-        ScanPickle(report, e.name, bytes.data(), bytes.size(), 0);
+        if (format == Format::kTdz && IsPickledSidecar(e.name)) {
+          ScanSidecar(report, e.name, bytes);
+        } else {
+          ScanPickle(report, e.name, bytes.data(), bytes.size(), 0);
+        }
       }
     }
+    if (format == Format::kTdz) CheckStructure(report, path);
     return report;
   }
   if (format == Format::kPtLegacy) {
@@ -147,15 +373,22 @@ CheckReport Scan(const std::string& path) {
       if (consumed == 0 || unreadable) break;
       offset += consumed;
     }
+    ScanPolyglot(report, file, /*scan_leading_pickle=*/false);
     return report;
   }
-  if (format == Format::kUnknown) Fail(ErrorCode::kUnsupported, path + ": not a format trove reads");
-  // Other formats hold no pickle in their container; reading them checks their structure.
-  try {
-    Open(path);
-  } catch (const Error& e) {
-    report.findings.push_back({Severity::kMedium, "", 0, e.message()});
+  if (format == Format::kUnknown) {
+    // Not a format trove reads, but maybe one that others run: a bare pickle, or a zip hidden
+    // behind other bytes (a "magic bypass" polyglot). Anything else is an error, not a report.
+    ScanPolyglot(report, file, /*scan_leading_pickle=*/true);
+    if (report.findings.empty()) Fail(ErrorCode::kUnsupported, path + ": not a format trove reads");
+    return report;
   }
+  // .psk.d (and refused formats): no pickle in the container; reading them checks their
+  // structure, and a zip hidden inside is a polyglot.
+  CheckStructure(report, path);
+  ScanPolyglot(report, file, /*scan_leading_pickle=*/false);
+  report.entries_checked++;
+  report.bytes_checked += file->size();
   return report;
 }
 

@@ -127,9 +127,23 @@ std::string KeyComponentText(const Value& key) {
   }
 }
 
+const Value* StandsFor(const Value& node) {
+  if (node.kind == ValueKind::kObject && node.type_name == "tensordict:NonTensorData" && node.state) {
+    return node.state->Find("data");
+  }
+  return nullptr;
+}
+
 std::vector<NamedTensor> CollectTensors(const Value* root) {
   std::vector<NamedTensor> out;
-  if (root == nullptr) return out;
+  ForEachLeaf(root, [&](const std::string& path, const Value& leaf) {
+    if (leaf.kind == ValueKind::kTensor) out.push_back({path, leaf.tensor});
+  });
+  return out;
+}
+
+void ForEachLeaf(const Value* root, const std::function<void(const std::string& path, const Value& leaf)>& fn) {
+  if (root == nullptr) return;
   // Depth-first with an explicit stack: the stack *is* the current path, so memory is O(depth)
   // and a path string is built only when a tensor is found. `on_path` breaks cycles.
   struct Frame {
@@ -153,17 +167,19 @@ std::vector<NamedTensor> CollectTensors(const Value* root) {
     return path;
   };
   auto push = [&](const Value* node, std::string component, bool transparent) {
+    if (const Value* inner = StandsFor(*node)) node = inner;
     if (++visits > kMaxTreeVisits) {
       Fail(ErrorCode::kLimit, "value tree has more than kMaxTreeVisits (" + std::to_string(kMaxTreeVisits) +
                                   ") paths to walk (shared subtrees repeated too often)");
     }
-    if (node->kind == ValueKind::kTensor) {
+    const bool walk = node->kind == ValueKind::kDict || node->kind == ValueKind::kList ||
+                      node->kind == ValueKind::kTuple || node->kind == ValueKind::kObject;
+    if (!walk) {
       stack.push_back({node, 0, std::move(component), transparent});
-      out.push_back({path_of_top(), node->tensor});
+      fn(path_of_top(), *node);
       stack.pop_back();
       return;
     }
-    if (!node->is_container() && node->kind != ValueKind::kObject) return;
     if (!on_path.insert(node).second) return;  // a cycle: the node contains itself
     stack.push_back({node, 0, std::move(component), transparent});
   };
@@ -200,7 +216,7 @@ std::vector<NamedTensor> CollectTensors(const Value* root) {
           done = true;
         }
         break;
-      default:  // sets: unordered, no stable key for what they hold
+      default:
         done = true;
         break;
     }
@@ -211,7 +227,6 @@ std::vector<NamedTensor> CollectTensors(const Value* root) {
       push(child, std::move(component), transparent);
     }
   }
-  return out;
 }
 
 }  // namespace trove

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
+#include "formats/pskd/pskd_reader.h"
 #include "formats/pt/pt_reader.h"
+#include "formats/tensordict/tensordict_reader.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
 
@@ -52,13 +54,17 @@ Document Open(const std::string& path, const ReadOptions& options) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
       if (!fs::exists(fs::path(path) / "meta.json", ec)) Fail(ErrorCode::kUnsupported, "directory without meta.json: not a tensordict");
-      Fail(ErrorCode::kUnsupported, "tensordict directories are not readable yet");
+      return ReadTensordictDir(path, options);
     }
     auto file = MappedFile::Open(path);
     switch (DetectFileFormat(file)) {
       case Format::kPt:
       case Format::kPtLegacy:
         return ReadPt(file, options);
+      case Format::kTdz:
+        return ReadTdz(file, options);
+      case Format::kPskd:
+        return ReadPskd(file, options);
       case Format::kPtTar:
         Fail(ErrorCode::kUnsupported, "pre-0.4 tar checkpoint: unsupported (re-save it with a torch >= 0.4)");
       case Format::kTorchScript:

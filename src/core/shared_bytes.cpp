@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csetjmp>
+#include <csignal>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "trove/error.h"
 
@@ -30,6 +34,93 @@ SharedBytes SharedBytes::Slice(uint64_t offset, uint64_t length) const {
                                   ") is outside " + std::to_string(size_) + " bytes");
   }
   return SharedBytes(owner_, data_ + offset, length);
+}
+
+namespace {
+
+// Live mappings by start address, so that a fault address can be traced back to its file. Only
+// normal code touches it (the signal handler only records the address).
+struct MappingRegistry {
+  std::mutex mutex;
+  std::map<uintptr_t, std::pair<uint64_t, std::string>> by_start;  // start -> (length, path)
+};
+
+MappingRegistry& Registry() {
+  static MappingRegistry* registry = new MappingRegistry();  // never destroyed: mappings may outlive exit
+  return *registry;
+}
+
+// The innermost guard of this thread, and the address of the fault that ended it. Initial-exec
+// TLS in the executable, so reading it from the handler is async-signal-safe.
+thread_local sigjmp_buf* tls_guard = nullptr;
+thread_local uintptr_t tls_fault_address = 0;
+struct sigaction g_previous_bus_action;
+
+void OnSigbus(int sig, siginfo_t* info, void* context) {
+  if (tls_guard != nullptr) {
+    tls_fault_address = reinterpret_cast<uintptr_t>(info->si_addr);
+    siglongjmp(*tls_guard, 1);
+  }
+  // No guard on this thread: behave as if we had never been installed.
+  if (g_previous_bus_action.sa_flags & SA_SIGINFO) {
+    if (g_previous_bus_action.sa_sigaction != nullptr) return g_previous_bus_action.sa_sigaction(sig, info, context);
+  } else if (g_previous_bus_action.sa_handler != SIG_DFL && g_previous_bus_action.sa_handler != SIG_IGN) {
+    return g_previous_bus_action.sa_handler(sig);
+  }
+  // Returning re-executes the faulting access, which now meets the default action.
+  ::signal(SIGBUS, SIG_DFL);
+}
+
+void InstallSigbusHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = OnSigbus;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_SIGINFO;
+    if (::sigaction(SIGBUS, &action, &g_previous_bus_action) != 0) {
+      Fail(ErrorCode::kIo, std::string("installing the SIGBUS guard: ") + std::strerror(errno));
+    }
+  });
+}
+
+std::string FileAtAddress(uintptr_t address) {
+  MappingRegistry& r = Registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.by_start.upper_bound(address);
+  if (it == r.by_start.begin()) return "";
+  --it;
+  if (address - it->first >= it->second.first) return "";
+  return it->second.second;
+}
+
+}  // namespace
+
+void RunGuardingTruncation(const std::function<void()>& body) {
+  InstallSigbusHandler();
+  sigjmp_buf here;
+  sigjmp_buf* const outer = tls_guard;
+  // sigsetjmp saves the signal mask (SIGBUS is blocked while its handler runs): the jump back
+  // restores it, so a later guard can catch the next one.
+  if (sigsetjmp(here, 1) != 0) {
+    tls_guard = outer;
+    std::string path = FileAtAddress(tls_fault_address);
+    if (path.empty()) {
+      // A SIGBUS that is not at a mapped file (a hardware error, a misaligned access on some
+      // architectures): nothing trove can explain; end as the signal would have.
+      ::signal(SIGBUS, SIG_DFL);
+      ::raise(SIGBUS);
+    }
+    Fail(ErrorCode::kIo, path + ": the file was truncated while being read");
+  }
+  tls_guard = &here;
+  try {
+    body();
+  } catch (...) {
+    tls_guard = outer;
+    throw;
+  }
+  tls_guard = outer;
 }
 
 std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
@@ -61,6 +152,9 @@ std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
     file->map_ = m;
     file->map_size_ = file->size_;
     file->data_ = static_cast<const uint8_t*>(m);
+    MappingRegistry& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path};
   } else {
     static const uint8_t kEmpty[1] = {0};
     file->data_ = kEmpty;
@@ -70,7 +164,13 @@ std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
 }
 
 MappedFile::~MappedFile() {
-  if (map_ != nullptr) ::munmap(map_, map_size_);
+  if (map_ == nullptr) return;
+  {
+    MappingRegistry& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.by_start.erase(reinterpret_cast<uintptr_t>(map_));
+  }
+  ::munmap(map_, map_size_);
 }
 
 SharedBytes MappedFile::bytes() const {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "trove/element_codec.h"
 #include "trove/error.h"
 
 namespace trove {
@@ -27,7 +28,86 @@ size_t SwapUnit(DType dtype) {
   return info.element_size;
 }
 
+void StoreElement(DType dtype, double value, uint8_t* out) {
+  switch (dtype) {
+    case DType::kFloat32: { float f = static_cast<float>(value); std::memcpy(out, &f, 4); return; }
+    case DType::kFloat64: std::memcpy(out, &value, 8); return;
+    case DType::kFloat16: { uint16_t h = FloatToHalf(static_cast<float>(value)); std::memcpy(out, &h, 2); return; }
+    case DType::kBFloat16: { uint16_t b = FloatToBFloat16(static_cast<float>(value)); std::memcpy(out, &b, 2); return; }
+    case DType::kInt64: { int64_t v = static_cast<int64_t>(value); std::memcpy(out, &v, 8); return; }
+    case DType::kInt32: { int32_t v = static_cast<int32_t>(value); std::memcpy(out, &v, 4); return; }
+    case DType::kInt16: { int16_t v = static_cast<int16_t>(value); std::memcpy(out, &v, 2); return; }
+    case DType::kInt8: { int8_t v = static_cast<int8_t>(value); std::memcpy(out, &v, 1); return; }
+    case DType::kUInt8: out[0] = static_cast<uint8_t>(value); return;
+    case DType::kUInt16: { uint16_t v = static_cast<uint16_t>(value); std::memcpy(out, &v, 2); return; }
+    case DType::kUInt32: { uint32_t v = static_cast<uint32_t>(value); std::memcpy(out, &v, 4); return; }
+    case DType::kUInt64: { uint64_t v = static_cast<uint64_t>(value); std::memcpy(out, &v, 8); return; }
+    default: Fail(ErrorCode::kUnsupported, "cannot convert to " + std::string(Name(dtype)));
+  }
+}
+
+double NumericValue(const ElementValue& e) {
+  switch (e.kind) {
+    case ElementValue::Kind::kFloat: return e.re;
+    case ElementValue::Kind::kInt: return static_cast<double>(e.i);
+    case ElementValue::Kind::kUInt: return static_cast<double>(e.u);
+    case ElementValue::Kind::kBool: return e.b ? 1 : 0;
+    default: Fail(ErrorCode::kUnsupported, "complex values cannot be converted to a real dtype");
+  }
+}
+
+// Streams source's elements converted to dtype, chunk by chunk (bounded memory).
+void ForEachCastChunk(const TensorView& source, DType dtype, const std::function<void(const uint8_t*, size_t)>& fn,
+                      size_t chunk_bytes) {
+  const size_t in_size = ElementSize(source.dtype), out_size = ElementSize(dtype);
+  std::vector<uint8_t> out;
+  std::string carry;
+  source.ForEachChunk([&](const uint8_t* p, size_t n) {
+    out.clear();
+    size_t pos = 0;
+    if (!carry.empty()) {  // an element split across chunks
+      size_t take = std::min(in_size - carry.size(), n);
+      carry.append(reinterpret_cast<const char*>(p), take);
+      pos = take;
+      if (carry.size() == in_size) {
+        out.resize(out_size);
+        StoreElement(dtype, NumericValue(DecodeElement(source.dtype, reinterpret_cast<const uint8_t*>(carry.data()))), out.data());
+        carry.clear();
+      }
+    }
+    size_t whole = (n - pos) / in_size;
+    size_t base = out.size();
+    out.resize(base + whole * out_size);
+    for (size_t i = 0; i < whole; ++i)
+      StoreElement(dtype, NumericValue(DecodeElement(source.dtype, p + pos + i * in_size)), out.data() + base + i * out_size);
+    pos += whole * in_size;
+    carry.append(reinterpret_cast<const char*>(p + pos), n - pos);
+    if (!out.empty()) fn(out.data(), out.size());
+  }, chunk_bytes);
+}
+
 }  // namespace
+
+TensorView CastView(const TensorView& source, DType dtype) {
+  const auto kind = Info(dtype).kind;
+  const auto from = Info(source.dtype).kind;
+  if (!Info(source.dtype).readable) Fail(ErrorCode::kUnsupported, "quantized tensors cannot be converted");
+  if (kind != DTypeKind::kFloat && kind != DTypeKind::kInt && kind != DTypeKind::kUInt)
+    Fail(ErrorCode::kUnsupported, "cannot convert to " + std::string(Name(dtype)));
+  if (from == DTypeKind::kComplex) Fail(ErrorCode::kUnsupported, "cannot convert complex values to " + std::string(Name(dtype)));
+  TensorView v;
+  v.dtype = dtype;
+  v.shape = source.shape;
+  v.strides.assign(source.shape.size(), 1);
+  for (size_t i = v.shape.size(); i-- > 1;) v.strides[i - 1] = v.strides[i] * std::max<int64_t>(v.shape[i], 1);
+  v.has_data = source.has_data;
+  v.requires_grad = source.requires_grad;
+  v.is_parameter = source.is_parameter;
+  v.storage_index = source.storage_index;
+  v.storage_key = source.storage_key;
+  v.cast_source = std::make_shared<TensorView>(source);
+  return v;
+}
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -96,6 +176,10 @@ void TensorView::Validate() const {
 void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>& fn, size_t chunk_bytes) const {
   const uint64_t total = nbytes();
   if (total == 0) return;
+  if (cast_source) {
+    ForEachCastChunk(*cast_source, dtype, fn, chunk_bytes);
+    return;
+  }
   if (!has_data) Fail(ErrorCode::kUsage, "tensor has no data (meta tensor)");
   const size_t esize = ElementSize(dtype);
   const bool swap = byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1;
@@ -162,6 +246,12 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
 SharedBytes TensorView::ContiguousLittleEndian() const {
   const bool swap = byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1;
   if (nbytes() == 0) return SharedBytes();
+  if (cast_source) {
+    std::vector<uint8_t> out;
+    out.reserve(nbytes());
+    ForEachChunk([&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); });
+    return SharedBytes::FromVector(std::move(out));
+  }
   if (is_contiguous() && !swap) return storage.Slice(static_cast<uint64_t>(storage_offset) * ElementSize(dtype), nbytes());
   std::vector<uint8_t> out;
   out.reserve(nbytes());

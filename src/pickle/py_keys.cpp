@@ -145,20 +145,47 @@ uint64_t KeyIndex::ScalarHash(const Value* v) const {
 
 uint64_t KeyIndex::Hash(const Value* v) {
   if (!IsScalar(v) && v->kind != ValueKind::kTuple) return Mix(seed_ + 7, reinterpret_cast<uintptr_t>(v));
+  bool cache = v->kind == ValueKind::kTuple || v->text.size() > kCacheHashAbove;
+  if (!cache) return ScalarHash(v);
   auto it = hashes_.find(v);
   if (it != hashes_.end()) return it->second;
   uint64_t h;
   if (v->kind == ValueKind::kTuple) {
     h = Mix(seed_ + 8, v->items.size());
-    for (const Value* x : v->items) {
-      // Elements hash through the cache (each node's content is hashed once per load).
-      h = Mix(h, IsScalar(x) ? Hash(x) : Mix(seed_ + 7, reinterpret_cast<uintptr_t>(x)));
-    }
+    for (const Value* x : v->items) h = Mix(h, IsScalar(x) ? Hash(x) : Mix(seed_ + 7, reinterpret_cast<uintptr_t>(x)));
   } else {
     h = ScalarHash(v);
   }
   hashes_.emplace(v, h);
   return h;
+}
+
+void KeyIndex::Insert(Table& t, uint64_t hash, size_t position) {
+  if (2 * (t.used + 1) > t.slots.size()) {
+    std::vector<std::pair<uint64_t, size_t>> old = std::move(t.slots);
+    t.slots.assign(old.empty() ? 32 : old.size() * 2, {0, kEmpty});
+    t.used = 0;
+    for (const auto& [h, p] : old) {
+      if (p != kEmpty) Insert(t, h, p);
+    }
+  }
+  size_t mask = t.slots.size() - 1;
+  size_t i = hash & mask;
+  while (t.slots[i].second != kEmpty) i = (i + 1) & mask;
+  t.slots[i] = {hash, position};
+  ++t.used;
+}
+
+template <class KeyAt>
+size_t KeyIndex::Find(Table& t, size_t size, const Value* key, uint64_t hash, KeyAt key_at) {
+  if (t.covered > size) t = Table{};  // the container shrank behind our back: start over
+  for (; t.covered < size; ++t.covered) Insert(t, Hash(key_at(t.covered)), t.covered);
+  if (t.slots.empty()) return kEmpty;
+  size_t mask = t.slots.size() - 1;
+  for (size_t i = hash & mask; t.slots[i].second != kEmpty; i = (i + 1) & mask) {
+    if (t.slots[i].first == hash && KeyEqual(key_at(t.slots[i].second), key)) return t.slots[i].second;
+  }
+  return kEmpty;
 }
 
 void KeyIndex::SetItem(Value* dict, Value* key, Value* value) {
@@ -171,15 +198,14 @@ void KeyIndex::SetItem(Value* dict, Value* key, Value* value) {
     return;
   }
   Table& t = tables_[dict];
-  if (t.covered > entries.size()) { t.positions.clear(); t.covered = 0; }
-  for (; t.covered < entries.size(); ++t.covered) t.positions.emplace(Hash(entries[t.covered].first), t.covered);
   uint64_t h = Hash(key);
-  auto [lo, hi] = t.positions.equal_range(h);
-  for (auto it = lo; it != hi; ++it) {
-    if (KeyEqual(entries[it->second].first, key)) { entries[it->second].second = value; return; }
+  size_t at = Find(t, entries.size(), key, h, [&](size_t i) { return entries[i].first; });
+  if (at != kEmpty) {
+    entries[at].second = value;
+    return;
   }
   entries.emplace_back(key, value);
-  t.positions.emplace(h, t.covered++);
+  Insert(t, h, t.covered++);
 }
 
 void KeyIndex::AddItem(Value* set, Value* item) {
@@ -192,15 +218,10 @@ void KeyIndex::AddItem(Value* set, Value* item) {
     return;
   }
   Table& t = tables_[set];
-  if (t.covered > items.size()) { t.positions.clear(); t.covered = 0; }
-  for (; t.covered < items.size(); ++t.covered) t.positions.emplace(Hash(items[t.covered]), t.covered);
   uint64_t h = Hash(item);
-  auto [lo, hi] = t.positions.equal_range(h);
-  for (auto it = lo; it != hi; ++it) {
-    if (KeyEqual(items[it->second], item)) return;
-  }
+  if (Find(t, items.size(), item, h, [&](size_t i) { return items[i]; }) != kEmpty) return;
   items.push_back(item);
-  t.positions.emplace(h, t.covered++);
+  Insert(t, h, t.covered++);
 }
 
 }  // namespace trove

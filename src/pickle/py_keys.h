@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "trove/value.h"
 
@@ -25,15 +27,26 @@ class KeyIndex {
   void AddItem(Value* set, Value* item);
 
  private:
+  // Open addressing over (hash, position) pairs; containers only grow, so no deletions.
   struct Table {
-    std::unordered_multimap<uint64_t, size_t> positions;  // hash -> index in entries/items
-    size_t covered = 0;                                    // entries indexed so far
+    std::vector<std::pair<uint64_t, size_t>> slots;  // position kEmpty = free
+    size_t used = 0;
+    size_t covered = 0;  // members indexed so far
   };
+  static constexpr size_t kEmpty = static_cast<size_t>(-1);
   // Small containers are scanned; an index is built once they grow past this many members.
   static constexpr size_t kScanLimit = 8;
+  // Strings longer than this have their hash cached per node, so a long key repeated through the
+  // memo is hashed once, not once per use.
+  static constexpr size_t kCacheHashAbove = 64;
 
   uint64_t Hash(const Value* v);
   uint64_t ScalarHash(const Value* v) const;
+  static void Insert(Table& t, uint64_t hash, size_t position);
+  // Brings t up to date with `size` members whose keys key_at(i) returns; returns the position
+  // of a member equal to `key`, or kEmpty.
+  template <class KeyAt>
+  size_t Find(Table& t, size_t size, const Value* key, uint64_t hash, KeyAt key_at);
 
   uint64_t seed_;
   std::unordered_map<const Value*, Table> tables_;

@@ -140,23 +140,36 @@ class Machine {
   }
 
   // ---- memo ----
+  // Picklers number memo entries 0, 1, 2...: those live in a vector. Any other index (a file can
+  // name 0xFFFFFFFF first) goes to a hash map, so memory follows the entry count, never an index.
+  Value** MemoSlot(uint64_t index) {
+    if (index < memo_dense_.size()) return memo_dense_[index] ? &memo_dense_[index] : nullptr;
+    auto it = memo_sparse_.find(index);
+    return it == memo_sparse_.end() ? nullptr : &it->second;
+  }
   void Put(uint64_t index) {
     Value* v = Top();
-    auto it = memo_.find(index);
-    if (it != memo_.end()) {
-      it->second = v;
+    if (Value** slot = MemoSlot(index)) {
+      *slot = v;
       return;
     }
-    if (memo_.size() >= kMaxPickleMemoEntries) {
+    if (memo_size_ >= kMaxPickleMemoEntries) {
       Fail(ErrorCode::kLimit, "more than " + std::to_string(kMaxPickleMemoEntries) +
                                   " memo entries (kMaxPickleMemoEntries)");
     }
-    memo_.emplace(index, v);
+    ++memo_size_;
+    if (index < memo_dense_.size()) {
+      memo_dense_[index] = v;
+    } else if (index == memo_dense_.size()) {
+      memo_dense_.push_back(v);
+    } else {
+      memo_sparse_.emplace(index, v);
+    }
   }
   void Get(uint64_t index) {
-    auto it = memo_.find(index);
-    if (it == memo_.end()) Fail(ErrorCode::kCorrupt, OpName() + " of memo index " + std::to_string(index) + ", which is not set");
-    Push(it->second);
+    Value** slot = MemoSlot(index);
+    if (slot == nullptr) Fail(ErrorCode::kCorrupt, OpName() + " of memo index " + std::to_string(index) + ", which is not set");
+    Push(*slot);
   }
   uint64_t DecimalIndex(std::string_view line) const {
     std::string_view t = Trim(line);
@@ -412,7 +425,9 @@ class Machine {
   uint64_t references_ = 0;
   std::vector<Value*> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, Value*> memo_;
+  std::vector<Value*> memo_dense_;
+  std::unordered_map<uint64_t, Value*> memo_sparse_;
+  uint64_t memo_size_ = 0;
   KeyIndex keys_;
 };
 
@@ -561,7 +576,7 @@ Value* Machine::Loop(uint64_t& consumed) {
       case op::kPut: Put(DecimalIndex(in_.Line())); break;
       case op::kBinPut: Put(in_.U8()); break;
       case op::kLongBinPut: Put(in_.U32()); break;
-      case op::kMemoize: Put(memo_.size()); break;  // like Python: len(memo), whatever PUT did before
+      case op::kMemoize: Put(memo_size_); break;  // like Python: len(memo), whatever PUT did before
       case op::kGet: Get(DecimalIndex(in_.Line())); break;
       case op::kBinGet: Get(in_.U8()); break;
       case op::kLongBinGet: Get(in_.U32()); break;

@@ -149,6 +149,7 @@ uint64_t Parser::FindEnd() {
   const uint64_t lowest = size_ > kMaxEndSearch ? size_ - kMaxEndSearch : 0;
   static const uint8_t kSig[4] = {0x50, 0x4B, 0x05, 0x06};
   uint64_t loose = UINT64_MAX;
+  uint64_t loose_end = 0;
   for (uint64_t pos = size_ - kEndSize + 1; pos-- > lowest;) {
     if (std::memcmp(data_ + pos, kSig, 4) != 0) continue;
     ByteReader r(data_ + pos + 20, 2, pos + 20);
@@ -156,10 +157,13 @@ uint64_t Parser::FindEnd() {
     // The real record's comment reaches exactly to the end of the file; a signature inside a
     // comment usually does not.
     if (end == size_) return pos;
-    if (end < size_ && loose == UINT64_MAX) loose = pos;
+    if (end < size_ && loose == UINT64_MAX) {
+      loose = pos;
+      loose_end = end;
+    }
   }
   if (loose == UINT64_MAX) Fail(ErrorCode::kCorrupt, "not a zip archive: no end of central directory record");
-  Note("", loose, std::to_string(size_ - loose - kEndSize) + " bytes after the end record and its comment");
+  Note("", loose_end, std::to_string(size_ - loose_end) + " bytes after the end record and its comment");
   return loose;
 }
 

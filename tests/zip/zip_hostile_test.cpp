@@ -151,6 +151,14 @@ TEST(ZipHostile, GapsAreAnomaliesNotErrors) {
   EXPECT_EQ(r.Read(*r.Find("dir/b")).view(), "world!");
 }
 
+TEST(ZipHostile, TrailingBytesAfterTheEndRecordAreAnAnomaly) {
+  Built b = Build(TwoEntries());
+  ZipReader r = Open(b.bytes + "tail");
+  ASSERT_EQ(r.anomalies().size(), 1u);
+  EXPECT_EQ(r.anomalies()[0].message, "4 bytes after the end record and its comment");
+  EXPECT_EQ(r.anomalies()[0].offset, b.bytes.size());
+}
+
 TEST(ZipHostile, EncryptedFlags) {
   Built b = Build(TwoEntries());
   std::string both = b.bytes;

@@ -22,6 +22,11 @@ std::string RealText(double v) {
 
 SampleEncoder::SampleEncoder(const SampleType& type) : type_(&type) {
   if (type.is_params) FailPskd(PskdCode::kNotClosedType, "params " + type.params_name + ": the leaf layout needs the program");
+  if (type.sample_bytes > kMaxEncodedSampleBytes) {
+    Fail(ErrorCode::kLimit, "a sample of " + type.text + " is " + std::to_string(type.sample_bytes) +
+                                " bytes, above the " + std::to_string(kMaxEncodedSampleBytes) +
+                                " an encoder holds (kMaxEncodedSampleBytes)");
+  }
   bytes_.resize(type.sample_bytes);
   for (const Leaf& leaf : type.leaves) values_per_sample_ += leaf.elements;
   Reset();

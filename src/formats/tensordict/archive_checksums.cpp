@@ -83,8 +83,9 @@ void PatchU32(int fd, uint64_t offset, uint32_t value, const std::string& path) 
 }  // namespace
 
 std::vector<std::string> CheckTdzChecksums(const std::string& archive) {
+  auto file = MappedFile::Open(archive);  // its errors name the path already
   return WithContext(archive, [&] {
-    ZipReader zip(MappedFile::Open(archive));
+    ZipReader zip(file);
     std::vector<std::string> bad;
     for (const ZipEntry& e : zip.entries())
       if (!zip.CheckCrc(e)) bad.push_back(e.name);
@@ -93,8 +94,8 @@ std::vector<std::string> CheckTdzChecksums(const std::string& archive) {
 }
 
 std::vector<std::string> RefreshTdzChecksums(const std::string& archive) {
+  auto file = MappedFile::Open(archive);
   return WithContext(archive, [&] {
-    auto file = MappedFile::Open(archive);
     ZipReader zip(file);
     std::vector<std::pair<const ZipEntry*, uint32_t>> stale;
     for (const ZipEntry& e : zip.entries()) {

@@ -14,11 +14,11 @@ namespace trove {
 
 void WriteTdzLeafInPlace(const std::string& archive, std::string_view key_path, uint64_t offset, const void* data,
                          uint64_t size) {
+  auto file = MappedFile::Open(archive);           // its errors name the path already
+  const Document doc = ReadTdz(file, ReadOptions{});  // so do these
   WithContext(archive, [&] {
-    auto file = MappedFile::Open(archive);
     uint64_t file_offset = 0;
     {
-      Document doc = ReadTdz(file, ReadOptions{});
       const NamedTensor* t = doc.FindTensor(key_path);
       if (t == nullptr) Fail(ErrorCode::kNotFound, "no leaf '" + std::string(key_path) + "'");
       ZipReader zip(file);

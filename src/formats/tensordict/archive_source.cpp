@@ -19,7 +19,7 @@ std::string MethodName(uint16_t method) {
 
 class ArchiveSource final : public TreeSource {
  public:
-  explicit ArchiveSource(std::shared_ptr<const ZipReader> zip) : zip_(std::move(zip)) {
+  ArchiveSource(std::shared_ptr<const ZipReader> zip, std::string name) : zip_(std::move(zip)), name_(std::move(name)) {
     for (const auto& e : zip_->entries()) {
       ContainerRecord r;
       r.name = e.name;
@@ -88,18 +88,19 @@ class ArchiveSource final : public TreeSource {
 
   std::string Describe(const std::string& dir, const std::string& name) const override {
     std::string rel = JoinRel(dir, name);
-    return zip_->file().path() + (rel.empty() ? "" : ": " + rel);
+    return name_ + (rel.empty() ? "" : ": " + rel);
   }
 
  private:
   std::shared_ptr<const ZipReader> zip_;
+  std::string name_;
   std::set<std::string> dirs_;
 };
 
 }  // namespace
 
-std::unique_ptr<TreeSource> MakeArchiveSource(std::shared_ptr<const ZipReader> zip) {
-  return std::make_unique<ArchiveSource>(std::move(zip));
+std::unique_ptr<TreeSource> MakeArchiveSource(std::shared_ptr<const ZipReader> zip, const std::string& name) {
+  return std::make_unique<ArchiveSource>(std::move(zip), name);
 }
 
 }  // namespace trove::tensordict

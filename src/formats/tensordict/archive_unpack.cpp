@@ -59,7 +59,8 @@ int OpenDirChain(int root, const std::vector<std::string>& parts, size_t n, cons
 }  // namespace
 
 void UnpackTdz(const std::string& archive, const std::string& dir) {
-  auto zip = WithContext(archive, [&] { return ZipReader(MappedFile::Open(archive)); });
+  auto file = MappedFile::Open(archive);  // its errors name the path already
+  auto zip = WithContext(archive, [&] { return ZipReader(file); });
   if (zip.Find("meta.json") == nullptr) {
     Fail(ErrorCode::kCorrupt, archive + ": not a tensordict archive (no top-level meta.json entry)");
   }

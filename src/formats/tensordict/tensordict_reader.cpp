@@ -33,16 +33,17 @@ Document ReadTensordictDir(const std::string& path, const ReadOptions& options) 
   return doc;
 }
 
-Document ReadTdz(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
+namespace {
+
+Document ReadTdzFromZip(std::shared_ptr<const ZipReader> zip, const std::string& name, const ReadOptions& options) {
   Document doc;
   doc.format = "tdz";
-  doc.path = file->path();
-  doc.file_size = file->size();
-  auto zip = std::make_shared<const ZipReader>(file);
+  doc.path = name;
+  doc.file_size = zip->bytes().size();
   if (zip->Find("meta.json") == nullptr) {
-    Fail(ErrorCode::kCorrupt, file->path() + ": not a tensordict archive (no top-level meta.json entry)");
+    Fail(ErrorCode::kCorrupt, name + ": not a tensordict archive (no top-level meta.json entry)");
   }
-  auto source = tensordict::MakeArchiveSource(zip);
+  auto source = tensordict::MakeArchiveSource(zip, name);
   tensordict::TreeStats stats = tensordict::ReadTree(*source, doc, options);
   doc.records = std::move(source->records());
   doc.tensors = CollectTensors(doc.root);
@@ -53,10 +54,23 @@ Document ReadTdz(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
   return doc;
 }
 
+}  // namespace
+
+Document ReadTdz(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
+  const std::string name = file->path();
+  auto zip = WithContext(name, [&] { return std::make_shared<const ZipReader>(file); });
+  return ReadTdzFromZip(std::move(zip), name, options);
+}
+
+Document ReadTdzBytes(SharedBytes archive, const std::string& name, const ReadOptions& options) {
+  auto zip = WithContext(name, [&] { return std::make_shared<const ZipReader>(std::move(archive)); });
+  return ReadTdzFromZip(std::move(zip), name, options);
+}
+
 Document ReadTensordict(const std::string& path, const ReadOptions& options) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return ReadTensordictDir(path, options);
-  return WithContext(path, [&] { return ReadTdz(MappedFile::Open(path), options); });
+  return ReadTdz(MappedFile::Open(path), options);  // both name the path in their errors
 }
 
 }  // namespace trove

@@ -16,5 +16,8 @@ namespace trove {
 Document ReadTensordictDir(const std::string& path, const ReadOptions& options);
 // A .tdz archive: a zip with a top-level meta.json.
 Document ReadTdz(std::shared_ptr<MappedFile> file, const ReadOptions& options);
+// The same over archive bytes already in memory (fuzzing, nested archives); `name` is used in
+// messages and as Document::path.
+Document ReadTdzBytes(SharedBytes archive, const std::string& name, const ReadOptions& options);
 
 }  // namespace trove

@@ -58,6 +58,7 @@ class TreeSource {
 std::string JoinRel(const std::string& dir, const std::string& name);
 
 std::unique_ptr<TreeSource> MakeDirectorySource(const std::string& root);
-std::unique_ptr<TreeSource> MakeArchiveSource(std::shared_ptr<const ZipReader> zip);
+// `name` (the archive's path) prefixes messages.
+std::unique_ptr<TreeSource> MakeArchiveSource(std::shared_ptr<const ZipReader> zip, const std::string& name);
 
 }  // namespace trove::tensordict

@@ -42,6 +42,12 @@ void CheckWritableDType(DType dtype, const std::string& where) {
   }
 }
 
+// A converting view (trove convert --dtype) has no storage of its own: its source is what must
+// lie inside its bytes.
+void ValidateSource(const TensorView& t, const std::string& path) {
+  WithContext(Display(path), [&] { (t.cast_source ? *t.cast_source : t).Validate(); });
+}
+
 bool IsScalar(const Value& v) {
   return v.kind == ValueKind::kNone || v.kind == ValueKind::kBool || v.kind == ValueKind::kInt ||
          v.kind == ValueKind::kFloat || v.kind == ValueKind::kStr;
@@ -99,7 +105,10 @@ class Planner {
           // is written as a TensorDict: that is what it means to tensordict.
           const std::string cls = KindOfClass(v.type_name) == ClassKind::kTensorDict ? v.type_name
                                                                                     : std::string(kTensorDictClass);
-          PlanTensorDict(cls, entries, v.state, "", path, depth, dir);
+          // Only a level read from tensordict has tensordict entries in its state; another
+          // dict's state (an OrderedDict's _metadata) is not the level's.
+          PlanTensorDict(cls, entries, KindOfClass(v.type_name) == ClassKind::kTensorDict ? v.state : nullptr, "",
+                         path, depth, dir);
         }
         return true;
       }
@@ -190,14 +199,15 @@ class Planner {
       if (any) meta["_names"] = jn;
     }
     if (!sequence.empty()) meta[kSequenceMarker] = sequence;
-    // Other entries a reader kept verbatim (tensordict skips non-object entries): kept too.
+    // Other entries a reader kept verbatim (tensordict skips non-object entries): kept too,
+    // except objects, which would read back as keys.
     if (state != nullptr) {
       for (const auto& [k, val] : state->entries) {
         if (k->kind != ValueKind::kStr) continue;
         const std::string& name = k->text;
         if (name == "batch_size" || name == "device" || name == "names" || name == "_type" || name == "shape" ||
             name == "_format_version" || name == "_class" || name == "_names" || name == kSequenceMarker ||
-            meta.contains(name) || !JsonCanHold(*val)) {
+            meta.contains(name) || !JsonCanHold(*val) || val->kind == ValueKind::kDict) {
           continue;
         }
         meta[name] = ValueToJson(*val, Display(path));
@@ -237,7 +247,7 @@ class Planner {
                 std::map<std::string, std::string>& names) {
     CheckWritableDType(t.dtype, Display(kpath));
     if (!t.has_data) Fail(ErrorCode::kUnsupported, Display(kpath) + ": a tensor without data (meta tensor)");
-    WithContext(Display(kpath), [&] { t.Validate(); });
+    ValidateSource(t, kpath);
     Claim(names, enc + ".memmap", kpath);
     if (t.numel() > 0) {
       PlannedFile f;
@@ -267,7 +277,7 @@ class Planner {
       if (t.dtype != first->dtype || t.shape.size() != first->shape.size())
         Fail(ErrorCode::kUsage, Display(kpath) + ": nested components differ in dtype or rank");
       if (!t.has_data) Fail(ErrorCode::kUnsupported, Display(kpath) + ": a tensor without data (meta tensor)");
-      WithContext(Display(kpath), [&] { t.Validate(); });
+      ValidateSource(t, kpath);
       for (int64_t d : t.shape)
         for (int b = 0; b < 8; ++b) sizes.bytes.push_back(static_cast<char>(static_cast<uint64_t>(d) >> (8 * b)));
       data.tensors.push_back(&t);

@@ -81,11 +81,11 @@ TEST(PreskCliTest, CharsAndEncodeAreCodePoints) {
   WriteFile(tmp.Path("t.txt"), "Hé là!\nçà\n");
   auto c = RunPresk({"data", "chars", "t.txt", "-o", "v.json"}, tmp.dir().string());
   EXPECT_EQ(c.status, 0) << c.err;
-  EXPECT_EQ(c.out, "presk data: wrote v.json (9 characters over 11 of text)\n");
-  EXPECT_EQ(ReadFile(tmp.Path("v.json")), "[\"\\n\",\" \",\"!\",\"H\",\"e\",\"l\",\"à\",\"ç\",\"é\"]\n");
+  EXPECT_EQ(c.out, "presk data: wrote v.json (8 characters over 10 of text)\n");
+  EXPECT_EQ(ReadFile(tmp.Path("v.json")), "[\"\\n\",\" \",\"!\",\"H\",\"l\",\"à\",\"ç\",\"é\"]\n");
   auto e = RunPresk({"data", "encode", "t.txt", "--vocab", "v.json", "-o", "tok.txt"}, tmp.dir().string());
-  EXPECT_EQ(e.out, "presk data: wrote tok.txt (11 tokens over a vocabulary of 9)\n");
-  EXPECT_EQ(ReadFile(tmp.Path("tok.txt")), "3 8 1 5 6 2 0\n7 6 0\n");
+  EXPECT_EQ(e.out, "presk data: wrote tok.txt (10 tokens over a vocabulary of 8)\n");
+  EXPECT_EQ(ReadFile(tmp.Path("tok.txt")), "3 7 1 4 5 2 0\n6 5 0\n");
   WriteFile(tmp.Path("bad.txt"), "Hé\nl€\n");
   auto bad = RunPresk({"data", "encode", "bad.txt", "--vocab", "v.json", "-o", "bad_tokens.txt"}, tmp.dir().string());
   EXPECT_EQ(bad.status, 2);
@@ -135,7 +135,7 @@ TEST(PreskCliTest, PackWithSpecMessagesAndSkippedLines) {
 
 TEST(PreskCliTest, Version2F32AndBf16ReadBackToTheSameNumbers) {
   TempDir tmp;
-  WriteFile(tmp.Path("r.txt"), "0.5 -1.25 3\n1e10 0.0078125 -0\n");
+  WriteFile(tmp.Path("r.txt"), "0.5 -1.25 3\n65536 0.0078125 -0\n");
   for (const char* enc : {"f32", "bf16", "f64"}) {
     std::string out = std::string(enc) + ".psk.d";
     auto p = RunPresk({"data", "pack", "--type", "ℝ[3]", "--encoding", enc, "r.txt", "-o", out}, tmp.dir().string());
@@ -146,7 +146,7 @@ TEST(PreskCliTest, Version2F32AndBf16ReadBackToTheSameNumbers) {
                                       : "type    ℝ[3]\ncount   2\nversion 2\nencodings " + std::string(enc) +
                                             "\nsample  " + (std::string(enc) == "f32" ? "12" : "6") +
                                             " bytes, 1 leaf\n";
-    EXPECT_EQ(info.out, expected_header + "[0] [0.5, -1.25, 3.0]\n[1] [10000000000.0, 0.0078125, -0.0]\n") << enc;
+    EXPECT_EQ(info.out, expected_header + "[0] [0.5, -1.25, 3.0]\n[1] [65536.0, 0.0078125, -0.0]\n") << enc;
   }
   auto d = RunPresk({"data", "diff", "f64.psk.d", "bf16.psk.d"}, tmp.dir().string());
   EXPECT_EQ(d.status, 0) << d.out << d.err;
@@ -231,7 +231,7 @@ TEST(PreskCliTest, EveryErrorCodeThroughTheBinary) {
   WriteFile(tmp.Path("short.psk.d"), testing::HeaderBytes(1, "ℝ[]", 2) + std::string(8, '\0'));
   EXPECT_EQ(RunPresk({"data", "info", "short.psk.d"}, d).err,
             "presk data: error[E9003]: short.psk.d: truncated: the header claims 2 samples of 8 bytes, 8 bytes of "
-            "data follow offset 25\n");
+            "data follow offset 23\n");
   WriteFile(tmp.Path("huge.psk.d"), testing::HeaderBytes(1, "ℝ[]", uint64_t{1} << 60));
   auto huge = RunPresk({"data", "export", "huge.psk.d", "-o", "h.json"}, d);
   EXPECT_EQ(huge.status, 2);
@@ -244,7 +244,7 @@ TEST(PreskCliTest, EveryErrorCodeThroughTheBinary) {
   // E9005: trailing bytes; leaf count disagreeing with the type.
   WriteFile(tmp.Path("trail.psk.d"), testing::HeaderBytes(1, "idx[5][]", 1) + "\x01\x02");
   EXPECT_EQ(RunPresk({"data", "info", "trail.psk.d"}, d).err,
-            "presk data: error[E9005]: trail.psk.d: 1 bytes after the last of 1 samples (offset 31)\n");
+            "presk data: error[E9005]: trail.psk.d: 1 bytes after the last of 1 samples (offset 27)\n");
   WriteFile(tmp.Path("leaves.psk.d"), testing::HeaderBytes(2, "idx[5][]", 1, {0, 0}) + "\x01");
   EXPECT_EQ(RunPresk({"data", "info", "leaves.psk.d"}, d).status, 2);
   EXPECT_NE(RunPresk({"data", "info", "leaves.psk.d"}, d).err.find("error[E9005]"), std::string::npos);
@@ -253,6 +253,10 @@ TEST(PreskCliTest, EveryErrorCodeThroughTheBinary) {
   EXPECT_EQ(usage.status, 2);
   EXPECT_EQ(usage.err.rfind("presk data: error: lm-windows: missing --seq\n", 0), 0u) << usage.err;
   EXPECT_EQ(RunPresk({"data", "frobnicate"}, d).status, 2);
+  // A type whose one sample is 8 TB is refused before any allocation.
+  auto big = RunPresk({"data", "pack", "--type", "ℝ[1000000000000]", "t.txt", "-o", "x.psk.d"}, d);
+  EXPECT_EQ(big.status, 2);
+  EXPECT_NE(big.err.find("kMaxEncodedSampleBytes"), std::string::npos) << big.err;
   // Nothing left behind by any of these.
   for (const char* name : {"o.psk.d", "p.json", "h.json", "x.psk.d"}) EXPECT_FALSE(std::filesystem::exists(tmp.Path(name)));
   for (const auto& entry : std::filesystem::directory_iterator(tmp.dir())) {

@@ -121,5 +121,26 @@ TEST(BatchLoaderTest, GathersLeavesWithALeadingBatchAxis) {
   EXPECT_PSKD_ERROR(loader.Load(beyond, batch), PskdCode::kTruncated);
 }
 
+TEST(BatchLoaderTest, AnIndexAtItsBoundIsE9004NamingTheSample) {
+  std::string bytes = testing::HeaderBytes(1, "idx[5][40]", 3) + std::string(40, '\1') + std::string(40, '\4');
+  bytes += std::string(39, '\0') + "\5";
+  PskdFile file = PskdFile::FromBytes(SharedBytes::CopyOf(bytes.data(), bytes.size()), "mem");
+  BatchLoader loader(file);
+  Batch batch;
+  std::vector<uint64_t> good = {1, 0};
+  loader.Load(good, batch);
+  EXPECT_EQ(batch.leaves[0][40], 1);
+  std::vector<uint64_t> bad = {0, 2};
+  try {
+    loader.Load(bad, batch);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "E9004: mem: sample 2, leaf 0, element 39: 5 is not below 5");
+  }
+  BatchLoader unchecked(file, false);
+  unchecked.Load(bad, batch);
+  EXPECT_EQ(batch.leaves[0][79], 5);
+}
+
 }  // namespace
 }  // namespace trove::pskd

@@ -127,7 +127,7 @@ TEST(HeaderTest, HostileHeadersGiveTheirCodes) {
   EXPECT_PSKD_ERROR(Parse(WithData(HeaderBytes(2, "idx[5][]", 1, {1}), 1)), PskdCode::kLayout);
   EXPECT_PSKD_ERROR(Parse(WithData(HeaderBytes(2, "(ℝ[], ℝ[])", 1, {0, 0}, 2000000), 16)), PskdCode::kLayout);
   // A type length beyond the cap is refused before it is read.
-  std::string huge = "PSKD\x01\x00\xff\xff\xff\x7f";
+  std::string huge("PSKD\x01\x00\xff\xff\xff\x7f", 10);
   EXPECT_PSKD_ERROR(Parse(huge), PskdCode::kNotClosedType);
 }
 

@@ -1,4 +1,6 @@
 // Writing directories (format version 1) from Documents: exact bytes, refusals, round trips.
+#include <cmath>
+
 #include "formats/tensordict/tensordict_reader.h"
 #include "td_fixtures.h"
 

@@ -1,0 +1,108 @@
+"""`.psk.d` section of `make bench`: the text-to-dataset chain and batch reading on a 100 MB text.
+
+Each command is timed next to `wc -w` on the same input (the floor every text tool should meet);
+batch reading is timed next to `cat` of the .psk.d file. Targets (issue 4): encode and
+lm-windows at least as fast as `wc -w`, batch reading at least half the speed of `cat`, and
+lm-windows memory bounded (it streams).
+"""
+import json
+import os
+import random
+
+from benchlib import fmt_rate, fmt_s, peak_rss_mb, table, time_cmd
+
+TEXT_BYTES = 100 * 1000 * 1000
+SEQ = 256
+BATCH = 64
+
+# Words in several scripts, so that characters are code points of 1 to 4 bytes.
+SYLLABLES = [
+    "la", "ré", "çon", "über", "straße", "niño", "jour", "été", "hôtel", "œuvre",
+    "κα", "λη", "μέ", "ρα", "при", "вет", "мир", "да", "日本", "語", "中文", "字", "한국", "어",
+    "ا", "ل", "عر", "بي", "ה", "של", "ום", "नम", "स्ते", "ไทย", "🙂", "∑", "ℝ", "→",
+]
+
+
+def make_text(path):
+    """A deterministic multilingual text of TEXT_BYTES bytes (a 4 MB block of random words, repeated)."""
+    if os.path.exists(path) and os.path.getsize(path) == TEXT_BYTES:
+        return
+    rng = random.Random(20240417)
+    words = ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 4))) for _ in range(5000)]
+    lines = []
+    size = 0
+    while size < 4 * 1000 * 1000:
+        line = " ".join(rng.choice(words) for _ in range(rng.randint(4, 16))) + "\n"
+        lines.append(line)
+        size += len(line.encode())
+    block = "".join(lines).encode()
+    with open(path, "wb") as f:
+        written = 0
+        while written + len(block) <= TEXT_BYTES:
+            f.write(block)
+            written += len(block)
+        # The tail: whole lines of the block, then ASCII padding to the exact size.
+        rest = block[: TEXT_BYTES - written]
+        rest = rest[: rest.rfind(b"\n") + 1]
+        pad = TEXT_BYTES - written - len(rest)
+        f.write(rest + (b"x" * (pad - 1) + b"\n" if pad > 0 else b""))
+
+
+def run(ctx):
+    presk = ctx.tool("presk")
+    text = os.path.join(ctx.work, "pskd_text.txt")
+    vocab = os.path.join(ctx.work, "pskd_vocab.json")
+    tokens = os.path.join(ctx.work, "pskd_tokens.txt")
+    windows = os.path.join(ctx.work, "pskd_T256.psk.d")
+    make_text(text)
+    text_size = os.path.getsize(text)
+    runs = ctx.runs
+
+    wc = time_cmd(["wc", "-w", text], runs=runs)
+    chars = time_cmd([presk, "data", "chars", text, "-o", vocab], runs=runs)
+    with open(vocab, encoding="utf-8") as f:
+        vocab_size = len(json.load(f))
+    encode = time_cmd([presk, "data", "encode", text, "--vocab", vocab, "-o", tokens], runs=runs)
+    lm_cmd = [presk, "data", "lm-windows", "--vocab", str(vocab_size), "--seq", str(SEQ), tokens, "-o", windows]
+    lm = time_cmd(lm_cmd, runs=runs)
+    lm_rss = peak_rss_mb(lm_cmd)
+    windows_size = os.path.getsize(windows)
+    cat = time_cmd(f"cat {windows} > /dev/null", runs=runs, shell=True)
+    read_cmd = [presk, "data", "batches", windows, "--batch", str(BATCH), "--shuffle", "1", "--read"]
+    read = time_cmd(read_cmd, runs=runs)
+    read_seq = time_cmd([presk, "data", "batches", windows, "--batch", str(BATCH), "--read"], runs=runs)
+    read_rss = peak_rss_mb(read_cmd)
+    tokens_size = os.path.getsize(tokens)
+
+    rows = [
+        ["`wc -w` (anchor)", f"{text_size / 1e6:.0f} MB text", fmt_s(wc), fmt_rate(text_size, wc), "1.00"],
+        ["`presk data chars`", f"{text_size / 1e6:.0f} MB text", fmt_s(chars), fmt_rate(text_size, chars),
+         f"{chars / wc:.2f}"],
+        ["`presk data encode`", f"{text_size / 1e6:.0f} MB text → {tokens_size / 1e6:.0f} MB tokens", fmt_s(encode),
+         fmt_rate(text_size, encode), f"{encode / wc:.2f}"],
+        [f"`presk data lm-windows --seq {SEQ}`", f"{tokens_size / 1e6:.0f} MB tokens → {windows_size / 1e6:.0f} MB",
+         fmt_s(lm), fmt_rate(tokens_size, lm), f"{lm / wc:.2f}"],
+    ]
+    read_rows = [
+        ["`cat` (anchor)", f"{windows_size / 1e6:.0f} MB", fmt_s(cat), fmt_rate(windows_size, cat), "1.00"],
+        [f"batches of {BATCH}, shuffled (`batches --read`)", f"{windows_size / 1e6:.0f} MB", fmt_s(read),
+         fmt_rate(windows_size, read), f"{cat / read:.2f}"],
+        [f"batches of {BATCH}, file order", f"{windows_size / 1e6:.0f} MB", fmt_s(read_seq),
+         fmt_rate(windows_size, read_seq), f"{cat / read_seq:.2f}"],
+    ]
+    return "\n".join([
+        "## .psk.d data files (`presk data`)\n",
+        f"A {text_size / 1e6:.0f} MB deterministic multilingual UTF-8 text ({vocab_size} distinct characters), "
+        f"turned into a dataset by `chars`, `encode` and `lm-windows --seq {SEQ}`; every command next to "
+        "`wc -w` on the same text (ratio = time / `wc -w` time; target ≤ 1 for encode and lm-windows). "
+        "Outputs are written through AtomicFile, so each time includes an fsync of the output.\n",
+        table(["command", "data", "median", "rate", "÷ wc -w"], rows),
+        "",
+        f"Reading every batch of the result through the batch loader, next to `cat` of the file "
+        "(ratio = speed / `cat` speed; target ≥ 0.5):\n",
+        table(["reader", "data", "median", "rate", "× cat"], read_rows),
+        "",
+        f"Peak resident memory: `lm-windows` {lm_rss:.1f} MB (streams: input read in 1 MiB chunks, output "
+        f"through a 1 MiB buffer); shuffled batch reading {read_rss:.1f} MB (the mapped file's pages count "
+        "as resident once touched; they belong to the page cache, not the heap).\n",
+    ])

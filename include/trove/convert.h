@@ -1,0 +1,48 @@
+// trove/convert.h: moving tensors between formats through the one model in the middle.
+//
+// Convert() opens the source with trove::Open, applies the selection and casting options to the
+// Document, and hands it to the target format's writer. Writers stream every tensor from the
+// mapped source into the output once (TensorView::ForEachChunk), write under a temporary name and
+// rename at the end, so peak memory is bounded and the destination appears only when complete.
+// A value the target cannot hold is an error naming its key. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trove/document.h"
+#include "trove/open.h"
+
+namespace trove {
+
+struct ConvertOptions {
+  // Key-path globs (`*` within one component, `**` across components, `?` one character).
+  // Tensors matching none are dropped (dict entries removed, list items left as None so the
+  // other indices keep their keys). Empty: keep all.
+  std::vector<std::string> keys;
+  std::optional<DType> floating_dtype;  // cast float16/32/64, bfloat16 tensors to this on the way
+  std::optional<uint64_t> vocab;        // .psk.d: the N of idx[N] for integer leaves (else max+1)
+  std::string compression = "stored";   // .tdz: stored, deflate, bzip2, lzma
+  ReadOptions read;
+  // Called with (bytes written, bytes total) as tensors stream; may be empty.
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+// The target format from `--to` (pt, tensordict, tdz, pskd) or else from the destination's name
+// (.pt .pth .bin .ckpt, .tdz, .psk.d; an existing directory or a name without extension:
+// tensordict). Throws Error(kUsage) when neither says.
+Format TargetFormat(const std::string& destination, const std::string& to);
+
+// Applies keys/floating_dtype to a document in place and recomputes its tensor list.
+void ApplyConvertOptions(Document& doc, const ConvertOptions& options);
+
+bool KeyMatches(const std::string& pattern, const std::string& key);
+
+void Convert(const std::string& source, const std::string& destination, Format target, const ConvertOptions& options);
+// The writing half of Convert, for a document already opened (and ApplyConvertOptions'd).
+void ConvertDocument(const Document& doc, const std::string& destination, Format target, const ConvertOptions& options);
+
+}  // namespace trove

@@ -1,0 +1,133 @@
+#include "trove/convert.h"
+
+#include <filesystem>
+#include <unordered_set>
+
+#include "trove/error.h"
+#include "formats/pskd/pskd_writer.h"
+#include "trove/pt_writer.h"
+#include "trove/tensordict.h"
+
+namespace trove {
+namespace {
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool IsCastable(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
+
+}  // namespace
+
+Format TargetFormat(const std::string& destination, const std::string& to) {
+  if (!to.empty()) {
+    if (to == "pt") return Format::kPt;
+    if (to == "tensordict") return Format::kTensordictDir;
+    if (to == "tdz") return Format::kTdz;
+    if (to == "pskd") return Format::kPskd;
+    Fail(ErrorCode::kUsage, "--to must be one of pt, tensordict, tdz, pskd (not '" + to + "')");
+  }
+  std::string d = destination;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  for (const char* ext : {".pt", ".pth", ".bin", ".ckpt"})
+    if (EndsWith(d, ext)) return Format::kPt;
+  if (EndsWith(d, ".tdz")) return Format::kTdz;
+  if (EndsWith(d, ".psk.d")) return Format::kPskd;
+  std::error_code ec;
+  if (std::filesystem::is_directory(d, ec) || std::filesystem::path(d).extension().empty()) return Format::kTensordictDir;
+  Fail(ErrorCode::kUsage, "cannot tell the output format from '" + destination + "': name it .pt, .tdz or .psk.d, or pass --to");
+}
+
+bool KeyMatches(const std::string& pattern, const std::string& key) {
+  // Dynamic programming over (pattern position, key position): linear in their product.
+  const size_t n = pattern.size(), m = key.size();
+  std::vector<char> row(m + 1, 0), next(m + 1, 0);
+  row[0] = 1;
+  for (size_t i = 0; i < n;) {
+    const bool star2 = pattern[i] == '*' && i + 1 < n && pattern[i + 1] == '*';
+    const size_t width = star2 ? 2 : 1;
+    std::fill(next.begin(), next.end(), 0);
+    for (size_t j = 0; j <= m; ++j) {
+      if (pattern[i] == '*') {
+        // Zero characters, or extend a match by one character (not '/' for a single star).
+        if (row[j]) next[j] = 1;
+        if (j > 0 && next[j - 1] && (star2 || key[j - 1] != '/')) next[j] = 1;
+      } else if (j > 0 && row[j - 1] && (pattern[i] == '?' ? key[j - 1] != '/' : pattern[i] == key[j - 1])) {
+        next[j] = 1;
+      }
+    }
+    std::swap(row, next);
+    i += width;
+  }
+  return row[m] != 0;
+}
+
+void ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
+  if (!options.keys.empty()) {
+    std::unordered_set<const Value*> keep;
+    ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
+      if (leaf.kind != ValueKind::kTensor) return;
+      for (const auto& p : options.keys)
+        if (KeyMatches(p, path)) keep.insert(&leaf);
+    });
+    Value* none = doc.arena->None();
+    auto dropped = [&](const Value* v) { return v->kind == ValueKind::kTensor && !keep.count(v); };
+    doc.arena->ForEachValue([&](Value& v) {
+      if (v.kind == ValueKind::kDict) {
+        std::erase_if(v.entries, [&](const auto& e) { return dropped(e.second); });
+      } else if (v.kind == ValueKind::kList || v.kind == ValueKind::kTuple) {
+        for (auto& item : v.items)
+          if (dropped(item)) item = none;
+      }
+    });
+    if (doc.root && dropped(doc.root)) doc.root = none;
+  }
+  if (options.floating_dtype) {
+    const DType to = *options.floating_dtype;
+    if (!IsCastable(to)) Fail(ErrorCode::kUsage, "--dtype must be a floating dtype: float16, bfloat16, float32 or float64");
+    doc.arena->ForEachValue([&](Value& v) {
+      if (v.kind == ValueKind::kTensor && IsCastable(v.tensor->dtype) && v.tensor->dtype != to) {
+        v.tensor = doc.arena->AddTensorView(CastView(*v.tensor, to));
+      }
+    });
+  }
+  doc.tensors = CollectTensors(doc.root);
+}
+
+void Convert(const std::string& source, const std::string& destination, Format target, const ConvertOptions& options) {
+  Document doc = Open(source, options.read);
+  ApplyConvertOptions(doc, options);
+  ConvertDocument(doc, destination, target, options);
+}
+
+void ConvertDocument(const Document& doc, const std::string& destination, Format target, const ConvertOptions& options) {
+  WithContext(destination, [&] {
+    switch (target) {
+      case Format::kPt:
+        WritePt(doc, destination, options);
+        return;
+      case Format::kTensordictDir:
+      case Format::kTdz: {
+        TensordictWriteOptions td;
+        const std::string& c = options.compression;
+        td.compression = c == "deflate" ? ZipMethod::kDeflate : c == "bzip2" ? ZipMethod::kBzip2
+                       : c == "lzma" ? ZipMethod::kLzma : ZipMethod::kStored;
+        if (target == Format::kTdz) WriteTdz(doc, destination, td);
+        else WriteTensordictDir(doc, destination, td);
+        return;
+      }
+      case Format::kPskd: {
+        PskdWriteOptions p;
+        p.vocab = options.vocab;
+        WritePskd(doc, destination, p);
+        return;
+      }
+      default:
+        Fail(ErrorCode::kUnsupported, "writing " + std::string(FormatName(target)) + " is not available");
+    }
+  });
+}
+
+}  // namespace trove

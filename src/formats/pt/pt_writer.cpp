@@ -1,0 +1,277 @@
+// Writing torch.save checkpoints (see trove/pt_writer.h for the layout).
+//
+// Steps: (1) turn the document's value tree into plain torch data (tensordict levels become
+// dicts, NonTensorData its value; anything a torch file cannot hold is an error naming its key);
+// (2) pickle it, assigning storage keys "0", "1", ... in pickling order exactly as torch.save
+// does, tensors written as _rebuild_tensor_v2/v3 calls of persistent ids; (3) write the zip:
+// data.pkl, the small records, each storage streamed from the source, version, serialization id.
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <unordered_set>
+#include <unordered_map>
+
+#include "formats/pt/torch_resolver.h"
+#include "trove/atomic_file.h"
+#include "trove/error.h"
+#include "trove/pickler.h"
+#include "trove/pt_writer.h"
+#include "trove/zip_writer.h"
+
+namespace trove {
+namespace {
+
+constexpr uint64_t kStorageAlignment = 64;  // torch's kFieldAlignment
+
+// One data/<key> record: either a whole source storage (shared by the views of it) or the
+// contiguous bytes of one view (casts, big-endian sources, storages viewed with two dtypes).
+struct StorageRecord {
+  std::string key;
+  DType dtype;
+  uint64_t nbytes = 0;
+  const TensorView* whole_of = nullptr;  // write view->storage whole
+  const TensorView* compact = nullptr;   // write this view's C-contiguous bytes
+};
+
+std::string ArchiveName(const std::string& path) {
+  std::string stem = std::filesystem::path(path).filename().string();
+  size_t dot = stem.rfind('.');
+  if (dot != std::string::npos && dot > 0) stem.resize(dot);
+  return stem.empty() ? "archive" : stem;
+}
+
+// Builds the tree torch will get: a copy in `arena` sharing nothing with the source arena, with
+// node identity preserved (a node shared in the source is shared in the copy).
+class PlainTorchData {
+ public:
+  explicit PlainTorchData(ValueArena& arena) : arena_(arena) {}
+
+  Value* Convert(const Value* root) {
+    std::vector<std::pair<const Value*, std::string>> work{{root, ""}};
+    Value* out = Map(root, "");
+    while (!work.empty()) {
+      const Value* src = work.back().first;
+      const std::string path = work.back().second;
+      work.pop_back();
+      Value* dst = copies_.at(src);
+      if (!pending_.erase(src)) continue;
+      auto child = [&](const Value* c, const std::string& component) {
+        std::string p = path.empty() ? component : path + "/" + component;
+        Value* mapped = Map(c, p);
+        if (pending_.count(c)) work.push_back({c, p});
+        return mapped;
+      };
+      if (src->kind == ValueKind::kDict) {
+        for (const auto& [k, v] : src->entries)
+          dst->entries.push_back({child(k, "(key)"), child(v, EncodeKeyComponent(KeyComponentText(*k)))});
+        if (src->state && dst->type_name == "collections.OrderedDict") dst->state = child(src->state, "(attributes)");
+      } else if (src->kind == ValueKind::kList || src->kind == ValueKind::kTuple || src->kind == ValueKind::kSet ||
+                 src->kind == ValueKind::kFrozenSet) {
+        for (size_t i = 0; i < src->items.size(); ++i) dst->items.push_back(child(src->items[i], std::to_string(i)));
+      }
+    }
+    return out;
+  }
+
+ private:
+  Value* Map(const Value* src, const std::string& path) {
+    auto it = copies_.find(src);
+    if (it != copies_.end()) return it->second;
+    const Value* s = src;
+    if (const Value* inner = StandsFor(*s)) {
+      Value* v = Map(inner, path);
+      copies_.emplace(src, v);
+      return v;
+    }
+    Value* d = nullptr;
+    switch (s->kind) {
+      case ValueKind::kObject:
+        Fail(ErrorCode::kUnsupported, "'" + path + "': a " + s->type_name + " object cannot be written to a .pt file");
+      case ValueKind::kGlobal: {
+        size_t dot = s->type_name.rfind('.');
+        bool allowed = false;
+        TorchResolver check(/*permissive=*/true);
+        ValueArena scratch;
+        if (dot != std::string::npos) check.Global(s->type_name.substr(0, dot), s->type_name.substr(dot + 1), allowed, scratch);
+        if (!allowed) Fail(ErrorCode::kRefused, "'" + path + "': the name '" + s->type_name + "' is not in trove's allowlist");
+        d = arena_.Global(s->type_name);
+        break;
+      }
+      case ValueKind::kTensor:
+        d = arena_.New(ValueKind::kTensor);
+        d->tensor = s->tensor;
+        tensor_paths_.emplace(d, path);
+        break;
+      case ValueKind::kDict: {
+        std::string cls = s->type_name == "collections.OrderedDict" || s->type_name == "collections.Counter" ? s->type_name : "dict";
+        d = arena_.Dict(cls);
+        pending_.insert(src);
+        break;
+      }
+      default:
+        d = arena_.New(s->kind);
+        *d = *s;
+        d->items.clear();
+        d->entries.clear();
+        d->state = nullptr;
+        if (s->is_container()) pending_.insert(src);
+        break;
+    }
+    copies_.emplace(src, d);
+    return d;
+  }
+
+ public:
+  std::unordered_map<const Value*, std::string> tensor_paths_;
+
+ private:
+  ValueArena& arena_;
+  std::unordered_map<const Value*, Value*> copies_;
+  std::unordered_set<const Value*> pending_;
+};
+
+bool NeedsV3(DType d) { return Info(d).storage_class.empty(); }
+
+}  // namespace
+
+void WritePt(const Document& doc, const std::string& path, const ConvertOptions& /*options*/) {
+  ValueArena arena;
+  PlainTorchData plain(arena);
+  Value* root = doc.root ? plain.Convert(doc.root) : arena.None();
+
+  // Which views may share one record: all views of a source storage with one dtype, a whole
+  // number of elements, little-endian, not a cast.
+  std::map<int64_t, std::vector<const TensorView*>> by_storage;
+  for (const auto& [node, p] : plain.tensor_paths_)
+    if (node->tensor->storage_index >= 0 && !node->tensor->cast_source) by_storage[node->tensor->storage_index].push_back(node->tensor);
+  auto shareable = [&](const TensorView* v) {
+    if (v->cast_source || v->storage_index < 0 || v->byte_order == ByteOrder::kBig || !v->has_data) return false;
+    if (v->storage.size() % ElementSize(v->dtype) != 0) return false;
+    for (const TensorView* o : by_storage[v->storage_index])
+      if (o->dtype != v->dtype || !o->storage.SameOwner(v->storage) || o->storage.data() != v->storage.data()) return false;
+    return true;
+  };
+
+  std::vector<StorageRecord> records;
+  std::map<int64_t, size_t> record_of_storage;            // shareable source storage -> record
+  std::unordered_map<const TensorView*, size_t> record_of_view;  // compact views -> record
+  Value* storage_str = arena.Str("storage");
+  Value* cpu_str = arena.Str("cpu");
+  std::vector<Value*> key_strs;
+  auto record_for = [&](const TensorView* v) -> size_t {
+    if (shareable(v)) {
+      auto it = record_of_storage.find(v->storage_index);
+      if (it != record_of_storage.end()) return it->second;
+      records.push_back({std::to_string(records.size()), v->dtype, v->storage.size(), v, nullptr});
+      record_of_storage.emplace(v->storage_index, records.size() - 1);
+      key_strs.push_back(arena.Str(records.back().key));
+      return records.size() - 1;
+    }
+    auto it = record_of_view.find(v);
+    if (it != record_of_view.end()) return it->second;
+    records.push_back({std::to_string(records.size()), v->dtype, v->nbytes(), nullptr, v});
+    record_of_view.emplace(v, records.size() - 1);
+    key_strs.push_back(arena.Str(records.back().key));
+    return records.size() - 1;
+  };
+  auto ints = [&](const std::vector<int64_t>& xs) {
+    Value* t = arena.Tuple();
+    for (int64_t x : xs) t->items.push_back(arena.Int(x));
+    return t;
+  };
+  std::unordered_map<const Value*, Value*> storage_pid;  // placeholder node -> persistent id
+
+  Pickler pickler([&](const Value& node) -> std::optional<PickleOverride> {
+    if (node.kind == ValueKind::kObject && node.type_name == "<storage-ref>") {
+      PickleOverride o;
+      o.persistent_id = storage_pid.at(&node);
+      return o;
+    }
+    if (node.kind == ValueKind::kObject && node.type_name == "<tensor-call>") {  // a Parameter's data
+      PickleOverride o;
+      o.module = "torch._utils";
+      o.name = node.integer == 3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2";
+      o.args = node.args;
+      return o;
+    }
+    if (node.kind != ValueKind::kTensor) return std::nullopt;
+    const TensorView* v = node.tensor;
+    const std::string& key = plain.tensor_paths_.at(&node);
+    if (!Info(v->dtype).readable) Fail(ErrorCode::kUnsupported, "'" + key + "': quantized tensors cannot be written");
+    PickleOverride o;
+    o.module = "torch._utils";
+    Value* hooks = arena.Dict("collections.OrderedDict");
+    if (!v->has_data) {
+      o.name = "_rebuild_meta_tensor_no_storage";
+      o.args = arena.Tuple({arena.Global("torch." + std::string(Info(v->dtype).torch_name)), ints(v->shape),
+                            ints(v->strides), arena.Bool(v->requires_grad)});
+      return o;
+    }
+    const size_t r = record_for(v);
+    const StorageRecord& rec = records[r];
+    const bool v3 = NeedsV3(v->dtype);
+    Value* placeholder = arena.Object("<storage-ref>", nullptr);
+    Value* cls = v3 ? arena.Global("torch.storage.UntypedStorage") : arena.Global("torch." + std::string(Info(v->dtype).storage_class));
+    uint64_t numel = v3 ? rec.nbytes : rec.nbytes / ElementSize(rec.dtype);
+    storage_pid[placeholder] = arena.Tuple({storage_str, cls, key_strs[r], cpu_str, arena.Int(static_cast<int64_t>(numel))});
+    int64_t offset = rec.whole_of ? v->storage_offset : 0;
+    std::vector<int64_t> strides = v->strides;
+    if (rec.compact) {  // its own contiguous record
+      int64_t s = 1;
+      for (size_t i = v->shape.size(); i-- > 0;) {
+        strides[i] = s;
+        s *= std::max<int64_t>(v->shape[i], 1);
+      }
+    }
+    Value* tensor_args = arena.Tuple({placeholder, arena.Int(offset), ints(v->shape), ints(strides),
+                                      arena.Bool(v->requires_grad && !v->is_parameter), hooks});
+    if (v3) tensor_args->items.push_back(arena.Global("torch." + std::string(Info(v->dtype).torch_name)));
+    if (v->is_parameter) {
+      // Parameter(data, requires_grad): the data tensor is a plain rebuild call of its own.
+      Value* data = arena.Object("<tensor-call>", tensor_args);
+      data->integer = v3 ? 3 : 2;
+      o.name = "_rebuild_parameter";
+      o.args = arena.Tuple({data, arena.Bool(v->requires_grad), arena.Dict("collections.OrderedDict")});
+      return o;
+    }
+    o.name = v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2";
+    o.args = tensor_args;
+    return o;
+  });
+  std::string pkl = pickler.Dump(root);
+
+  const std::string prefix = ArchiveName(path);
+  AtomicFile file(path);
+  ZipWriter zip(file, ZipLayout::kPyTorch);
+  zip.AddEntry(prefix + "/data.pkl", pkl.data(), pkl.size(), ZipMethod::kStored, kStorageAlignment);
+  zip.AddEntry(prefix + "/.format_version", "1", 1, ZipMethod::kStored, kStorageAlignment);
+  zip.AddEntry(prefix + "/.storage_alignment", "64", 2, ZipMethod::kStored, kStorageAlignment);
+  zip.AddEntry(prefix + "/byteorder", "little", 6, ZipMethod::kStored, kStorageAlignment);
+  for (const StorageRecord& rec : records) {
+    zip.BeginEntry(prefix + "/data/" + rec.key, ZipMethod::kStored, kStorageAlignment, rec.nbytes);
+    if (rec.whole_of) {
+      zip.Write(rec.whole_of->storage.data(), rec.whole_of->storage.size());
+    } else {
+      rec.compact->ForEachChunk([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
+    }
+    zip.EndEntry();
+  }
+  zip.AddEntry(prefix + "/version", "3\n", 2, ZipMethod::kStored, kStorageAlignment);
+  // 20 digits naming the records (FNV-1a of their names) and 20 of their combined CRC-32s.
+  uint64_t name_hash = 1469598103934665603ull;
+  uLong crc = 0;
+  for (const auto& e : zip.written()) {
+    for (unsigned char c : e.name) name_hash = (name_hash ^ c) * 1099511628211ull;
+    crc = crc32_combine(crc, e.crc32, static_cast<z_off_t>(e.uncompressed_size));
+  }
+  char id[48];
+  std::snprintf(id, sizeof id, "%020llu%020llu", static_cast<unsigned long long>(name_hash),
+                static_cast<unsigned long long>(crc));
+  zip.AddEntry(prefix + "/.data/serialization_id", id, 40, ZipMethod::kStored, kStorageAlignment);
+  zip.Finish();
+  file.Commit();
+}
+
+}  // namespace trove

@@ -1,0 +1,303 @@
+// One test per resource cap (docs/security.md lists them): an input just past the cap ends in a
+// trove::Error that names the cap or states the bound, never in a crash or an unbounded
+// allocation. Caps that a cheap input cannot reach (tensordict::kMaxLeaves, kMaxLevels) are
+// covered by the checks' shared code paths and listed in docs/security.md.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "formats/pt/torch_resolver.h"
+#include "formats/tensordict/level_reader.h"
+#include "formats/tensordict/meta_json.h"
+#include "trove/document.h"
+#include "trove/error.h"
+#include "trove/open.h"
+#include "trove/pskd.h"
+#include "trove/unpickler.h"
+#include "trove/zip_reader.h"
+
+namespace trove {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs fn and returns the Error it must throw.
+template <class F>
+Error ErrorOf(F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no trove::Error thrown";
+  return Error(ErrorCode::kUsage, "");
+}
+
+Error UnpickleError(const std::string& pickle) {
+  return ErrorOf([&] {
+    ValueArena arena;
+    DataResolver resolver(/*permissive=*/false);
+    Unpickler u(reinterpret_cast<const uint8_t*>(pickle.data()), pickle.size(), arena, resolver);
+    Value* root = u.Load();
+    CollectTensors(root);
+  });
+}
+
+std::string Repeat(const std::string& s, uint64_t n) {
+  std::string out;
+  out.reserve(s.size() * n);
+  for (uint64_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+void PutU32(std::string& s, uint32_t v) {
+  for (int i = 0; i < 4; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+void PutU64(std::string& s, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+void PutU16(std::string& s, uint16_t v) {
+  s += static_cast<char>(v & 0xFF);
+  s += static_cast<char>(v >> 8);
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/trove-caps-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void WriteText(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+const char kTdLevel[] = R"({"shape":[],"device":"cpu","_type":"<class 'tensordict._td.TensorDict'>"})";
+
+// ---- the unpickler ------------------------------------------------------------------------------
+
+TEST(Caps, PickleMemoEntries) {
+  // MEMOIZE stores the stack top again and again: one byte per memo entry.
+  std::string p = "\x80\x04N" + std::string(kMaxPickleMemoEntries + 1, '\x94') + ".";
+  Error e = UnpickleError(p);
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("kMaxPickleMemoEntries"), std::string::npos) << e.message();
+}
+
+TEST(Caps, PickleValues) {
+  // An empty list filled with ints, one APPEND at a time: values grow, the stack does not.
+  std::string p = "\x80\x02]" + Repeat("K\x01" "a", kMaxPickleValues + 1) + ".";
+  Error e = UnpickleError(p);
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("kMaxPickleValues"), std::string::npos) << e.message();
+}
+
+TEST(Caps, PickleStackDepth) {
+  // MARKs push nothing but still cost a slot each.
+  std::string p = "\x80\x02" + std::string(kMaxPickleStackDepth + 1, '(') + ".";
+  Error e = UnpickleError(p);
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("kMaxPickleStackDepth"), std::string::npos) << e.message();
+}
+
+TEST(Caps, PickleIntBytes) {
+  std::string p = "\x80\x02\x8b";
+  PutU32(p, static_cast<uint32_t>(kMaxPickleIntBytes + 1));
+  p += std::string(kMaxPickleIntBytes + 1, '\x01') + ".";
+  Error e = UnpickleError(p);
+  EXPECT_NE(e.message().find("kMaxPickleIntBytes"), std::string::npos) << e.message();
+}
+
+TEST(Caps, PickleIntDigits) {
+  std::string p = "L" + std::string(kMaxPickleIntDigits + 1, '7') + "L\n.";
+  Error e = UnpickleError(p);
+  EXPECT_NE(e.message().find("kMaxPickleIntDigits"), std::string::npos) << e.message();
+}
+
+TEST(Caps, PickleReferences) {
+  // A list of 4096 Nones, memoized, then list(L) over and over: each REDUCE copies 4096 slots for
+  // 6 bytes of pickle, so a small file asks for more slots than the cap allows.
+  std::string p = "\x80\x02]q\x00(" + std::string(4096, 'N') + "e" + "c__builtin__\nlist\nq\x01";
+  const uint64_t copies = kMaxPickleReferences / 4096 + 2;
+  p += Repeat("h\x01h\x00\x85R0", copies) + "N.";
+  Error e = UnpickleError(p);
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("kMaxPickleReferences"), std::string::npos) << e.message();
+}
+
+// ---- the value tree -----------------------------------------------------------------------------
+
+TEST(Caps, TreeVisits) {
+  // A memo DAG: each list holds the previous one twice, 2^40 paths from 41 nodes.
+  ValueArena arena;
+  Value* v = arena.None();
+  for (int i = 0; i < 40; ++i) {
+    Value* l = arena.List();
+    l->items = {v, v};
+    v = l;
+  }
+  Error e = ErrorOf([&] { CollectTensors(v); });
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+}
+
+std::string PickleStr(const std::string& text) {
+  std::string s = "X";
+  PutU32(s, static_cast<uint32_t>(text.size()));
+  return s + text;
+}
+
+TEST(Caps, TensorRank) {
+  // torch's _rebuild_tensor_v2 with kMaxTensorRank + 1 dimensions, through the torch resolver.
+  std::string ones = Repeat("K\x01", kMaxTensorRank + 1);
+  std::string p = "\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n((" + PickleStr("storage") +
+                  "ctorch\nFloatStorage\n" + PickleStr("0") + PickleStr("cpu") + "K\x0atQK\x00(" + ones + "t(" + ones +
+                  "t\x89" "ccollections\nOrderedDict\n)RtR.";
+  Error e = ErrorOf([&] {
+    ValueArena arena;
+    TorchResolver resolver(/*permissive=*/false);
+    Unpickler u(reinterpret_cast<const uint8_t*>(p.data()), p.size(), arena, resolver);
+    u.Load();
+  });
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("kMaxTensorRank"), std::string::npos) << e.message();
+}
+
+// ---- zip ----------------------------------------------------------------------------------------
+
+TEST(Caps, ZipEntries) {
+  // A zip64 end record that declares kMaxZipEntries + 1 entries; the count is refused before any
+  // index is allocated.
+  std::string z;
+  const uint64_t n = kMaxZipEntries + 1;
+  PutU32(z, 0x06064b50);
+  PutU64(z, 44);
+  PutU16(z, 45);
+  PutU16(z, 45);
+  PutU32(z, 0);
+  PutU32(z, 0);
+  PutU64(z, n);
+  PutU64(z, n);
+  PutU64(z, 0);  // central directory size
+  PutU64(z, 0);  // central directory offset
+  PutU32(z, 0x07064b50);
+  PutU32(z, 0);
+  PutU64(z, 0);  // offset of the zip64 end record
+  PutU32(z, 1);
+  PutU32(z, 0x06054b50);
+  PutU16(z, 0);
+  PutU16(z, 0);
+  PutU16(z, 0xFFFF);
+  PutU16(z, 0xFFFF);
+  PutU32(z, 0xFFFFFFFF);
+  PutU32(z, 0xFFFFFFFF);
+  PutU16(z, 0);
+  Error e = ErrorOf([&] { ZipReader r(SharedBytes::CopyOf(z.data(), z.size())); });
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("kMaxZipEntries"), std::string::npos) << e.message();
+}
+
+// ---- meta.json and tensordict trees -------------------------------------------------------------
+
+TEST(Caps, MetaJsonBytes) {
+  std::string big = "\"" + std::string(tensordict::kMaxMetaJsonBytes, 'x') + "\"";
+  Error e = ErrorOf([&] { tensordict::ParseMetaJson(big, "meta.json"); });
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("kMaxMetaJsonBytes"), std::string::npos) << e.message();
+}
+
+TEST(Caps, MetaJsonDepth) {
+  std::string deep = std::string(tensordict::kMaxMetaJsonDepth + 1, '[') + std::string(tensordict::kMaxMetaJsonDepth + 1, ']');
+  Error e = ErrorOf([&] { tensordict::ParseMetaJson(deep, "meta.json"); });
+  EXPECT_NE(e.message().find("meta.json"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("depth"), std::string::npos) << e.message();
+}
+
+TEST(Caps, TensordictLevelDepth) {
+  TempDir dir;
+  fs::path p = dir.path();
+  for (int i = 0; i <= tensordict::kMaxLevelDepth + 1; ++i) {
+    WriteText(p / "meta.json", std::string(R"({"n":{"type":"TensorDict"},)") + (kTdLevel + 1));
+    p /= "n";
+    fs::create_directory(p);
+  }
+  WriteText(p / "meta.json", kTdLevel);
+  Error e = ErrorOf([&] { Open(dir.path()); });
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("kMaxLevelDepth"), std::string::npos) << e.message();
+}
+
+TEST(Caps, TensordictEntriesPerLevel) {
+  TempDir dir;
+  std::string meta = "{";
+  for (uint64_t i = 0; i <= tensordict::kMaxEntriesPerLevel; ++i) meta += "\"k" + std::to_string(i) + "\":1,";
+  meta += std::string(kTdLevel + 1);
+  WriteText(fs::path(dir.path()) / "meta.json", meta);
+  Error e = ErrorOf([&] { Open(dir.path()); });
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("kMaxEntriesPerLevel"), std::string::npos) << e.message();
+}
+
+TEST(Caps, TensordictSidecarBytes) {
+  // A sparse other.pickle just over the cap: refused by its size, never read.
+  TempDir dir;
+  WriteText(fs::path(dir.path()) / "meta.json",
+            R"({"_type":"<class 'tensordict.tensorclass.NonTensorData'>","_is_non_tensor":true})");
+  fs::path sidecar = fs::path(dir.path()) / "other.pickle";
+  WriteText(sidecar, "");
+  fs::resize_file(sidecar, tensordict::kMaxSidecarBytes + 1);
+  ReadOptions opts;
+  opts.allow_pickle = true;
+  Error e = ErrorOf([&] { Open(dir.path(), opts); });
+  EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("other.pickle"), std::string::npos) << e.message();
+}
+
+// ---- .psk.d ---------------------------------------------------------------------------------------
+
+TEST(Caps, PskdTypeTextBytes) {
+  std::string h = "PSKD";
+  PutU16(h, 1);
+  PutU32(h, static_cast<uint32_t>(pskd::kMaxTypeTextBytes + 1));
+  Error e = ErrorOf([&] { pskd::PskdFile::FromBytes(SharedBytes::CopyOf(h.data(), h.size()), "x.psk.d"); });
+  EXPECT_NE(e.message().find("the cap is"), std::string::npos) << e.message();
+}
+
+TEST(Caps, PskdLeaves) {
+  std::string t = "(" + Repeat("\xe2\x84\x9d[], ", pskd::kMaxLeaves) + "\xe2\x84\x9d[])";
+  Error e = ErrorOf([&] { pskd::ParseSampleType(t); });
+  EXPECT_NE(e.message().find("leaves"), std::string::npos) << e.message();
+}
+
+TEST(Caps, PskdTypeDepth) {
+  std::string t = std::string(pskd::kMaxTypeDepth + 1, '(') + "\xe2\x84\x9d[]" + Repeat(",)", pskd::kMaxTypeDepth + 1);
+  Error e = ErrorOf([&] { pskd::ParseSampleType(t); });
+  EXPECT_NE(e.message().find("nested"), std::string::npos) << e.message();
+}
+
+TEST(Caps, PskdLeafRank) {
+  std::string t = "\xe2\x84\x9d[" + Repeat("1, ", pskd::kMaxLeafRank) + "1]";
+  Error e = ErrorOf([&] { pskd::ParseSampleType(t); });
+  EXPECT_NE(e.message().find("dimensions"), std::string::npos) << e.message();
+}
+
+TEST(Caps, PskdSampleBytes) {
+  std::string t = "\xe2\x84\x9d[" + std::to_string(pskd::kMaxSampleBytes) + "]";
+  Error e = ErrorOf([&] { pskd::ParseSampleType(t); });
+  EXPECT_NE(e.message().find("2^48"), std::string::npos) << e.message();
+}
+
+}  // namespace
+}  // namespace trove

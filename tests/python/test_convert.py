@@ -1,0 +1,194 @@
+"""Writing .pt and converting between formats, checked by the real peer: torch loads what we
+write and finds the same objects; Python's zipfile and `unzip -t` accept the archives."""
+import collections
+import json
+import math
+import os
+import subprocess
+import zipfile
+
+import pytest
+import torch
+
+import ptfiles
+
+CASES = [c for c in ptfiles.MAKERS]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("src"))
+    return {name: maker(d) for name, maker in ptfiles.MAKERS.items()}
+
+
+def same(a, b, path="root"):
+    """Structural equality the way a user means it: types, dtypes, shapes, values (NaN == NaN)."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor), path
+        assert type(a) is type(b), (path, type(a), type(b))
+        assert a.dtype == b.dtype and a.shape == b.shape, path
+        assert a.requires_grad == b.requires_grad, path
+        assert ptfiles.tensor_bytes(a) == ptfiles.tensor_bytes(b), path
+    elif isinstance(a, dict):
+        assert type(a) is type(b), (path, type(a), type(b))
+        assert list(a.keys()) == list(b.keys()), path
+        for k in a:
+            same(a[k], b[k], f"{path}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{path}/{i}")
+    elif isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b), path
+    else:
+        assert a == b and type(a) is type(b), (path, a, b)
+
+
+def load(path):
+    try:
+        return torch.load(path, weights_only=True)
+    except pickle_error():
+        # torch 1.13's weights_only unpickler has no BINFLOAT: files with floats in their values
+        # cannot load that way, whoever wrote them (checked below against torch's own file).
+        return torch.load(path)
+
+
+def pickle_error():
+    import pickle
+    return pickle.UnpicklingError
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_pt_to_pt_loads_in_torch_with_equal_objects(trove, files, tmp_path, case):
+    src, obj = files[case]
+    out = tmp_path / "out.pt"
+    r = trove("convert", src, out)
+    assert r.code == 0, r
+    # torch 1.13 predates the byteorder record: the big-endian source is only right in `obj`.
+    same(obj if case == "big_endian" else torch.load(src), load(out))
+    with zipfile.ZipFile(out) as z:
+        assert z.testzip() is None
+        names = z.namelist()
+    assert names[0] == "out/data.pkl" and names[-2:] == ["out/version", "out/.data/serialization_id"]
+    assert names[1:4] == ["out/.format_version", "out/.storage_alignment", "out/byteorder"]
+    assert subprocess.run(["unzip", "-tqq", str(out)]).returncode == 0
+    # weights_only=True loads ours exactly when it loads torch's own file.
+    try:
+        torch.load(src, weights_only=True)
+        torch_ok = True
+    except pickle_error():
+        torch_ok = False
+    if torch_ok:
+        same(obj if case == "big_endian" else torch.load(src), torch.load(out, weights_only=True))
+
+
+def test_data_pkl_is_byte_identical_to_torch(trove, files, tmp_path):
+    for case in ("module", "views", "params", "bare", "dtypes", "keys"):
+        src, _ = files[case]
+        out = tmp_path / f"{case}.pt"
+        assert trove("convert", src, out).code == 0
+        with zipfile.ZipFile(src) as a, zipfile.ZipFile(out) as b:
+            prefix = a.namelist()[0].split("/")[0]
+            assert b.read(f"{case}/data.pkl") == a.read(f"{prefix}/data.pkl"), case
+            for name in a.namelist():
+                if "/data/" in name:
+                    assert b.read(name.replace(prefix + "/", case + "/")) == a.read(name), name
+
+
+def test_views_stay_views(trove, files, tmp_path):
+    out = tmp_path / "views.pt"
+    assert trove("convert", files["views"][0], out).code == 0
+    v = torch.load(out, weights_only=True)
+    base_ptr = v["base"].storage().data_ptr()
+    for k in ("t", "row", "step", "part", "col"):
+        assert v[k].storage().data_ptr() == base_ptr, k
+    with zipfile.ZipFile(out) as z:
+        assert len([n for n in z.namelist() if "/data/" in n]) == 2  # base's storage and expand's
+
+
+def test_every_record_is_64_byte_aligned(trove, files, tmp_path):
+    out = tmp_path / "aligned.pt"
+    assert trove("convert", files["dtypes"][0], out).code == 0
+    data = out.read_bytes()
+    with zipfile.ZipFile(out) as z:
+        for info in z.infolist():
+            n = int.from_bytes(data[info.header_offset + 26:info.header_offset + 28], "little")
+            m = int.from_bytes(data[info.header_offset + 28:info.header_offset + 30], "little")
+            assert (info.header_offset + 30 + n + m) % 64 == 0, info.filename
+
+
+@pytest.mark.parametrize("fmt", ["tdz", "tensordict"])
+@pytest.mark.parametrize("case", ["module", "dtypes", "views", "params", "bare", "list", "keys", "big_endian", "legacy", "optim"])
+def test_round_trip_through_tensordict(trove, files, tmp_path, fmt, case):
+    src, obj = files[case]
+    mid = tmp_path / ("mid.tdz" if fmt == "tdz" else "mid")
+    r = trove("convert", src, mid, "--to", fmt)
+    if case == "bare":  # a tensordict is a mapping: a lone tensor has no key to live under
+        assert r.code == 2 and "mapping" in r.errtext, r
+        assert not mid.exists()
+        return
+    assert r.code == 0, r
+    back = tmp_path / "back.pt"
+    r = trove("convert", mid, back)
+    assert r.code == 0, r
+    want = list(ptfiles.flatten(obj if case == "big_endian" else torch.load(src)))
+    got = list(ptfiles.flatten(load(back)))
+    assert [k for k, _ in got] == [k for k, _ in want]
+    for (k, a), (_, b) in zip(want, got):
+        assert a.dtype == b.dtype and a.shape == b.shape, k
+        assert ptfiles.tensor_bytes(a) == ptfiles.tensor_bytes(b), k
+    r = trove("diff", src, mid)
+    assert r.code == 0, r
+
+
+def test_keys_and_dtype_options(trove, files, tmp_path):
+    src, obj = files["module"]
+    out = tmp_path / "sel.pt"
+    assert trove("convert", src, out, "--keys", "conv.*", "--keys", "head.bias", "--dtype", "bfloat16").code == 0
+    sd = torch.load(out, weights_only=True)
+    assert list(sd.keys()) == ["conv.weight", "conv.bias", "head.bias"]
+    for k, t in sd.items():
+        assert t.dtype == torch.bfloat16
+        assert torch.equal(t, obj[k].to(torch.bfloat16)), k
+
+
+def test_diff(trove, files, tmp_path):
+    src, obj = files["module"]
+    r = trove("diff", src, src)
+    assert r.code == 0 and "equal" in r.text
+    changed = collections.OrderedDict((k, v.clone()) for k, v in obj.items())
+    changed["head.weight"][0, 0] += 0.5
+    del changed["norm.bias"]
+    changed["extra"] = torch.ones(2)
+    b = tmp_path / "b.pt"
+    torch.save(changed, b)
+    r = trove("diff", src, b, "--json")
+    assert r.code == 1, r
+    j = json.loads(r.out)
+    assert j["only_in_a"] == ["norm.bias"] and j["only_in_b"] == ["extra"]
+    t = {x["key"]: x for x in j["tensors"]}
+    assert t["head.weight"]["identical"] is False
+    assert t["head.weight"]["max_abs"] == pytest.approx(0.5)
+    assert t["head.weight"]["elements_differing"] == 1
+    assert t["conv.weight"]["identical"] is True
+    r = trove("diff", src, b, "--atol", "0.6")
+    assert r.code == 1  # keys still differ
+    half = tmp_path / "half.pt"
+    assert trove("convert", src, half, "--dtype", "float16").code == 0
+    r = trove("diff", src, half, "--json")
+    assert r.code == 1
+    j = json.loads(r.out)
+    assert any("a" in x and x["b"]["dtype"] == "float16" for x in j["tensors"] if "a" in x)
+
+
+def test_failed_convert_leaves_nothing(trove, files, tmp_path):
+    out = tmp_path / "out.pt"
+    out.write_bytes(b"old contents")
+    # An inert object cannot be written to .pt: the error names it and the old file survives.
+    evil = tmp_path / "evil.pt"
+    from pickles import call, glob, pickle_of, s, torch_zip
+    torch_zip(evil, pickle_of(call(glob("mymodule", "Thing"), s("x"))))
+    r = trove("convert", evil, out, "--permissive")
+    assert r.code == 2 and "mymodule.Thing" in r.errtext, r
+    assert out.read_bytes() == b"old contents"
+    assert sorted(os.listdir(tmp_path)) == ["evil.pt", "out.pt"]
