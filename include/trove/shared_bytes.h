@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,14 +35,26 @@ class SharedBytes {
   // A sub-range sharing the owner. Throws Error(kCorrupt) when [offset, offset+length) is not inside.
   SharedBytes Slice(uint64_t offset, uint64_t length) const;
 
+  // True when the bytes are a view of a file mapping (so their pages can be released after a
+  // streaming pass and fault back in from the page cache).
+  bool mapped() const { return mapped_; }
+  // Tells the kernel that [offset, offset+length) will not be needed soon: for mapped bytes the
+  // pages leave this process's resident set (they stay in the page cache); otherwise a no-op.
+  void Release(uint64_t offset, uint64_t length) const;
+  // Hands the bytes to fn in windows, releasing each window's pages once fn returns: streaming
+  // a mapped file of any size keeps only one window resident.
+  void Stream(const std::function<void(const uint8_t*, size_t)>& fn) const;
+
   // True when both share one owner (one mapping or one allocation).
   bool SameOwner(const SharedBytes& other) const { return owner_ == other.owner_; }
   const std::shared_ptr<const void>& owner() const { return owner_; }
 
  private:
+  friend class MappedFile;
   std::shared_ptr<const void> owner_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  bool mapped_ = false;
 };
 
 // A whole file mapped read-only. Open() maps it once; views into it are SharedBytes whose

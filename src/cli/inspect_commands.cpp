@@ -24,6 +24,8 @@ using Json = nlohmann::ordered_json;
 
 // `trove cat` without --raw/--json prints at most this many elements: a terminal, not a dump.
 constexpr uint64_t kMaxHumanElements = 1000;
+// An empty tensor prints as nested empty lists; past this many the shape is a lie, not data.
+constexpr uint64_t kMaxEmptyListsPrinted = 1'000'000;
 
 std::string Thousands(uint64_t n) {
   std::string s = std::to_string(n);
@@ -157,9 +159,22 @@ void PrintNested(const TensorView& v, bool json, uint64_t limit, std::FILE* out)
     return;
   }
   if (v.numel() == 0) {
-    for (size_t d = 0; d < rank; ++d) buf += '[';
-    for (size_t d = 0; d < rank; ++d) buf += ']';
-    std::fputs(buf.c_str(), out);
+    // Lists down to the first zero-length dimension, like torch's tolist(): [0, 5] is [],
+    // [3, 0] is [[], [], []]. Bounded: a hostile [2^40, 0] must not print forever.
+    uint64_t lists = 1;
+    size_t zero_dim = 0;
+    while (v.shape[zero_dim] != 0) {
+      lists *= static_cast<uint64_t>(v.shape[zero_dim]);
+      if (lists > kMaxEmptyListsPrinted) Fail(ErrorCode::kLimit, "an empty tensor of shape " + ShapeString(v.shape) + " has too many empty lists to print");
+      ++zero_dim;
+    }
+    std::string inner = "[]";
+    for (size_t d = zero_dim; d-- > 0;) {
+      std::string outer = "[";
+      for (int64_t i = 0; i < v.shape[d]; ++i) outer += (i ? ", " : "") + inner;
+      inner = outer + "]";
+    }
+    std::fputs(inner.c_str(), out);
     return;
   }
   for (size_t d = 0; d < rank; ++d) buf += '[';

@@ -1,13 +1,14 @@
 #include "trove/shared_bytes.h"
 
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csetjmp>
-#include <csignal>
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -33,7 +34,21 @@ SharedBytes SharedBytes::Slice(uint64_t offset, uint64_t length) const {
     Fail(ErrorCode::kCorrupt, "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
                                   ") is outside " + std::to_string(size_) + " bytes");
   }
-  return SharedBytes(owner_, data_ + offset, length);
+  SharedBytes out(owner_, data_ + offset, length);
+  out.mapped_ = mapped_;
+  return out;
+}
+
+void SharedBytes::Release(uint64_t offset, uint64_t length) const {
+  if (!mapped_ || offset >= size_) return;
+  length = std::min(length, size_ - offset);
+  // Only whole pages inside the range: neighbours may still be in use.
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(data_ + offset);
+  uintptr_t end = begin + length;
+  uintptr_t first = (begin + page - 1) / page * page;
+  uintptr_t last = end / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 namespace {
@@ -123,6 +138,19 @@ void RunGuardingTruncation(const std::function<void()>& body) {
   tls_guard = outer;
 }
 
+// Windows of Stream(): large enough that each write(2) is efficient, small enough that resident
+// memory stays bounded.
+constexpr uint64_t kStreamWindowBytes = uint64_t{8} << 20;
+
+void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) const {
+  for (uint64_t done = 0; done < size_;) {
+    uint64_t n = std::min<uint64_t>(kStreamWindowBytes, size_ - done);
+    fn(data_ + done, static_cast<size_t>(n));
+    Release(done, n);
+    done += n;
+  }
+}
+
 std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -174,7 +202,9 @@ MappedFile::~MappedFile() {
 }
 
 SharedBytes MappedFile::bytes() const {
-  return SharedBytes(std::shared_ptr<const void>(shared_from_this(), data_), data_, size_);
+  SharedBytes b(std::shared_ptr<const void>(shared_from_this(), data_), data_, size_);
+  b.mapped_ = map_ != nullptr;
+  return b;
 }
 
 }  // namespace trove

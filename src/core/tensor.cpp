@@ -184,7 +184,7 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
   const size_t esize = ElementSize(dtype);
   const bool swap = byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1;
   if (is_contiguous() && !swap) {
-    fn(first_element(), static_cast<size_t>(total));
+    storage.Slice(static_cast<uint64_t>(storage_offset) * esize, total).Stream(fn);  // zero-copy
     return;
   }
   chunk_bytes = std::max(chunk_bytes, esize);

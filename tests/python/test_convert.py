@@ -127,6 +127,10 @@ def test_round_trip_through_tensordict(trove, files, tmp_path, fmt, case):
         assert r.code == 2 and "mapping" in r.errtext, r
         assert not mid.exists()
         return
+    if case == "optim":  # 2**70 has no exact JSON form: an error naming the key, not a silent loss
+        assert r.code == 2 and "key 'big'" in r.errtext, r
+        assert not mid.exists()
+        return
     assert r.code == 0, r
     back = tmp_path / "back.pt"
     r = trove("convert", mid, back)

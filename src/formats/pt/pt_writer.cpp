@@ -252,7 +252,7 @@ void WritePt(const Document& doc, const std::string& path, const ConvertOptions&
   for (const StorageRecord& rec : records) {
     zip.BeginEntry(prefix + "/data/" + rec.key, ZipMethod::kStored, kStorageAlignment, rec.nbytes);
     if (rec.whole_of) {
-      zip.Write(rec.whole_of->storage.data(), rec.whole_of->storage.size());
+      rec.whole_of->storage.Stream([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
     } else {
       rec.compact->ForEachChunk([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
     }
