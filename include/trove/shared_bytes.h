@@ -97,5 +97,13 @@ class MappedFile : public std::enable_shared_from_this<MappedFile> {
 // a SIGBUS on a thread without a guard (or not at a mapped file) still ends the process.
 // C++ exceptions thrown by body propagate as usual.
 void RunGuardingTruncation(const std::function<void()>& body);
+// The path of the live MappedFile whose mapping holds `address`, or "" when none does. A write(2)
+// whose source is a mapping truncated under it fails with EFAULT instead of raising SIGBUS;
+// callers that write mapped bytes out use this to say which file was truncated.
+std::string MappedFileAt(const void* address);
+// For mappings made outside MappedFile (a leaf mapped by its prefix): registers [address,
+// +length) under `path` for the two functions above and returns the owner that unregisters and
+// unmaps it when the last view goes.
+std::shared_ptr<const void> OwnMapping(void* address, uint64_t length, std::string path);
 
 }  // namespace trove

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <iostream>
@@ -238,7 +239,12 @@ void CatTensor(const Document& doc, const std::string& key, bool raw, bool json)
         for (auto& b : scratch) b = b != 0;
         p = scratch.data();
       }
-      if (std::fwrite(p, 1, n, stdout) != n) Fail(ErrorCode::kIo, "writing to stdout failed");
+      if (std::fwrite(p, 1, n, stdout) != n) {
+        // write(2) from a mapping truncated under us fails with EFAULT rather than SIGBUS.
+        const std::string truncated = errno == EFAULT ? MappedFileAt(p) : std::string();
+        if (!truncated.empty()) Fail(ErrorCode::kIo, truncated + ": the file was truncated while being read");
+        Fail(ErrorCode::kIo, "writing to stdout failed");
+      }
     });
     if (std::fflush(stdout) != 0) Fail(ErrorCode::kIo, "writing to stdout failed");
     return;

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
 #include "trove/error.h"
@@ -21,7 +22,15 @@ ZipMethod CompressionFromName(const std::string& name) {
 }  // namespace
 
 void AddTensordictCommands(CLI::App& app, int* exit_code) {
-  static std::string dir, archive, compression;
+  // Option storage shared by the callbacks, which the app owns: fresh for every app built
+  // (statics would carry a previous parse's --compression into the next one).
+  struct Args {
+    std::string dir, archive, compression;
+  };
+  auto args = std::make_shared<Args>();
+  std::string& dir = args->dir;
+  std::string& archive = args->archive;
+  std::string& compression = args->compression;
 
   auto* pack = app.add_subcommand("pack", "Pack a tensordict directory into a .tdz archive");
   pack->add_option("dir", dir, "Tensordict directory (with meta.json)")->required();
@@ -30,10 +39,10 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
                                                   "64-byte aligned)")
       ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
   pack->footer("Examples:\n  trove pack replay_buffer/ rb.tdz\n  trove pack replay_buffer/ rb.tdz --compression lzma");
-  pack->callback([exit_code] {
+  pack->callback([exit_code, args] {
     TensordictWriteOptions options;
-    options.compression = CompressionFromName(compression);
-    PackTdz(dir, archive, options);
+    options.compression = CompressionFromName(args->compression);
+    PackTdz(args->dir, args->archive, options);
     *exit_code = kExitOk;
   });
 
@@ -41,8 +50,8 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   unpack->add_option("archive", archive, ".tdz archive")->required();
   unpack->add_option("dir", dir, "Directory to create (replaced atomically)")->required();
   unpack->footer("Example:\n  trove unpack rb.tdz replay_buffer/");
-  unpack->callback([exit_code] {
-    UnpackTdz(archive, dir);
+  unpack->callback([exit_code, args] {
+    UnpackTdz(args->archive, args->dir);
     *exit_code = kExitOk;
   });
 
@@ -50,8 +59,8 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
                                      "Rewrite the CRC-32s of a .tdz archive after in-place edits of its leaves");
   refresh->add_option("archive", archive, ".tdz archive (edited in place)")->required();
   refresh->footer("Prints each entry whose checksum was rewritten.");
-  refresh->callback([exit_code] {
-    for (const std::string& name : RefreshTdzChecksums(archive)) std::cout << "refreshed " << name << '\n';
+  refresh->callback([exit_code, args] {
+    for (const std::string& name : RefreshTdzChecksums(args->archive)) std::cout << "refreshed " << name << '\n';
     *exit_code = kExitOk;
   });
 }

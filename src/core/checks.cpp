@@ -1,7 +1,6 @@
 #include "trove/checks.h"
 
-#include <sys/stat.h>
-
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -151,6 +150,28 @@ void ScanSidecar(CheckReport& report, const std::string& entry, const SharedByte
   ScanPickle(report, entry, bytes.data(), bytes.size(), 0, nullptr, false, PickleKind::kData);
 }
 
+// How many bytes precede a zip archive that ends the file: Python's zipfile (and so most
+// scanners) finds the end record, sees where the central directory really is, and reads entry
+// offsets relative to that, so a zip glued behind other bytes is still a zip to them. 0 when
+// the end record says the archive starts at byte 0, or when there is no end record.
+uint64_t ZipPrefixBytes(const uint8_t* data, uint64_t size) {
+  constexpr uint64_t kEndRecordBytes = 22;
+  constexpr uint64_t kMaxComment = 0xFFFF;
+  if (size < kEndRecordBytes) return 0;
+  const uint64_t lowest = size > kEndRecordBytes + kMaxComment ? size - kEndRecordBytes - kMaxComment : 0;
+  for (uint64_t at = size - kEndRecordBytes + 1; at-- > lowest;) {
+    if (std::memcmp(data + at, "PK\x05\x06", 4) != 0) continue;
+    auto u32 = [&](uint64_t o) {
+      return uint64_t{data[o]} | uint64_t{data[o + 1]} << 8 | uint64_t{data[o + 2]} << 16 | uint64_t{data[o + 3]} << 24;
+    };
+    const uint64_t cd_size = u32(at + 12), cd_offset = u32(at + 16);
+    if (cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) return 0;  // zip64: offsets are taken as they are
+    if (cd_size > at || cd_offset > at - cd_size) return 0;
+    return at - cd_size - cd_offset;
+  }
+  return 0;
+}
+
 // Findings for a file whose first bytes are not a zip but whose end is one: zip readers (Python's
 // zipfile, scanners) and start-of-file readers (torch's legacy loader, pickle.load) see two
 // different files. Also scans a leading pickle, which torch.load would run before anything else.
@@ -162,10 +183,11 @@ void ScanPolyglot(CheckReport& report, const std::shared_ptr<MappedFile>& file, 
     ScanPickle(report, "pickle 1", file->data(), file->size(), 0);
   }
   try {
-    ZipReader zip(file);
+    const uint64_t prefix = ZipPrefixBytes(file->data(), file->size());
+    ZipReader zip(file->bytes().Slice(prefix, file->size() - prefix));
     uint64_t first = UINT64_MAX;
     for (const auto& e : zip.entries()) first = std::min(first, e.local_header_offset);
-    report.findings.push_back({Severity::kHigh, "", first == UINT64_MAX ? 0 : first,
+    report.findings.push_back({Severity::kHigh, "", first == UINT64_MAX ? prefix : prefix + first,
                                "polyglot: the file is also a zip archive (" + std::to_string(zip.entries().size()) +
                                    " entries) that zip readers see instead of what its first bytes say"});
     for (const auto& e : zip.entries()) {

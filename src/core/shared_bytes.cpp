@@ -151,6 +151,24 @@ void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) 
   }
 }
 
+std::string MappedFileAt(const void* address) { return FileAtAddress(reinterpret_cast<uintptr_t>(address)); }
+
+std::shared_ptr<const void> OwnMapping(void* address, uint64_t length, std::string path) {
+  {
+    MappingRegistry& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.by_start[reinterpret_cast<uintptr_t>(address)] = {length, std::move(path)};
+  }
+  return std::shared_ptr<const void>(address, [length](const void* p) {
+    {
+      MappingRegistry& r = Registry();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      r.by_start.erase(reinterpret_cast<uintptr_t>(p));
+    }
+    ::munmap(const_cast<void*>(p), length);
+  });
+}
+
 std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

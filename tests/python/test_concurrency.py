@@ -7,6 +7,7 @@
    `trove: error: FILE: the file was truncated while being read` (exit 2) or a complete, correct
    output — never a SIGBUS death (docs/security.md, "Truncation under a mapping")."""
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -39,7 +40,7 @@ def two_versions(tmp_path_factory):
 
 
 READER = r"""
-import hashlib, subprocess, sys, time
+import hashlib, json, subprocess, sys, time
 cmd, deadline = sys.argv[1:-1], time.monotonic() + float(sys.argv[-1])
 seen = {}
 while time.monotonic() < deadline:
@@ -48,8 +49,7 @@ while time.monotonic() < deadline:
         print("SIGNAL", p.returncode, p.stderr[-300:]); sys.exit(3)
     key = hashlib.sha256(p.stdout).hexdigest() if p.returncode == 0 else "error:" + p.stderr.decode()[:200]
     seen[key] = seen.get(key, 0) + 1
-for k, n in seen.items():
-    print(n, k)
+print(json.dumps(seen))
 """
 
 
@@ -66,9 +66,8 @@ def race(dst, writer_cmds, reader_cmd, expected, seconds=8, readers=6, strict=Tr
     for p in procs:
         out, _ = p.communicate(timeout=120)
         assert p.returncode == 0, out
-        for line in out.splitlines():
-            n, key = line.split(" ", 1)
-            outcomes[key] = outcomes.get(key, 0) + int(n)
+        for key, n in json.loads(out).items():
+            outcomes[key] = outcomes.get(key, 0) + n
     assert writes >= 4
     for key in outcomes:
         if key.startswith("error:"):

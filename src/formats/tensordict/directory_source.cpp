@@ -98,8 +98,8 @@ class DirectorySource final : public TreeSource {
     // some) are never looked at.
     void* m = ::mmap(nullptr, static_cast<size_t>(needed), PROT_READ, MAP_SHARED, fd.get(), 0);
     if (m == MAP_FAILED) Fail(ErrorCode::kIo, Describe(dir, name) + ": mmap: " + std::strerror(errno));
-    size_t length = static_cast<size_t>(needed);
-    std::shared_ptr<const void> owner(m, [length](const void* p) { ::munmap(const_cast<void*>(p), length); });
+    // Registered so that a SIGBUS (the file truncated under the mapping) can name this file.
+    std::shared_ptr<const void> owner = OwnMapping(m, needed, Describe(dir, name));
     out.bytes = SharedBytes(owner, static_cast<const uint8_t*>(m), needed);
     return out;
   }
