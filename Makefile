@@ -16,7 +16,7 @@ test-deps:
 	@scripts/install-deps --test
 
 $(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --preset default -B $(BUILD) $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -30,14 +30,13 @@ test: test-deps $(BUILD)/build.ninja
 
 bench:
 	@scripts/install-deps --bench
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTROVE_BUILD_BENCH=ON $(CMAKE_FLAGS)
+	cmake --preset bench -B $(BUILD) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	/usr/bin/python3 bench/run.py --bin $(BUILD)/bin --out docs/benchmarks.md
 
 fuzz:
 	@scripts/install-deps --bench
-	CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DTROVE_BUILD_FUZZ=ON -DTROVE_BUILD_TESTS=OFF
+	cmake --preset fuzz
 	cmake --build build-fuzz -j $(JOBS)
 	scripts/run-fuzzers build-fuzz/bin $(FUZZ_SECONDS)
 

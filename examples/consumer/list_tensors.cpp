@@ -1,4 +1,5 @@
 // Lists a checkpoint's tensors and sums each float32 one straight from the mapped file.
+#include <trove/error.h>
 #include <trove/open.h>
 
 #include <cstdio>

@@ -212,18 +212,14 @@ AtomicDirectory::~AtomicDirectory() {
 }
 
 void AtomicDirectory::Commit() {
-  // Make the files durable before they become visible.
+  // Make the files durable before they become visible: one syncfs for the whole tree (a
+  // per-file fsync costs a journal commit per file).
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(temp_path_, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (it->is_regular_file()) {
-      int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-      }
-    } else if (it->is_directory()) {
-      FsyncDir(it->path().string());
+  {
+    int fd = ::open(temp_path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+      ::syncfs(fd);
+      ::close(fd);
     }
   }
   FsyncDir(temp_path_);

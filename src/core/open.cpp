@@ -48,8 +48,10 @@ Format DetectFormat(const std::string& path) {
   return DetectFileFormat(MappedFile::Open(path));
 }
 
-Document Open(const std::string& path, const ReadOptions& options) {
-  return WithContext(path, [&]() -> Document {
+namespace {
+
+Document OpenByFormat(const std::string& path, const ReadOptions& options) {
+  {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
@@ -72,7 +74,21 @@ Document Open(const std::string& path, const ReadOptions& options) {
       default:
         Fail(ErrorCode::kUnsupported, "not a format trove reads (no zip, pickle, tensordict or .psk.d signature)");
     }
-  });
+  }
+}
+
+}  // namespace
+
+Document Open(const std::string& path, const ReadOptions& options) {
+  try {
+    return OpenByFormat(path, options);
+  } catch (Error& e) {
+    // Readers that name files inside a directory already start with the path.
+    if (e.message().compare(0, path.size() + 1, path + ":") != 0 && e.message().compare(0, path.size() + 1, path + "/") != 0) {
+      e.AddContext(path);
+    }
+    throw;
+  }
 }
 
 }  // namespace trove

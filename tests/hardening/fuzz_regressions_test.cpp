@@ -97,6 +97,6 @@ TEST(FuzzRegressionsList, CoversEveryTarget) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzRegressions, ::testing::ValuesIn(kTargets),
-                         [](const ::testing::TestParamInfo<Target>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<Target>& param_info) { return std::string(param_info.param.name); });
 
 }  // namespace

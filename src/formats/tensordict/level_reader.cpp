@@ -200,7 +200,7 @@ class LevelReader {
       if (it->contains("type")) {
         child = ReadLevel(JoinRel(dir, FindDir(dir, k)), depth + 1);
       } else {
-        child = WithContext("key '" + k + "'", [&] { return ReadLeaf(dir, k, *it, meta_name); });
+        child = ReadLeaf(dir, k, *it, meta_name);  // its messages name the file and the key
       }
       level->entries.emplace_back(arena_.Str(k), child);
     }
@@ -488,7 +488,7 @@ class LevelReader {
       if (!leaf->zero_copy) ++stats.copied_leaves;
     }
     view.storage_index = next_storage_++;
-    view.Validate();
+    WithContext(where, [&] { view.Validate(); });
     return arena_.Tensor(std::move(view));
   }
 
@@ -546,7 +546,7 @@ class LevelReader {
       view.storage_key = data->location;
       view.storage_offset = offset;
       view.storage_index = next_storage_;
-      view.Validate();
+      WithContext(where, [&] { view.Validate(); });
       offset += view.numel();
       obj->state->items.push_back(arena_.Tensor(std::move(view)));
     }
