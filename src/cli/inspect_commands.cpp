@@ -278,7 +278,8 @@ std::string FindingText(const std::string& path, const Finding& f) {
 }  // namespace
 
 void AddInspectCommands(CLI::App& app, int* exit_code) {
-  static std::string path, key, fail_on = "medium";
+  static std::string path, fail_on = "medium";
+  static std::vector<std::string> keys;
   static bool json = false, raw = false, permissive = false;
   static std::vector<std::string> paths;
 
@@ -294,18 +295,23 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     *exit_code = kExitOk;
   });
 
-  auto* cat = app.add_subcommand("cat", "Print one tensor's values");
+  auto* cat = app.add_subcommand("cat", "Print tensors' values (several keys: one after another)");
   cat->add_option("path", path, "File or tensordict directory")->required();
-  cat->add_option("key", key, "Tensor key path as `trove info` lists it")->required();
+  cat->add_option("keys", keys, "Tensor key paths as `trove info` lists them")->required();
   auto* raw_flag = cat->add_flag("--raw", raw, "C-contiguous little-endian bytes to stdout (bool as 0/1 bytes)");
   cat->add_flag("--json", json, "{\"key\", \"dtype\", \"shape\", \"data\"} with nested lists")->excludes(raw_flag);
   cat->add_flag("--permissive", permissive, "Accept unknown pickle globals as inert objects");
-  cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat model.pt lin.weight --raw > w.bin");
+  cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat model.pt lin.weight lin.bias --raw > wb.bin\n"
+              "--json with several keys prints one JSON object per line.");
   cat->callback([exit_code] {
     ReadOptions opts;
     opts.permissive = permissive;
     // A file truncated by another program while we stream it: an error, not a SIGBUS death.
-    RunGuardingTruncation([&] { CatTensor(Open(path, opts), key, raw, json); });
+    RunGuardingTruncation([&] {
+      Document doc = Open(path, opts);
+      for (const auto& k : keys) FindTensorOrFail(doc, k);  // every key checked before any output
+      for (const auto& k : keys) CatTensor(doc, k, raw, json);
+    });
     *exit_code = kExitOk;
   });
 
