@@ -53,6 +53,7 @@ std::string TensorSummary(const TensorView& t) {
 // Scalars and containers of scalars fit on one line.
 bool IsInline(const Value& v) {
   if (v.kind == ValueKind::kTensor) return false;
+  if (StandsFor(v)) return true;
   if (!v.is_container()) return v.kind != ValueKind::kObject || v.args == nullptr;
   if (v.kind == ValueKind::kDict) return false;
   if (v.items.size() > 8) return false;
@@ -96,6 +97,7 @@ bool OnlyTensors(const Value& v) {
 
 void Describe(const Value* v, const std::string& label, int depth, std::vector<std::string>& out, size_t max_lines) {
   if (out.size() >= max_lines) return;
+  if (const Value* inner = StandsFor(*v)) v = inner;
   std::string indent(static_cast<size_t>(depth) * 2, ' ');
   std::string head = indent + (label.empty() ? "" : label + ": ");
   if (depth >= kMaxPrintDepth) {
@@ -148,6 +150,7 @@ nlohmann::ordered_json ToJson(const Value* v, int depth, size_t& budget) {
   using J = nlohmann::ordered_json;
   if (budget == 0 || depth >= kMaxPrintDepth) return "...";
   --budget;
+  if (const Value* inner = StandsFor(*v)) v = inner;
   switch (v->kind) {
     case ValueKind::kNone: return nullptr;
     case ValueKind::kBool: return v->boolean;
@@ -194,6 +197,7 @@ nlohmann::ordered_json DoubleJson(double d) {
 }
 
 std::string ScalarText(const Value& v, size_t max_chars) {
+  if (const Value* inner = StandsFor(v)) return ScalarText(*inner, max_chars);
   switch (v.kind) {
     case ValueKind::kNone: return "None";
     case ValueKind::kBool: return v.boolean ? "True" : "False";
