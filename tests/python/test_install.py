@@ -24,7 +24,7 @@ def test_installed_package_builds_a_consumer(tmp_path):
     subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True)
     example = os.path.join(SOURCE, "examples", "tiny_model.pt")
     out = subprocess.run([str(build / "list_tensors"), example], check=True, capture_output=True, text=True).stdout
-    sd = torch.load(example, weights_only=True)["model"]
+    sd = torch.load(example)["model"]  # our own example file; it holds floats, which torch 1.13 weights_only cannot read
     want = float(sd["proj.bias"].double().sum())
     line = [l for l in out.splitlines() if l.startswith("model/proj.bias ")][0]
     assert abs(float(line.split("sum=")[1]) - want) < 1e-5
