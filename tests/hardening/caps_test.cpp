@@ -10,15 +10,18 @@
 #include <fstream>
 #include <string>
 
+#include "formats/pskd/pskd_text.h"
 #include "formats/pt/torch_resolver.h"
 #include "formats/tensordict/level_reader.h"
 #include "formats/tensordict/meta_json.h"
+#include "trove/atomic_file.h"
 #include "trove/document.h"
 #include "trove/error.h"
 #include "trove/open.h"
 #include "trove/pskd.h"
 #include "trove/unpickler.h"
 #include "trove/zip_reader.h"
+#include "trove/zip_writer.h"
 
 namespace trove {
 namespace {
@@ -210,6 +213,25 @@ TEST(Caps, ZipEntries) {
   EXPECT_NE(e.message().find("kMaxZipEntries"), std::string::npos) << e.message();
 }
 
+TEST(Caps, PtFileVersion) {
+  // kMaxPtFileVersion (10): the newest zip format version torch 1.13 reads; a newer one is refused
+  // before the pickle is looked at.
+  TempDir dir;
+  const std::string path = dir.path() + "/v11.pt";
+  {
+    AtomicFile out(path);
+    ZipWriter zip(out, ZipLayout::kPyTorch);
+    const std::string pkl = "\x80\x02}q\x00.";
+    zip.AddEntry("archive/data.pkl", pkl.data(), pkl.size());
+    zip.AddEntry("archive/version", "11\n", 3);
+    zip.Finish();
+    out.Commit();
+  }
+  Error e = ErrorOf([&] { Open(path); });
+  EXPECT_NE(e.message().find("10"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("version"), std::string::npos) << e.message();
+}
+
 // ---- meta.json and tensordict trees -------------------------------------------------------------
 
 TEST(Caps, MetaJsonBytes) {
@@ -299,6 +321,38 @@ TEST(Caps, PskdSampleBytes) {
   std::string t = "\xe2\x84\x9d[" + std::to_string(pskd::kMaxSampleBytes) + "]";
   Error e = ErrorOf([&] { pskd::ParseSampleType(t); });
   EXPECT_NE(e.message().find("2^48"), std::string::npos) << e.message();
+}
+
+// ---- writer-side inputs (presk data) --------------------------------------------------------------
+
+TEST(Caps, LmWindowTokens) {
+  TempDir dir;
+  WriteText(fs::path(dir.path()) / "t.txt", "1 2 3\n");
+  Error e = ErrorOf([&] {
+    pskd::WriteLmWindows(dir.path() + "/t.txt", 10, pskd::kMaxWindowTokens + 1, 1, dir.path() + "/o.psk.d");
+  });
+  EXPECT_NE(e.message().find("kMaxWindowTokens"), std::string::npos) << e.message();
+  EXPECT_FALSE(fs::exists(dir.path() + "/o.psk.d"));
+}
+
+TEST(Caps, TokenBytes) {
+  // A token of 21 digits (kMaxTokenBytes is 20: 2^64 has 20 digits) is not an index.
+  TempDir dir;
+  WriteText(fs::path(dir.path()) / "t.txt", "1 2 " + std::string(21, '1') + "\n");
+  Error e = ErrorOf([&] { pskd::WriteLmWindows(dir.path() + "/t.txt", 10, 2, 2, dir.path() + "/o.psk.d"); });
+  EXPECT_NE(e.message().find(std::string(21, '1')), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("line 1"), std::string::npos) << e.message();
+}
+
+TEST(Caps, VocabFileBytes) {
+  // A sparse vocabulary file just over kMaxVocabFileBytes is refused by its size.
+  TempDir dir;
+  WriteText(fs::path(dir.path()) / "in.txt", "abc\n");
+  fs::path vocab = fs::path(dir.path()) / "vocab.json";
+  WriteText(vocab, "");
+  fs::resize_file(vocab, (uint64_t{64} << 20) + 1);
+  Error e = ErrorOf([&] { pskd::EncodeText(dir.path() + "/in.txt", vocab.string(), dir.path() + "/o.txt"); });
+  EXPECT_NE(e.message().find(std::to_string(uint64_t{64} << 20)), std::string::npos) << e.message();
 }
 
 }  // namespace
