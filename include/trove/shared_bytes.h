@@ -25,6 +25,12 @@ class SharedBytes {
   // Takes ownership of a vector's bytes (no copy).
   static SharedBytes FromVector(std::vector<uint8_t> bytes);
   static SharedBytes CopyOf(const void* data, uint64_t size);
+  // Bytes of a shared read-only file mapping kept alive by `owner` (so Release may drop pages).
+  static SharedBytes OfMapping(std::shared_ptr<const void> owner, const uint8_t* data, uint64_t size) {
+    SharedBytes b(std::move(owner), data, size);
+    b.mapped_ = true;
+    return b;
+  }
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "formats/tensordict/level_reader.h"
-#include "formats/tensordict/source_page_release.h"
 #include "formats/tensordict/write_plan.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -44,16 +43,15 @@ void BeginArchiveEntry(ZipWriter& zip, const std::string& name, ZipMethod compre
 }
 
 void EmitPlannedDir(const tensordict::PlannedDir& dir, const std::string& prefix, ZipWriter& zip,
-                    ZipMethod compression, const tensordict::SourcePageRelease& release) {
+                    ZipMethod compression) {
   auto emit = [&](const tensordict::PlannedFile& f) {
     BeginArchiveEntry(zip, prefix + f.name, compression);
     f.Emit([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
     zip.EndEntry();
-    for (const TensorView* t : f.tensors) release.AfterStreaming(*t);
   };
   emit(dir.meta);
   for (const auto& f : dir.files) emit(f);
-  for (const auto& d : dir.dirs) EmitPlannedDir(*d, prefix + d->name + "/", zip, compression, release);
+  for (const auto& d : dir.dirs) EmitPlannedDir(*d, prefix + d->name + "/", zip, compression);
 }
 
 // --- pack: the files of a directory, walked without following symlinks -----------------------
@@ -144,7 +142,7 @@ void WriteTdz(const Document& doc, const std::string& path, const TensordictWrit
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
     AtomicFile out(path);
     ZipWriter zip(out, ZipLayout::kTensordict);
-    EmitPlannedDir(*plan, "", zip, options.compression, tensordict::SourcePageRelease());
+    EmitPlannedDir(*plan, "", zip, options.compression);
     zip.Finish();
     out.Commit();
   });

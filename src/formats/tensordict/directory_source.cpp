@@ -100,7 +100,7 @@ class DirectorySource final : public TreeSource {
     if (m == MAP_FAILED) Fail(ErrorCode::kIo, Describe(dir, name) + ": mmap: " + std::strerror(errno));
     // Registered so that a SIGBUS (the file truncated under the mapping) can name this file.
     std::shared_ptr<const void> owner = OwnMapping(m, needed, Describe(dir, name));
-    out.bytes = SharedBytes(owner, static_cast<const uint8_t*>(m), needed);
+    out.bytes = SharedBytes::OfMapping(owner, static_cast<const uint8_t*>(m), needed);
     return out;
   }
 

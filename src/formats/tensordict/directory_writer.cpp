@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "formats/tensordict/source_page_release.h"
 #include "formats/tensordict/write_plan.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -38,16 +37,14 @@ void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path)
   if (::close(fd) != 0) Fail(ErrorCode::kIo, path + ": " + std::strerror(errno));
 }
 
-void WritePlannedDir(const tensordict::PlannedDir& dir, const std::string& path,
-                     const tensordict::SourcePageRelease& release) {
+void WritePlannedDir(const tensordict::PlannedDir& dir, const std::string& path) {
   for (const auto& f : dir.files) {
     WritePlannedFile(f, path + "/" + f.name);
-    for (const TensorView* t : f.tensors) release.AfterStreaming(*t);
   }
   for (const auto& d : dir.dirs) {
     const std::string sub = path + "/" + d->name;
     if (::mkdir(sub.c_str(), 0755) != 0) Fail(ErrorCode::kIo, sub + ": " + std::strerror(errno));
-    WritePlannedDir(*d, sub, release);
+    WritePlannedDir(*d, sub);
   }
   // meta.json last: even inside the temporary tree a level is complete once it has one.
   WritePlannedFile(dir.meta, path + "/meta.json");
@@ -59,7 +56,7 @@ void WriteTensordictDir(const Document& doc, const std::string& dir, const Tenso
   WithContext(dir, [&] {
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
     AtomicDirectory out(dir);
-    WritePlannedDir(*plan, out.path(), tensordict::SourcePageRelease());
+    WritePlannedDir(*plan, out.path());
     out.Commit();
   });
 }
