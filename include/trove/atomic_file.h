@@ -38,6 +38,7 @@ class AtomicFile {
   int fd_ = -1;
   uint64_t position_ = 0;
   std::string buffer_;
+  uint64_t writeback_started_ = 0;  // see src/core/write_behind.h
   bool committed_ = false;
 };
 

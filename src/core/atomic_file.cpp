@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 
+#include "core/write_behind.h"
 #include "trove/error.h"
 
 namespace trove {
@@ -85,6 +86,7 @@ void AtomicFile::Flush() {
     left -= static_cast<size_t>(n);
   }
   buffer_.clear();
+  WriteBehind(fd_, position_, writeback_started_);
 }
 
 void AtomicFile::Write(const void* data, uint64_t size) {
@@ -105,6 +107,7 @@ void AtomicFile::Write(const void* data, uint64_t size) {
         p += n;
         size -= static_cast<uint64_t>(n);
         position_ += static_cast<uint64_t>(n);
+        WriteBehind(fd_, position_, writeback_started_);
       }
       return;
     }

@@ -1,6 +1,6 @@
 #include "trove/zip_reader.h"
 
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include <algorithm>
 #include <cstring>
@@ -573,16 +573,7 @@ bool ZipReader::CheckCrc(const ZipEntry& entry) const {
 }
 
 uint32_t Crc32(const uint8_t* data, uint64_t size, uint32_t crc) {
-  // zlib takes 32-bit lengths.
-  constexpr uint64_t kStep = uint64_t{1} << 30;
-  uLong c = crc;
-  while (size > 0) {
-    const uint64_t n = std::min(size, kStep);
-    c = crc32(c, data, static_cast<uInt>(n));
-    data += n;
-    size -= n;
-  }
-  return static_cast<uint32_t>(c);
+  return static_cast<uint32_t>(libdeflate_crc32(crc, data, static_cast<size_t>(size)));
 }
 
 }  // namespace trove

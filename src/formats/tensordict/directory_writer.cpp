@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/write_behind.h"
 #include "formats/tensordict/write_plan.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -14,13 +15,16 @@
 namespace trove {
 namespace {
 
-void WriteAll(int fd, const uint8_t* p, size_t n, const std::string& path) {
+void WriteAll(int fd, const uint8_t* p, size_t n, const std::string& path, uint64_t& written,
+              uint64_t& writeback_started) {
   while (n > 0) {
     ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t{1} << 30));
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) Fail(ErrorCode::kIo, path + ": " + std::strerror(errno));
     p += w;
     n -= static_cast<size_t>(w);
+    written += static_cast<uint64_t>(w);
+    WriteBehind(fd, written, writeback_started);
   }
 }
 
@@ -29,7 +33,9 @@ void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path)
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) Fail(ErrorCode::kIo, path + ": " + std::strerror(errno));
   try {
-    f.Emit([&](const uint8_t* p, size_t n) { WriteAll(fd, p, n, path); });
+    uint64_t written = 0;
+    uint64_t writeback_started = 0;
+    f.Emit([&](const uint8_t* p, size_t n) { WriteAll(fd, p, n, path, written, writeback_started); });
   } catch (...) {
     ::close(fd);
     throw;

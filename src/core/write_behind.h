@@ -1,0 +1,30 @@
+// Starting writeback while a large file is still being written.
+//
+// Writers make their output durable (fsync or syncfs) before renaming it into place. Left to
+// itself the kernel holds the written pages dirty until that call, so the copy and the disk
+// write happen one after the other and the final fsync stalls for the whole file. WriteBehind
+// asks for the writeback of each completed step as soon as it is written (sync_file_range with
+// SYNC_FILE_RANGE_WRITE, which does not wait for it), so the disk works while the next step is
+// copied and the final fsync waits only for the tail. It also keeps dirty page
+// cache from piling up to the kernel's limits on very large outputs.
+#pragma once
+#include <fcntl.h>
+
+#include <cstdint>
+
+namespace trove {
+
+// Large enough that each request is a big sequential write; small enough that the final fsync
+// has little left to do.
+constexpr uint64_t kWriteBehindStepBytes = uint64_t{16} << 20;
+
+// The file now holds `end` bytes, written sequentially; `started` is where writeback was last
+// requested up to (0 for a new file) and is advanced here.
+inline void WriteBehind(int fd, uint64_t end, uint64_t& started) {
+  if (end < started + kWriteBehindStepBytes) return;
+  // Only a hint: an error here resurfaces from the fsync that makes the file durable.
+  ::sync_file_range(fd, static_cast<off64_t>(started), static_cast<off64_t>(end - started), SYNC_FILE_RANGE_WRITE);
+  started = end;
+}
+
+}  // namespace trove
