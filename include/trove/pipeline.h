@@ -34,8 +34,11 @@ class ChaCha20 {
   std::array<uint32_t, 8> key_;
   std::array<uint32_t, 3> nonce_;
   uint32_t counter_;
-  std::array<uint32_t, 16> block_{};
-  unsigned used_ = 16;
+  // Four consecutive blocks are computed together (their lanes vectorise): the keystream is the
+  // same as one block at a time, at a fraction of the cost of a shuffle's millions of draws.
+  static constexpr unsigned kBufferedWords = 64;
+  std::array<uint32_t, kBufferedWords> words_{};
+  unsigned used_ = kBufferedWords;
 };
 
 // The keystream generator for (seed, epoch): key (s mod 2^32, s div 2^32, e mod 2^32, e div 2^32,
@@ -82,8 +85,9 @@ class BatchLoader {
   explicit BatchLoader(const PskdFile& file, bool check_indices = true);
   // Gathers the samples into `batch` (its buffers are reused between calls, so a training loop
   // holds one batch of memory). E9003 for an index beyond the count, E9004 for an index value
-  // at or above its bound when check_indices.
-  void Load(std::span<const uint64_t> indices, Batch& batch) const;
+  // at or above its bound when check_indices. `next`, when known, are the indices the caller will
+  // load next: their first samples are fetched into the cache while this batch's last are copied.
+  void Load(std::span<const uint64_t> indices, Batch& batch, std::span<const uint64_t> next = {}) const;
   // Leaf k of a loaded batch as a tensor [batch, dims...] viewing a copy of the batch's buffer.
   TensorView LeafTensor(const Batch& batch, size_t leaf) const;
 

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -91,6 +90,7 @@ class MappedFile : public std::enable_shared_from_this<MappedFile> {
   uint64_t size_ = 0;
   void* map_ = nullptr;
   uint64_t map_size_ = 0;
+  int fd_ = -1;
 };
 
 // The SIGBUS guard. Runs body(); when touching a MappedFile's bytes raises SIGBUS on this thread
@@ -107,6 +107,13 @@ void RunGuardingTruncation(const std::function<void()>& body);
 // whose source is a mapping truncated under it fails with EFAULT instead of raising SIGBUS;
 // callers that write mapped bytes out use this to say which file was truncated.
 std::string MappedFileAt(const void* address);
+// Writing mapped bytes out without touching them: when [data, +size) lies in one live
+// MappedFile, the kernel copies it from that file to out_fd's current position
+// (copy_file_range), page cache to page cache, without faulting the pages into this process.
+// Returns the bytes copied: `size`, or fewer (0 for bytes not in a MappedFile) when the kernel
+// cannot copy between the two files; the caller writes the rest itself. Throws Error(kIo) naming
+// `destination` for a write error, or the source when it was truncated meanwhile.
+uint64_t CopyMappedBytes(int out_fd, const uint8_t* data, uint64_t size, const std::string& destination);
 // For mappings made outside MappedFile (a leaf mapped by its prefix): registers [address,
 // +length) under `path` for the two functions above and returns the owner that unregisters and
 // unmaps it when the last view goes.

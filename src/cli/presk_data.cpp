@@ -257,7 +257,9 @@ int Batches(const std::vector<std::string>& words) {
     Batch batch;
     uint64_t bytes = 0, checksum = 0;
     for (uint64_t start = 0; start < order.size(); start += spec.batch) {
-      loader.Load(std::span<const uint64_t>(order).subspan(start, spec.batch), batch);
+      const std::span<const uint64_t> all(order);
+      const uint64_t next = start + spec.batch;
+      loader.Load(all.subspan(start, spec.batch), batch, next < all.size() ? all.subspan(next, spec.batch) : all.subspan(0, 0));
       for (const auto& leaf : batch.leaves) {
         bytes += leaf.size();
         if (!leaf.empty()) checksum += leaf.front() + leaf.back();

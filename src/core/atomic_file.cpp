@@ -13,6 +13,7 @@
 
 #include "core/write_behind.h"
 #include "trove/error.h"
+#include "trove/shared_bytes.h"
 
 namespace trove {
 namespace {
@@ -98,6 +99,11 @@ void AtomicFile::Write(const void* data, uint64_t size) {
     if (size < kWriteBufferBytes) {
       buffer_.append(p, static_cast<size_t>(size));
     } else {
+      const uint64_t copied = CopyMappedBytes(fd_, reinterpret_cast<const uint8_t*>(p), size, destination_);
+      p += copied;
+      size -= copied;
+      position_ += copied;
+      WriteBehind(fd_, position_, writeback_started_);
       while (size > 0) {
         ssize_t n = ::write(fd_, p, static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30)));
         if (n < 0) {

@@ -55,10 +55,26 @@ namespace {
 
 // Live mappings by start address, so that a fault address can be traced back to its file. Only
 // normal code touches it (the signal handler only records the address).
+struct MappedRange {
+  uint64_t length = 0;
+  std::string path;
+  int fd = -1;  // the mapped file, open for reading (MappedFile only), for CopyMappedBytes
+};
+
 struct MappingRegistry {
   std::mutex mutex;
-  std::map<uintptr_t, std::pair<uint64_t, std::string>> by_start;  // start -> (length, path)
+  std::map<uintptr_t, MappedRange> by_start;
 };
+
+// The registered range holding `address`, or none.
+const MappedRange* RangeAt(MappingRegistry& r, uintptr_t address, uintptr_t* start) {
+  auto it = r.by_start.upper_bound(address);
+  if (it == r.by_start.begin()) return nullptr;
+  --it;
+  if (address - it->first >= it->second.length) return nullptr;
+  *start = it->first;
+  return &it->second;
+}
 
 MappingRegistry& Registry() {
   static MappingRegistry* registry = new MappingRegistry();  // never destroyed: mappings may outlive exit
@@ -102,11 +118,9 @@ void InstallSigbusHandler() {
 std::string FileAtAddress(uintptr_t address) {
   MappingRegistry& r = Registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto it = r.by_start.upper_bound(address);
-  if (it == r.by_start.begin()) return "";
-  --it;
-  if (address - it->first >= it->second.first) return "";
-  return it->second.second;
+  uintptr_t start = 0;
+  const MappedRange* range = RangeAt(r, address, &start);
+  return range == nullptr ? std::string() : range->path;
 }
 
 }  // namespace
@@ -157,7 +171,7 @@ std::shared_ptr<const void> OwnMapping(void* address, uint64_t length, std::stri
   {
     MappingRegistry& r = Registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.by_start[reinterpret_cast<uintptr_t>(address)] = {length, std::move(path)};
+    r.by_start[reinterpret_cast<uintptr_t>(address)] = {length, std::move(path), -1};
   }
   return std::shared_ptr<const void>(address, [length](const void* p) {
     {
@@ -200,12 +214,13 @@ std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
     file->data_ = static_cast<const uint8_t*>(m);
     MappingRegistry& r = Registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path};
+    r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path, fd};
+    file->fd_ = fd;  // kept for CopyMappedBytes; closed with the mapping
   } else {
     static const uint8_t kEmpty[1] = {0};
     file->data_ = kEmpty;
+    ::close(fd);
   }
-  ::close(fd);
   return file;
 }
 
@@ -217,6 +232,44 @@ MappedFile::~MappedFile() {
     r.by_start.erase(reinterpret_cast<uintptr_t>(map_));
   }
   ::munmap(map_, map_size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+uint64_t CopyMappedBytes(int out_fd, const uint8_t* data, uint64_t size, const std::string& destination) {
+  int in_fd = -1;
+  off64_t in_offset = 0;
+  std::string source;
+  {
+    MappingRegistry& r = Registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    uintptr_t start = 0;
+    const MappedRange* range = RangeAt(r, reinterpret_cast<uintptr_t>(data), &start);
+    // The whole run must lie in the one mapping; the caller's view keeps it (and its fd) alive.
+    if (range == nullptr || range->fd < 0 || size > range->length - (reinterpret_cast<uintptr_t>(data) - start)) {
+      return 0;
+    }
+    in_fd = range->fd;
+    in_offset = static_cast<off64_t>(reinterpret_cast<uintptr_t>(data) - start);
+    source = range->path;
+  }
+  // Bounded requests keep each call short (and the offsets far from overflow).
+  constexpr uint64_t kCopyStep = uint64_t{1} << 30;
+  uint64_t done = 0;
+  while (done < size) {
+    const size_t want = static_cast<size_t>(std::min(size - done, kCopyStep));
+    ssize_t n = ::copy_file_range(in_fd, &in_offset, out_fd, nullptr, want, 0);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      // The kernel cannot copy between these two files (different filesystems on old kernels,
+      // special files): the caller writes the rest from the mapping.
+      if (err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP || err == EBADF) return done;
+      Fail(ErrorCode::kIo, destination + ": " + std::strerror(err));
+    }
+    if (n == 0) Fail(ErrorCode::kIo, source + ": the file was truncated while being read");
+    done += static_cast<uint64_t>(n);
+  }
+  return done;
 }
 
 SharedBytes MappedFile::bytes() const {

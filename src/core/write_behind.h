@@ -20,8 +20,10 @@ constexpr uint64_t kWriteBehindStepBytes = uint64_t{16} << 20;
 
 // The file now holds `end` bytes, written sequentially; `started` is where writeback was last
 // requested up to (0 for a new file) and is advanced here.
-inline void WriteBehind(int fd, uint64_t end, uint64_t& started) {
-  if (end < started + kWriteBehindStepBytes) return;
+// `complete`: the file is finished, so its tail is requested too (a directory of many files
+// smaller than a step then streams to disk file by file instead of all at the final syncfs).
+inline void WriteBehind(int fd, uint64_t end, uint64_t& started, bool complete = false) {
+  if (end <= started || (!complete && end < started + kWriteBehindStepBytes)) return;
   // Only a hint: an error here resurfaces from the fsync that makes the file durable.
   ::sync_file_range(fd, static_cast<off64_t>(started), static_cast<off64_t>(end - started), SYNC_FILE_RANGE_WRITE);
   started = end;

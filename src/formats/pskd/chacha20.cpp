@@ -1,6 +1,8 @@
 // ChaCha20 (RFC 8439) and the spec's shuffle: Fisher-Yates with Lemire's bounded draws.
 #include "trove/pipeline.h"
 
+#include <cstring>
+
 namespace trove::pskd {
 namespace {
 
@@ -14,6 +16,46 @@ inline void QuarterRound(uint32_t& a, uint32_t& b, uint32_t& c, uint32_t& d) {
   c += d; b ^= c; b = Rotl(b, 12);
   a += b; d ^= a; d = Rotl(d, 8);
   c += d; b ^= c; b = Rotl(b, 7);
+}
+
+// One ChaCha quarter round applied to four independent blocks, lane by lane.
+constexpr int kLanes = 4;
+using Lanes = uint32_t[kLanes];
+
+inline void QuarterRound4(Lanes& a, Lanes& b, Lanes& c, Lanes& d) {
+  for (int l = 0; l < kLanes; ++l) {
+    a[l] += b[l]; d[l] ^= a[l]; d[l] = Rotl(d[l], 16);
+    c[l] += d[l]; b[l] ^= c[l]; b[l] = Rotl(b[l], 12);
+    a[l] += b[l]; d[l] ^= a[l]; d[l] = Rotl(d[l], 8);
+    c[l] += d[l]; b[l] ^= c[l]; b[l] = Rotl(b[l], 7);
+  }
+}
+
+// Blocks counter .. counter+3 (the counter wraps as one block at a time would), block after block.
+void Blocks4(const std::array<uint32_t, 8>& key, uint32_t counter, const std::array<uint32_t, 3>& nonce,
+             uint32_t* out) {
+  const uint32_t fixed[16] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u, key[0], key[1], key[2], key[3],
+                              key[4],      key[5],      key[6],      key[7],      0,      nonce[0], nonce[1], nonce[2]};
+  Lanes init[16];
+  for (int w = 0; w < 16; ++w) {
+    for (int l = 0; l < kLanes; ++l) init[w][l] = fixed[w];
+  }
+  for (int l = 0; l < kLanes; ++l) init[12][l] = counter + static_cast<uint32_t>(l);
+  Lanes x[16];
+  std::memcpy(x, init, sizeof x);
+  for (int round = 0; round < 10; ++round) {
+    QuarterRound4(x[0], x[4], x[8], x[12]);
+    QuarterRound4(x[1], x[5], x[9], x[13]);
+    QuarterRound4(x[2], x[6], x[10], x[14]);
+    QuarterRound4(x[3], x[7], x[11], x[15]);
+    QuarterRound4(x[0], x[5], x[10], x[15]);
+    QuarterRound4(x[1], x[6], x[11], x[12]);
+    QuarterRound4(x[2], x[7], x[8], x[13]);
+    QuarterRound4(x[3], x[4], x[9], x[14]);
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    for (int w = 0; w < 16; ++w) out[l * 16 + w] = x[w][l] + init[w][l];
+  }
 }
 
 }  // namespace
@@ -43,13 +85,15 @@ std::array<uint32_t, 16> ChaCha20::Block(const std::array<uint32_t, 8>& key, uin
 }
 
 uint32_t ChaCha20::NextWord() {
-  if (used_ == 16) {
+  static_assert(kBufferedWords == 16 * kLanes);
+  if (used_ == kBufferedWords) {
     // 2^32 blocks are 256 GiB of keystream: a shuffle of 2^34 samples; the counter then wraps,
     // which RFC 8439 leaves to the application. Every implementation of the spec wraps the same.
-    block_ = Block(key_, counter_++, nonce_);
+    Blocks4(key_, counter_, nonce_, words_.data());
+    counter_ += kLanes;
     used_ = 0;
   }
-  return block_[used_++];
+  return words_[used_++];
 }
 
 uint64_t ChaCha20::NextU64() {

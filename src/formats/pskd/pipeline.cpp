@@ -1,4 +1,5 @@
 // The pipeline over sample indices, and the batch loader that gathers samples from the mapping.
+#include <algorithm>
 #include <cstring>
 
 #include "trove/pipeline.h"
@@ -41,7 +42,7 @@ BatchLoader::BatchLoader(const PskdFile& file, bool check_indices) : file_(&file
   file.RequireLayout();
 }
 
-void BatchLoader::Load(std::span<const uint64_t> indices, Batch& batch) const {
+void BatchLoader::Load(std::span<const uint64_t> indices, Batch& batch, std::span<const uint64_t> next) const {
   const SampleType& type = file_->type();
   const uint64_t n = indices.size();
   for (const Leaf& leaf : type.leaves) {
@@ -54,21 +55,28 @@ void BatchLoader::Load(std::span<const uint64_t> indices, Batch& batch) const {
   batch.indices.assign(indices.begin(), indices.end());
   batch.leaves.resize(type.leaves.size());
   for (size_t k = 0; k < type.leaves.size(); ++k) batch.leaves[k].resize(n * type.leaves[k].bytes);
-  std::vector<const uint8_t*> samples(n);
-  for (uint64_t b = 0; b < n; ++b) samples[b] = file_->Sample(indices[b]).data();
-  // Shuffled samples are scattered over the file: ask for a few samples ahead while copying one,
-  // so that memory latency overlaps the copies.
-  constexpr uint64_t kPrefetchAhead = 8;
+  // Shuffled samples are scattered over the file: ask for samples a few positions ahead while
+  // copying one, so that memory latency overlaps the copies. Past the end of this batch the
+  // positions ahead are the next batch's first samples, when the caller says which they are.
+  constexpr uint64_t kPrefetchAhead = 16;
   constexpr uint64_t kCacheLine = 64;
+  constexpr uint64_t kPrefetchLines = 16;  // a sample's first 1 KiB: samples are usually smaller
   const uint64_t sample_bytes = type.sample_bytes;
+  const uint64_t prefetch_bytes = std::min(sample_bytes, kPrefetchLines * kCacheLine);
+  auto prefetch = [&](uint64_t position) {
+    const uint64_t index = position < n ? indices[position] : next[position - n];
+    if (index >= file_->count()) return;  // reported when it is loaded
+    const uint8_t* p = file_->Sample(index).data();
+    for (uint64_t at = 0; at < prefetch_bytes; at += kCacheLine) __builtin_prefetch(p + at);
+  };
+  const uint64_t prefetchable = n + std::min<uint64_t>(next.size(), kPrefetchAhead);
+  for (uint64_t b = 0; b < std::min(n, kPrefetchAhead); ++b) prefetch(b);
   for (uint64_t b = 0; b < n; ++b) {
-    if (b + kPrefetchAhead < n) {
-      const uint8_t* ahead = samples[b + kPrefetchAhead];
-      for (uint64_t at = 0; at < sample_bytes && at < 16 * kCacheLine; at += kCacheLine) __builtin_prefetch(ahead + at);
-    }
+    if (b + kPrefetchAhead < prefetchable) prefetch(b + kPrefetchAhead);
+    const uint8_t* sample = file_->Sample(indices[b]).data();
     for (size_t k = 0; k < type.leaves.size(); ++k) {
       const Leaf& leaf = type.leaves[k];
-      if (leaf.bytes != 0) std::memcpy(batch.leaves[k].data() + b * leaf.bytes, samples[b] + leaf.offset, leaf.bytes);
+      if (leaf.bytes != 0) std::memcpy(batch.leaves[k].data() + b * leaf.bytes, sample + leaf.offset, leaf.bytes);
     }
   }
   if (!check_indices_) return;

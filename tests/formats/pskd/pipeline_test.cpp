@@ -34,6 +34,20 @@ TEST(ChaCha20Test, SeedZeroEpochZeroIsRfcVectorA1) {
   EXPECT_EQ(t.NextWord(), ChaCha20::Block({}, 1, {0, 0, 0})[0]);
 }
 
+// The stream computes several blocks at once; its words must still be block 0, 1, 2, ... in
+// order, and the 32-bit counter must wrap exactly as one block at a time would.
+TEST(ChaCha20Test, StreamIsConsecutiveBlocksAcrossBuffersAndCounterWrap) {
+  const std::array<uint32_t, 8> key = {1, 2, 3, 4, 5, 6, 0xdeadbeefu, 0xffffffffu};
+  const std::array<uint32_t, 3> nonce = {7, 8, 9};
+  for (uint32_t start : {0u, 3u, 0xfffffffdu}) {
+    ChaCha20 stream(key, nonce, start);
+    for (uint32_t b = 0; b < 11; ++b) {
+      const auto block = ChaCha20::Block(key, start + b, nonce);  // unsigned: wraps past 2^32 - 1
+      for (int w = 0; w < 16; ++w) ASSERT_EQ(stream.NextWord(), block[w]) << "start " << start << " block " << b;
+    }
+  }
+}
+
 // By hand, from the A.1 keystream: n = 3, seed 0, epoch 0.
 //   i = 2: x = 0x903df1a0ade0b876, x*3 = 1*2^64 + low (low >= 3): j = 1, swap 2,1 -> [0, 2, 1]
 //   i = 1: x = 0x28bd8653e56a5d40 < 2^63, x*2 < 2^64: j = 0, swap 1,0 -> [2, 0, 1]
