@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,6 +51,18 @@ class SharedBytes {
   // a mapped file of any size keeps only one window resident.
   void Stream(const std::function<void(const uint8_t*, size_t)>& fn) const;
 
+  // The CRC-32 its container recorded for exactly these bytes (a zip entry's payload), carried so
+  // that a writer copying them whole into another zip need not read them to checksum them. Not
+  // verified: copied bytes keep the checksum they came with, so damage in the source stays
+  // detectable in the output instead of being sealed under a fresh CRC. Kept by a Slice of the
+  // whole range only; absent otherwise.
+  std::optional<uint32_t> recorded_crc32() const { return recorded_crc32_; }
+  SharedBytes WithRecordedCrc32(uint32_t crc) const {
+    SharedBytes b = *this;
+    b.recorded_crc32_ = crc;
+    return b;
+  }
+
   // True when both share one owner (one mapping or one allocation).
   bool SameOwner(const SharedBytes& other) const { return owner_ == other.owner_; }
   const std::shared_ptr<const void>& owner() const { return owner_; }
@@ -60,6 +73,7 @@ class SharedBytes {
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   bool mapped_ = false;
+  std::optional<uint32_t> recorded_crc32_;
 };
 
 // A whole file mapped read-only. Open() maps it once; views into it are SharedBytes whose

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,11 @@ struct TensorView {
   // otherwise gathers/swaps through a bounded scratch buffer (chunk_bytes).
   void ForEachChunk(const std::function<void(const uint8_t*, size_t)>& fn,
                     size_t chunk_bytes = size_t{1} << 20) const;
+
+  // The C-contiguous little-endian bytes as a zero-copy view of the storage, when the tensor is
+  // stored that way (no gather, swap or cast needed); none otherwise. A tensor that is its whole
+  // storage keeps the storage's recorded CRC-32.
+  std::optional<SharedBytes> StoredBytes() const;
 
   // The C-contiguous little-endian bytes: a view when possible, else one owned copy.
   SharedBytes ContiguousLittleEndian() const;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "trove/atomic_file.h"
+#include "trove/shared_bytes.h"
 #include "trove/zip_reader.h"
 
 namespace trove {
@@ -51,6 +52,10 @@ class ZipWriter {
   void BeginEntry(const std::string& name, ZipMethod method = ZipMethod::kStored, uint64_t align = 0,
                   uint64_t expected_size = kZipUnknownSize);
   void Write(const void* data, uint64_t size);
+  // Writes bytes streaming them in windows (see SharedBytes::Stream). Bytes that carry their
+  // recorded CRC-32 into a stored entry are not read to checksum them: the recorded value is
+  // combined in, so a conversion copies a payload without touching it.
+  void WriteBytes(const SharedBytes& bytes);
   void EndEntry();
   // Convenience: Begin + Write + End.
   void AddEntry(const std::string& name, const void* data, uint64_t size, ZipMethod method = ZipMethod::kStored,

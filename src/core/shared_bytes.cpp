@@ -36,6 +36,7 @@ SharedBytes SharedBytes::Slice(uint64_t offset, uint64_t length) const {
   }
   SharedBytes out(owner_, data_ + offset, length);
   out.mapped_ = mapped_;
+  if (offset == 0 && length == size_) out.recorded_crc32_ = recorded_crc32_;
   return out;
 }
 

@@ -173,6 +173,12 @@ void TensorView::Validate() const {
   }
 }
 
+std::optional<SharedBytes> TensorView::StoredBytes() const {
+  if (cast_source || !has_data || !is_contiguous()) return std::nullopt;
+  if (byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1) return std::nullopt;
+  return storage.Slice(static_cast<uint64_t>(storage_offset) * ElementSize(dtype), nbytes());
+}
+
 void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>& fn, size_t chunk_bytes) const {
   const uint64_t total = nbytes();
   if (total == 0) return;

@@ -4,12 +4,13 @@
 // itself the kernel holds the written pages dirty until that call, so the copy and the disk
 // write happen one after the other and the final fsync stalls for the whole file. WriteBehind
 // asks for the writeback of each completed step as soon as it is written (sync_file_range with
-// SYNC_FILE_RANGE_WRITE, which does not wait for it), so the disk works while the next step is
-// copied and the final fsync waits only for the tail. It also keeps dirty page
-// cache from piling up to the kernel's limits on very large outputs.
+// SYNC_FILE_RANGE_WRITE, which does not wait for the disk), so the disk works while the next step
+// is copied and the final fsync waits only for the tail. Submitting writeback still costs CPU
+// (allocating blocks, building requests), so the requests go to one helper thread, started on
+// first use and shared by all writers: on a machine with a spare core the copy does not pay
+// for it. The helper works on a duplicate of the descriptor, so the writer may close its own at
+// any time. Safe to call from any thread.
 #pragma once
-#include <fcntl.h>
-
 #include <cstdint>
 
 namespace trove {
@@ -18,15 +19,10 @@ namespace trove {
 // has little left to do.
 constexpr uint64_t kWriteBehindStepBytes = uint64_t{16} << 20;
 
-// The file now holds `end` bytes, written sequentially; `started` is where writeback was last
-// requested up to (0 for a new file) and is advanced here.
-// `complete`: the file is finished, so its tail is requested too (a directory of many files
-// smaller than a step then streams to disk file by file instead of all at the final syncfs).
-inline void WriteBehind(int fd, uint64_t end, uint64_t& started, bool complete = false) {
-  if (end <= started || (!complete && end < started + kWriteBehindStepBytes)) return;
-  // Only a hint: an error here resurfaces from the fsync that makes the file durable.
-  ::sync_file_range(fd, static_cast<off64_t>(started), static_cast<off64_t>(end - started), SYNC_FILE_RANGE_WRITE);
-  started = end;
-}
+// The file `fd` now holds `end` bytes, written sequentially; `started` is where writeback was
+// last requested up to (0 for a new file) and is advanced here. `complete`: the file is
+// finished, so its tail is requested too (a directory of many files smaller than a step then
+// streams to disk file by file instead of all at the final syncfs).
+void WriteBehind(int fd, uint64_t end, uint64_t& started, bool complete = false);
 
 }  // namespace trove

@@ -555,6 +555,17 @@ const ZipEntry* ZipReader::Find(std::string_view name) const {
   return &entries_[*it];
 }
 
+namespace {
+
+// The payload with the entry's CRC-32 attached. PyTorch can write records without checksums
+// (CRC 0 throughout): a zero is taken as "none recorded" (a real payload's CRC is 0 once in 2^32,
+// and then the writer merely computes it).
+SharedBytes Recorded(const SharedBytes& payload, const ZipEntry& entry) {
+  return entry.crc32 == 0 ? payload : payload.WithRecordedCrc32(entry.crc32);
+}
+
+}  // namespace
+
 SharedBytes ZipReader::Read(const ZipEntry& entry) const {
   const std::string where = Where(entry.name, entry.local_header_offset);
   SharedBytes raw = WithContext(where, [&] { return bytes_.Slice(entry.data_offset, entry.compressed_size); });
@@ -562,9 +573,9 @@ SharedBytes ZipReader::Read(const ZipEntry& entry) const {
     if (entry.compressed_size != entry.uncompressed_size) {
       Fail(ErrorCode::kCorrupt, where + ": stored entry sizes differ");
     }
-    return raw;
+    return Recorded(raw, entry);
   }
-  return zip::Decompress(entry.method, raw.data(), raw.size(), entry.uncompressed_size, where);
+  return Recorded(zip::Decompress(entry.method, raw.data(), raw.size(), entry.uncompressed_size, where), entry);
 }
 
 bool ZipReader::CheckCrc(const ZipEntry& entry) const {

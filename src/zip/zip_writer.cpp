@@ -1,5 +1,7 @@
 #include "trove/zip_writer.h"
 
+#include <zlib.h>
+
 #include <cstring>
 
 #include "trove/error.h"
@@ -95,6 +97,21 @@ void ZipWriter::Write(const void* data, uint64_t size) {
     compressed_ += size;
     Emit(p, size);
   }
+}
+
+void ZipWriter::WriteBytes(const SharedBytes& bytes) {
+  const std::optional<uint32_t> recorded = bytes.recorded_crc32();
+  if (!recorded || compressor_ != nullptr) {
+    bytes.Stream([this](const uint8_t* p, size_t n) { Write(p, n); });
+    return;
+  }
+  if (!open_) Fail(ErrorCode::kUsage, "zip writer: Write without BeginEntry");
+  if (__builtin_add_overflow(size_, bytes.size(), &size_)) {
+    Fail(ErrorCode::kUsage, Entry(current_.name) + ": size overflows");
+  }
+  bytes.Stream([this](const uint8_t* p, size_t n) { Emit(p, n); });
+  compressed_ += bytes.size();
+  crc_ = static_cast<uint32_t>(crc32_combine(crc_, *recorded, static_cast<z_off_t>(bytes.size())));
 }
 
 void ZipWriter::EndEntry() {

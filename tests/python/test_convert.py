@@ -196,3 +196,26 @@ def test_failed_convert_leaves_nothing(trove, files, tmp_path):
     assert r.code == 2 and "mymodule.Thing" in r.errtext, r
     assert out.read_bytes() == b"old contents"
     assert sorted(os.listdir(tmp_path)) == ["evil.pt", "out.pt"]
+
+
+def test_damaged_source_stays_detectable(trove, tmp_path):
+    # convert copies a stored payload with the CRC-32 its source recorded, without reading it:
+    # a source damaged after it was written gives outputs that `trove verify` still flags,
+    # instead of outputs sealed under a fresh checksum. Undamaged entries verify.
+    import struct
+    src = tmp_path / "src.pt"
+    torch.save({"w": torch.arange(1000, dtype=torch.float32), "b": torch.ones(3)}, src)
+    with zipfile.ZipFile(src) as z:
+        info = next(i for i in z.infolist() if i.filename.endswith("/data/0"))
+    data = bytearray(src.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+    data[info.header_offset + 30 + name_len + extra_len + 100] ^= 0xFF
+    src.write_bytes(bytes(data))
+    assert trove("verify", src).code == 1
+    for out, entry in ((tmp_path / "out.pt", "out/data/0"), (tmp_path / "out.tdz", "w.memmap")):
+        assert trove("convert", src, out).code == 0
+        r = trove("verify", out)
+        assert r.code == 1 and f"{entry} @" in r.text + r.errtext and "CRC-32 mismatch" in r.text + r.errtext, r
+        assert "1 problem" in r.text + r.errtext, r
+        with zipfile.ZipFile(out) as z:
+            assert z.testzip() == entry

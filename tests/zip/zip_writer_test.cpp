@@ -361,6 +361,52 @@ TEST(WriterLayout, ManyEntriesGetZip64EndRecordsInTheTensordictLayout) {
   EXPECT_EQ(u.status, 0) << u.out.substr(0, 500);
 }
 
+// Bytes read from a zip entry carry the CRC-32 it recorded; WriteBytes puts that value in the new
+// entry without reading the bytes (a wrong recorded CRC stays wrong, so damage stays
+// detectable), and computes the CRC of bytes that carry none.
+TEST(WriterRecordedCrc, CarriedWithoutReadingComputedOtherwise) {
+  TempDir dir;
+  const std::string payload = Pattern(3 << 20, 11);
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size())));
+  WriteArchive(dir / "a.zip", ZipLayout::kTensordict, {{"a.memmap", payload}, {"d.memmap", payload, ZipMethod::kDeflate, 0}});
+  ZipReader a(MappedFile::Open(dir / "a.zip"));
+  SharedBytes read = a.Read(*a.Find("a.memmap"));
+  ASSERT_TRUE(read.recorded_crc32().has_value());
+  EXPECT_EQ(*read.recorded_crc32(), crc);
+  EXPECT_EQ(a.Read(*a.Find("d.memmap")).recorded_crc32(), crc);  // the uncompressed bytes' CRC
+  EXPECT_EQ(read.Slice(0, read.size()).recorded_crc32(), crc);
+  EXPECT_FALSE(read.Slice(1, read.size() - 1).recorded_crc32().has_value());
+
+  const SharedBytes lying = SharedBytes::CopyOf(payload.data(), payload.size()).WithRecordedCrc32(0x12345678u);
+  {
+    AtomicFile out(dir / "b.zip");
+    ZipWriter w(out, ZipLayout::kPyTorch);
+    for (const auto& [name, bytes] : std::vector<std::pair<std::string, SharedBytes>>{
+             {"b/data/0", read}, {"b/data/1", lying}, {"b/data/2", read.Slice(1, read.size() - 1)}}) {
+      w.BeginEntry(name, ZipMethod::kStored, 64, bytes.size());
+      w.WriteBytes(bytes);
+      w.EndEntry();
+    }
+    w.BeginEntry("b/data/3", ZipMethod::kStored, 64);
+    w.Write(payload.data(), 5);  // a recorded CRC after other bytes of the same entry combines
+    w.WriteBytes(read.Slice(5, read.size() - 5).WithRecordedCrc32(static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(payload.data() + 5), static_cast<uInt>(payload.size() - 5)))));
+    w.EndEntry();
+    w.Finish();
+    out.Commit();
+  }
+  ZipReader b(MappedFile::Open(dir / "b.zip"));
+  EXPECT_EQ(b.Find("b/data/0")->crc32, crc);
+  EXPECT_TRUE(b.CheckCrc(*b.Find("b/data/0")));
+  EXPECT_EQ(b.Find("b/data/1")->crc32, 0x12345678u);
+  EXPECT_FALSE(b.CheckCrc(*b.Find("b/data/1")));
+  EXPECT_TRUE(b.CheckCrc(*b.Find("b/data/2")));
+  EXPECT_EQ(b.Find("b/data/3")->crc32, crc);
+  // Python's zipfile agrees on every entry but the lying one.
+  EXPECT_EQ(ziptest::PythonTestzip(dir, dir / "b.zip").out, "b/data/1\n");
+}
+
 TEST(WriterUsage, RefusesBadNamesDuplicatesAndMisuse) {
   TempDir dir;
   AtomicFile out(dir / "x.zip");

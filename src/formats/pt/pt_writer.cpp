@@ -252,7 +252,9 @@ void WritePt(const Document& doc, const std::string& path, const ConvertOptions&
   for (const StorageRecord& rec : records) {
     zip.BeginEntry(prefix + "/data/" + rec.key, ZipMethod::kStored, kStorageAlignment, rec.nbytes);
     if (rec.whole_of) {
-      rec.whole_of->storage.Stream([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
+      zip.WriteBytes(rec.whole_of->storage);
+    } else if (auto stored = rec.compact->StoredBytes()) {
+      zip.WriteBytes(*stored);
     } else {
       rec.compact->ForEachChunk([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
     }

@@ -46,7 +46,7 @@ void EmitPlannedDir(const tensordict::PlannedDir& dir, const std::string& prefix
                     ZipMethod compression) {
   auto emit = [&](const tensordict::PlannedFile& f) {
     BeginArchiveEntry(zip, prefix + f.name, compression);
-    f.Emit([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
+    f.Emit([&](const uint8_t* p, size_t n) { zip.Write(p, n); }, [&](const SharedBytes& b) { zip.WriteBytes(b); });
     zip.EndEntry();
   };
   emit(dir.meta);

@@ -16,9 +16,17 @@ bool PlannedFile::is_memmap() const {
   return name.size() >= kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
 }
 
-void PlannedFile::Emit(const std::function<void(const uint8_t*, size_t)>& fn) const {
+void PlannedFile::Emit(const std::function<void(const uint8_t*, size_t)>& fn,
+                       const std::function<void(const SharedBytes&)>& stored) const {
   if (!bytes.empty()) fn(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  for (const TensorView* t : tensors) t->ForEachChunk(fn);
+  for (const TensorView* t : tensors) {
+    std::optional<SharedBytes> view = stored ? t->StoredBytes() : std::nullopt;
+    if (view) {
+      stored(*view);
+    } else {
+      t->ForEachChunk(fn);
+    }
+  }
 }
 
 namespace {

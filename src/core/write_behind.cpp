@@ -1,0 +1,91 @@
+#include "core/write_behind.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace trove {
+namespace {
+
+// Requests waiting for the helper. Beyond this the writer submits its own request: the disk is
+// behind anyway, and the queue (each entry holds a descriptor) stays small.
+constexpr size_t kMaxQueuedRequests = 64;
+
+struct Request {
+  int fd;  // a duplicate, closed by whoever submits the request
+  uint64_t offset;
+  uint64_t length;
+};
+
+void Submit(const Request& r) {
+  // Only a hint: an error here resurfaces from the fsync that makes the file durable.
+  ::sync_file_range(r.fd, static_cast<off64_t>(r.offset), static_cast<off64_t>(r.length), SYNC_FILE_RANGE_WRITE);
+  ::close(r.fd);
+}
+
+class WritebackQueue {
+ public:
+  // Never destroyed: the detached helper may still be waiting on it while the process exits.
+  static WritebackQueue& Get() {
+    static WritebackQueue* queue = new WritebackQueue();
+    return *queue;
+  }
+
+  void Push(const Request& r) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (!started_) {
+        try {
+          std::thread([this] { Run(); }).detach();
+          started_ = true;
+        } catch (const std::system_error&) {
+          // No thread to be had: submit in the writer's thread (below).
+        }
+      }
+      if (started_ && pending_.size() < kMaxQueuedRequests) {
+        pending_.push_back(r);
+        ready_.notify_one();
+        return;
+      }
+    }
+    Submit(r);
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      Request r;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_.wait(lock, [this] { return !pending_.empty(); });
+        r = pending_.front();
+        pending_.pop_front();
+      }
+      Submit(r);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Request> pending_;
+  bool started_ = false;
+};
+
+}  // namespace
+
+void WriteBehind(int fd, uint64_t end, uint64_t& started, bool complete) {
+  if (end <= started || (!complete && end < started + kWriteBehindStepBytes)) return;
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy >= 0) {
+    WritebackQueue::Get().Push({copy, started, end - started});
+  } else {
+    ::sync_file_range(fd, static_cast<off64_t>(started), static_cast<off64_t>(end - started), SYNC_FILE_RANGE_WRITE);
+  }
+  started = end;
+}
+
+}  // namespace trove
