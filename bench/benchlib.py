@@ -27,16 +27,20 @@ def drop_caches_hint():
     return "page cache hot"
 
 
-def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False):
+def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False, settle=False):
     """Median wall time in seconds of `cmd` (a list, or a string with shell=True).
 
     `setup` (a callable) runs before each timed run and is not timed (e.g. removing an output).
-    Output goes to /dev/null. A failing command raises.
+    `settle`: flush every dirty page to disk before each run (untimed), so that a write benchmark
+    does not pay for the writeback of the run before it. Output goes to /dev/null. A failing
+    command raises.
     """
     samples = []
     for i in range(warmup + runs):
         if setup:
             setup()
+        if settle:
+            os.sync()
         t0 = time.perf_counter()
         subprocess.run(cmd, shell=shell, check=True, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

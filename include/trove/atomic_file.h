@@ -4,6 +4,9 @@
 // temporary name where the filesystem lacks it) and Commit() flushes, fsyncs and renames it over
 // the destination. Until Commit() the destination is untouched; if the process dies or the
 // object is destroyed first, nothing is left (with O_TMPFILE) and the old file stays intact.
+// Large writes of bytes that are a view of a MappedFile are copied by the kernel from that file
+// (CopyMappedBytes), and writeback of every 16 MiB written is started at once
+// (src/core/write_behind.h), so Commit's fsync waits only for the tail.
 // AtomicDirectory does the same for a directory tree: it is built under a hidden temporary name
 // beside the destination and swapped in by Commit() (an existing destination is exchanged
 // atomically with renameat2(RENAME_EXCHANGE), then removed). A writer killed outright (SIGKILL,

@@ -54,14 +54,15 @@ void SharedBytes::Release(uint64_t offset, uint64_t length) const {
 
 namespace {
 
-// Live mappings by start address, so that a fault address can be traced back to its file. Only
-// normal code touches it (the signal handler only records the address).
 struct MappedRange {
   uint64_t length = 0;
   std::string path;
   int fd = -1;  // the mapped file, open for reading (MappedFile only), for CopyMappedBytes
 };
 
+// Live mappings by start address, so that a fault address can be traced back to its file and
+// mapped bytes can be copied from it. Only normal code touches it (the signal handler only
+// records the address).
 struct MappingRegistry {
   std::mutex mutex;
   std::map<uintptr_t, MappedRange> by_start;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -98,12 +99,17 @@ struct Extent {
   uint64_t end;
   int64_t entry;  // index into entries, or kCentral / kEnd
 };
+// How many local headers the parser checks between two releases of the mapped pages: at most
+// this many folios (2 MiB each at most) are mapped by opening at any time.
+constexpr size_t kLocalHeadersPerRelease = 16;
 constexpr int64_t kCentral = -1;
 constexpr int64_t kEnd = -2;
 
 class Parser {
  public:
-  Parser(const uint8_t* data, uint64_t size) : data_(data), size_(size), file_(data, size) {}
+  // `release`, when given, drops this process's mapping of the archive's pages (see Parse).
+  Parser(const uint8_t* data, uint64_t size, std::function<void()> release = nullptr)
+      : data_(data), size_(size), file_(data, size), release_(std::move(release)) {}
 
   void Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies);
 
@@ -126,6 +132,7 @@ class Parser {
   const uint8_t* data_;
   uint64_t size_;
   ByteReader file_;
+  std::function<void()> release_;
   std::vector<ZipEntry> entries_;
   std::vector<Extent> extents_;
   std::vector<ZipProblem> anomalies_;
@@ -504,6 +511,9 @@ void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomal
   for (size_t i = 0; i < entries_.size(); ++i) {
     uint64_t end = 0;
     CheckLocal(entries_[i], &end);
+    // Each local header checked maps the folio around it (up to 2 MiB): drop them as we go, so
+    // that opening an archive of many large entries stays small at its peak too.
+    if (release_ && (i + 1) % kLocalHeadersPerRelease == 0) release_();
     extents_.push_back({entries_[i].local_header_offset, end, static_cast<int64_t>(i)});
   }
   extents_.push_back({cd_offset_, cd_end, kCentral});
@@ -532,7 +542,14 @@ ZipReader::ZipReader(std::shared_ptr<MappedFile> file) : file_(std::move(file)) 
 ZipReader::ZipReader(SharedBytes archive) : bytes_(std::move(archive)) { Parse(); }
 
 void ZipReader::Parse() {
-  Parser(bytes_.data(), bytes_.size()).Run(&entries_, &anomalies_);
+  // Checking every local header touches a page near each entry, and the kernel maps whole folios
+  // (up to 2 MiB) around a touched page: in a mapped archive of many large entries that adds up
+  // to hundreds of MB of resident (page-cache) memory from opening alone. The parser drops them
+  // as it goes and once more at the end; payloads fault back in when they are read.
+  std::function<void()> release;
+  if (bytes_.mapped()) release = [this] { bytes_.Release(0, bytes_.size()); };
+  Parser(bytes_.data(), bytes_.size(), release).Run(&entries_, &anomalies_);
+  if (release) release();
   sorted_.resize(entries_.size());
   for (size_t i = 0; i < entries_.size(); ++i) sorted_[i] = static_cast<uint32_t>(i);
   std::sort(sorted_.begin(), sorted_.end(), [&](uint32_t a, uint32_t b) {

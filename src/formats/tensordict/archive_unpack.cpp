@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/write_behind.h"
 #include "formats/tensordict/level_reader.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
+#include "trove/shared_bytes.h"
 #include "trove/tensordict.h"
 #include "trove/zip_reader.h"
 
@@ -90,6 +92,9 @@ void UnpackTdz(const std::string& archive, const std::string& dir) {
           SharedBytes payload = zip.Read(e);
           const uint8_t* p = payload.data();
           uint64_t left = payload.size();
+          const uint64_t copied = CopyMappedBytes(fd, p, left, "entry '" + e.name + "'");
+          p += copied;
+          left -= copied;
           while (left > 0) {
             ssize_t w = ::write(fd, p, static_cast<size_t>(std::min<uint64_t>(left, uint64_t{1} << 30)));
             if (w < 0 && errno == EINTR) continue;
@@ -97,6 +102,8 @@ void UnpackTdz(const std::string& archive, const std::string& dir) {
             p += w;
             left -= static_cast<uint64_t>(w);
           }
+          uint64_t writeback_started = 0;
+          WriteBehind(fd, payload.size(), writeback_started, /*complete=*/true);
         } catch (...) {
           ::close(fd);
           throw;
