@@ -91,6 +91,11 @@ class ZipWriter {
   // it, so that small entries are patched in memory instead of with a write at an offset.
   std::string staged_;
   bool staged_out_ = false;  // staged_ has been written; patches go through WriteAt
+  // The local header was completed before its payload (WriteBytes knew the whole payload and its
+  // CRC-32 up front) for this CRC and size: EndEntry patches nothing if they still hold.
+  bool header_final_ = false;
+  uint32_t final_crc_ = 0;
+  uint64_t final_size_ = 0;
   std::unique_ptr<ZipCompressor> compressor_;
 };
 

@@ -1,6 +1,7 @@
 #include "core/write_behind.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -31,7 +32,25 @@ class WritebackQueue {
  public:
   // Never destroyed: the detached helper may still be waiting on it while the process exits.
   static WritebackQueue& Get() {
-    static WritebackQueue* queue = new WritebackQueue();
+    static WritebackQueue* queue = [] {
+      auto* q = new WritebackQueue();
+      // A child of fork() has the queue but not the helper thread: the child starts its own,
+      // and drops (closes) the requests it inherited. The mutex is held across fork so that the
+      // child never inherits it locked.
+      ::pthread_atfork([] { Get().mutex_.lock(); }, [] { Get().mutex_.unlock(); },
+                       [] {
+                         WritebackQueue& self = Get();
+                         for (const Request& r : self.pending_) ::close(r.fd);
+                         self.pending_.clear();
+                         self.started_ = false;
+                         // The parent's helper was waiting on the condition variable, and a
+                         // waiter that does not exist in the child can block a signal on it
+                         // forever: the child gets a fresh one (the old one is left as it is).
+                         self.ready_ = new std::condition_variable();
+                         self.mutex_.unlock();
+                       });
+      return q;
+    }();
     return *queue;
   }
 
@@ -48,7 +67,7 @@ class WritebackQueue {
       }
       if (started_ && pending_.size() < kMaxQueuedRequests) {
         pending_.push_back(r);
-        ready_.notify_one();
+        ready_->notify_one();
         return;
       }
     }
@@ -61,7 +80,7 @@ class WritebackQueue {
       Request r;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        ready_.wait(lock, [this] { return !pending_.empty(); });
+        ready_->wait(lock, [this] { return !pending_.empty(); });
         r = pending_.front();
         pending_.pop_front();
       }
@@ -70,7 +89,7 @@ class WritebackQueue {
   }
 
   std::mutex mutex_;
-  std::condition_variable ready_;
+  std::condition_variable* ready_ = new std::condition_variable();  // see the fork handler
   std::deque<Request> pending_;
   bool started_ = false;
 };

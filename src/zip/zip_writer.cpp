@@ -76,6 +76,7 @@ void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t a
   size_ = 0;
   compressed_ = 0;
   compressor_ = ZipCompressor::Make(method);
+  header_final_ = false;
   staged_.clear();
   staged_out_ = false;
   open_ = true;
@@ -106,6 +107,20 @@ void ZipWriter::WriteBytes(const SharedBytes& bytes) {
     return;
   }
   if (!open_) Fail(ErrorCode::kUsage, "zip writer: Write without BeginEntry");
+  if (size_ == 0 && !staged_out_ && !bytes.empty()) {
+    // The whole payload and its CRC are known before any of it is written: complete the local
+    // header now, while it is still in memory, rather than rewriting it on disk afterwards (by
+    // then its page may be under writeback, and the rewrite would wait for the disk).
+    for (const Patch& p : LocalPatches(layout_, {static_cast<ZipMethod>(current_.method), header_, 0, header_zip64_,
+                                                 zip64_sizes_at_},
+                                       *recorded, bytes.size(), bytes.size())) {
+      std::memcpy(header_.data() + p.at, p.bytes.data(), p.bytes.size());
+      std::memcpy(staged_.data() + p.at, p.bytes.data(), p.bytes.size());
+    }
+    header_final_ = true;
+    final_crc_ = *recorded;
+    final_size_ = bytes.size();
+  }
   if (__builtin_add_overflow(size_, bytes.size(), &size_)) {
     Fail(ErrorCode::kUsage, Entry(current_.name) + ": size overflows");
   }
@@ -134,8 +149,10 @@ void ZipWriter::EndEntry() {
   if (pytorch && !header_zip64_ && (size_ >= kMax32 || compressed_ >= kMax32)) {
     Fail(ErrorCode::kUsage, where + ": reached 4 GiB without a local zip64 extra; pass expected_size to BeginEntry");
   }
-  for (const Patch& p : LocalPatches(layout_, {method, header_, 0, header_zip64_, zip64_sizes_at_}, crc_,
-                                     compressed_, size_)) {
+  const bool header_done = header_final_ && final_crc_ == crc_ && final_size_ == size_ && compressed_ == size_;
+  for (const Patch& p : header_done ? std::vector<Patch>{}
+                                    : LocalPatches(layout_, {method, header_, 0, header_zip64_, zip64_sizes_at_},
+                                                   crc_, compressed_, size_)) {
     std::memcpy(header_.data() + p.at, p.bytes.data(), p.bytes.size());
     if (!staged_out_) {
       std::memcpy(staged_.data() + p.at, p.bytes.data(), p.bytes.size());

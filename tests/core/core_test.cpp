@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -257,6 +258,35 @@ TEST(CopyMappedBytesTest, CopiesFromTheFileFallsBackAndNamesATruncatedSource) {
         << e.what();
   }
   ::close(out_fd);
+  fs::remove_all(dir);
+}
+
+// Writes hand their writeback requests to a helper thread; a child of fork() has no such thread
+// and must still write (and not hang on a lock or a queue nobody serves).
+TEST(WriteBehindTest, LargeWritesWorkBeforeAndAfterFork) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("trove-wb-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string block(1 << 20, 'x');
+  auto write = [&](const fs::path& path) {
+    AtomicFile f(path.string());
+    for (int i = 0; i < 40; ++i) f.Write(block.data(), block.size());  // 40 MiB: several steps
+    f.Commit();
+    return fs::file_size(path) == 40u * block.size();
+  };
+  ASSERT_TRUE(write(dir / "parent.bin"));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(60);  // a hang ends the child with SIGALRM, which the parent reports
+    bool ok = true;
+    for (int i = 0; i < 3 && ok; ++i) ok = write(dir / ("child" + std::to_string(i) + ".bin"));
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_TRUE(write(dir / "parent2.bin"));
   fs::remove_all(dir);
 }
 
