@@ -102,13 +102,16 @@ struct Extent {
 // How many local headers the parser checks between two releases of the mapped pages: at most
 // this many folios (2 MiB each at most) are mapped by opening at any time.
 constexpr size_t kLocalHeadersPerRelease = 16;
+// The most page cache the kernel maps around one touched page (a PMD-sized folio): a release
+// widens the touched range to this grid.
+constexpr uint64_t kLargestFolioBytes = uint64_t{2} << 20;
 constexpr int64_t kCentral = -1;
 constexpr int64_t kEnd = -2;
 
 class Parser {
  public:
-  // `release`, when given, drops this process's mapping of the archive's pages (see Parse).
-  Parser(const uint8_t* data, uint64_t size, std::function<void()> release = nullptr)
+  // `release`, when given, drops this process's mapping of [from, to) of the archive (see Parse).
+  Parser(const uint8_t* data, uint64_t size, std::function<void(uint64_t, uint64_t)> release = nullptr)
       : data_(data), size_(size), file_(data, size), release_(std::move(release)) {}
 
   void Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies);
@@ -132,7 +135,7 @@ class Parser {
   const uint8_t* data_;
   uint64_t size_;
   ByteReader file_;
-  std::function<void()> release_;
+  std::function<void(uint64_t, uint64_t)> release_;
   std::vector<ZipEntry> entries_;
   std::vector<Extent> extents_;
   std::vector<ZipProblem> anomalies_;
@@ -508,12 +511,21 @@ void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomal
     Fail(ErrorCode::kCorrupt, cwhere + ": " + std::to_string(cd.remaining()) + " bytes after the last of its " +
                                   std::to_string(count_) + " entries");
   }
+  uint64_t touched_from = size_, touched_to = 0;  // what the checks since the last release touched
   for (size_t i = 0; i < entries_.size(); ++i) {
     uint64_t end = 0;
     CheckLocal(entries_[i], &end);
+    touched_from = std::min(touched_from, entries_[i].local_header_offset);
+    touched_to = std::max(touched_to, end);
     // Each local header checked maps the folio around it (up to 2 MiB): drop them as we go, so
     // that opening an archive of many large entries stays small at its peak too.
-    if (release_ && (i + 1) % kLocalHeadersPerRelease == 0) release_();
+    if (release_ && ((i + 1) % kLocalHeadersPerRelease == 0 || i + 1 == entries_.size())) {
+      const uint64_t from = touched_from / kLargestFolioBytes * kLargestFolioBytes;
+      const uint64_t to = std::min(size_, (touched_to / kLargestFolioBytes + 1) * kLargestFolioBytes);
+      if (from < to) release_(from, to);
+      touched_from = size_;
+      touched_to = 0;
+    }
     extents_.push_back({entries_[i].local_header_offset, end, static_cast<int64_t>(i)});
   }
   extents_.push_back({cd_offset_, cd_end, kCentral});
@@ -544,12 +556,13 @@ ZipReader::ZipReader(SharedBytes archive) : bytes_(std::move(archive)) { Parse()
 void ZipReader::Parse() {
   // Checking every local header touches a page near each entry, and the kernel maps whole folios
   // (up to 2 MiB) around a touched page: in a mapped archive of many large entries that adds up
-  // to hundreds of MB of resident (page-cache) memory from opening alone. The parser drops them
-  // as it goes and once more at the end; payloads fault back in when they are read.
-  std::function<void()> release;
-  if (bytes_.mapped()) release = [this] { bytes_.Release(0, bytes_.size()); };
+  // to hundreds of MB of resident (page-cache) memory from opening alone. The parser drops what
+  // it touched as it goes, and all of it at the end; payloads fault back in when read.
+  std::function<void(uint64_t, uint64_t)> release;
+  if (bytes_.mapped()) release = [this](uint64_t from, uint64_t to) { bytes_.Release(from, to - from); };
   Parser(bytes_.data(), bytes_.size(), release).Run(&entries_, &anomalies_);
-  if (release) release();
+  // The end records and the central directory were read too.
+  if (release) release(0, bytes_.size());
   sorted_.resize(entries_.size());
   for (size_t i = 0; i < entries_.size(); ++i) sorted_[i] = static_cast<uint32_t>(i);
   std::sort(sorted_.begin(), sorted_.end(), [&](uint32_t a, uint32_t b) {
