@@ -1,20 +1,13 @@
 // ChaCha20 (RFC 8439) and the spec's shuffle: Fisher-Yates with Lemire's bounded draws.
 #include "trove/pipeline.h"
 
+#include <algorithm>
+
 namespace trove::pskd {
 namespace {
 
 // The 128-bit product Lemire's method needs (GCC and Clang; __extension__ keeps -Wpedantic quiet).
 __extension__ typedef unsigned __int128 Product128;
-
-inline uint32_t Rotl(uint32_t v, int n) { return (v << n) | (v >> (32 - n)); }
-
-inline void QuarterRound(uint32_t& a, uint32_t& b, uint32_t& c, uint32_t& d) {
-  a += b; d ^= a; d = Rotl(d, 16);
-  c += d; b ^= c; b = Rotl(b, 12);
-  a += b; d ^= a; d = Rotl(d, 8);
-  c += d; b ^= c; b = Rotl(b, 7);
-}
 
 // Four independent blocks side by side: word w of the four blocks in one vector (GCC and Clang
 // vector extensions, SSE2 or NEON), so every step of a round is one vector operation.
@@ -33,6 +26,7 @@ inline void QuarterRound4(Lanes& a, Lanes& b, Lanes& c, Lanes& d) {
 // Blocks counter .. counter+3 (the counter wraps as one block at a time would), block after block.
 void Blocks4(const std::array<uint32_t, 8>& key, uint32_t counter, const std::array<uint32_t, 3>& nonce,
              uint32_t* out) {
+  // "expand 32-byte k" as little-endian words, the key, the counter (per lane), the nonce.
   const uint32_t fixed[16] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u, key[0], key[1], key[2], key[3],
                               key[4],      key[5],      key[6],      key[7],      0,      nonce[0], nonce[1], nonce[2]};
   Lanes init[16];
@@ -63,23 +57,12 @@ ChaCha20::ChaCha20(const std::array<uint32_t, 8>& key, const std::array<uint32_t
 
 std::array<uint32_t, 16> ChaCha20::Block(const std::array<uint32_t, 8>& key, uint32_t counter,
                                          const std::array<uint32_t, 3>& nonce) {
-  // "expand 32-byte k" as little-endian words.
-  std::array<uint32_t, 16> init = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u,
-                                   key[0], key[1], key[2], key[3], key[4], key[5], key[6], key[7],
-                                   counter, nonce[0], nonce[1], nonce[2]};
-  std::array<uint32_t, 16> x = init;
-  for (int round = 0; round < 10; ++round) {
-    QuarterRound(x[0], x[4], x[8], x[12]);
-    QuarterRound(x[1], x[5], x[9], x[13]);
-    QuarterRound(x[2], x[6], x[10], x[14]);
-    QuarterRound(x[3], x[7], x[11], x[15]);
-    QuarterRound(x[0], x[5], x[10], x[15]);
-    QuarterRound(x[1], x[6], x[11], x[12]);
-    QuarterRound(x[2], x[7], x[8], x[13]);
-    QuarterRound(x[3], x[4], x[9], x[14]);
-  }
-  for (int i = 0; i < 16; ++i) x[i] += init[i];
-  return x;
+  // One implementation of the block function: the first of four.
+  uint32_t four[16 * kLanes];
+  Blocks4(key, counter, nonce, four);
+  std::array<uint32_t, 16> block;
+  std::copy(four, four + 16, block.begin());
+  return block;
 }
 
 uint32_t ChaCha20::NextWord() {

@@ -28,10 +28,15 @@ TEST(ChaCha20Test, SeedZeroEpochZeroIsRfcVectorA1) {
   ChaCha20 s = ShuffleStream(0, 0);
   EXPECT_EQ(s.NextU64(), 0x903df1a0ade0b876u);  // low word first
   EXPECT_EQ(s.NextU64(), 0x28bd8653e56a5d40u);
-  // The block counter advances: word 16 is block 1's first word (A.1 test vector #2's stream).
+  // The block counter advances: words 16.. are block 1, A.1 test vector #2
+  // (keystream 9f 07 e7 be 55 51 38 7a ... 4b 79 4d 6f), computed in the stream's second lane.
   ChaCha20 t = ShuffleStream(0, 0);
   for (int i = 0; i < 16; ++i) t.NextWord();
-  EXPECT_EQ(t.NextWord(), ChaCha20::Block({}, 1, {0, 0, 0})[0]);
+  EXPECT_EQ(t.NextWord(), 0xbee7079fu);
+  EXPECT_EQ(t.NextWord(), 0x7a385155u);
+  for (int i = 18; i < 31; ++i) t.NextWord();
+  EXPECT_EQ(t.NextWord(), 0x6f4d794bu);
+  EXPECT_EQ(ChaCha20::Block({}, 1, {0, 0, 0})[15], 0x6f4d794bu);
 }
 
 // The stream computes several blocks at once; its words must still be block 0, 1, 2, ... in
