@@ -77,7 +77,8 @@ class SharedBytes {
 };
 
 // A whole file mapped read-only. Open() maps it once; views into it are SharedBytes whose
-// owner is the mapping, so the mapping lives as long as any view of it.
+// owner is the mapping, so the mapping lives as long as any view of it. The file also stays open
+// (one descriptor per MappedFile) so that CopyMappedBytes can have the kernel copy its bytes.
 //
 // A file truncated by another process while mapped would raise SIGBUS on access: trove never
 // writes into a file in place (writers replace files by rename), and code that reads mapped bytes
