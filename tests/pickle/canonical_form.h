@@ -19,6 +19,17 @@
 
 namespace trove::testing {
 
+// Lower-case hex of bytes (pickles in failure messages, strings in canonical forms).
+inline std::string ToHex(const std::string& s) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
 class CanonicalForm {
  public:
   std::string Of(const Value* v) {
@@ -27,21 +38,12 @@ class CanonicalForm {
   }
 
  private:
-  static std::string Hex(const std::string& s) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : s) {
-      out.push_back(kDigits[c >> 4]);
-      out.push_back(kDigits[c & 15]);
-    }
-    return out;
-  }
   static std::string FloatHex(double d) {
     uint64_t u;
     std::memcpy(&u, &d, 8);
     std::string be;
     for (int i = 7; i >= 0; --i) be.push_back(static_cast<char>(u >> (8 * i)));
-    return Hex(be);
+    return ToHex(be);
   }
   bool Labelled(const Value* v) const {
     return v->kind == ValueKind::kList || v->kind == ValueKind::kDict || v->kind == ValueKind::kSet ||
@@ -70,8 +72,8 @@ class CanonicalForm {
       case ValueKind::kInt: return "i" + v->IntToString();
       case ValueKind::kFloat: return "f" + FloatHex(v->real);
       case ValueKind::kComplex: return "c" + FloatHex(v->real) + "," + FloatHex(v->imag);
-      case ValueKind::kStr: return "s" + Hex(v->text);
-      case ValueKind::kBytes: return label + (v->type_name == "bytearray" ? "y" : "b") + Hex(v->text);
+      case ValueKind::kStr: return "s" + ToHex(v->text);
+      case ValueKind::kBytes: return label + (v->type_name == "bytearray" ? "y" : "b") + ToHex(v->text);
       case ValueKind::kTuple: return "(" + Join(v->items, false) + ")";
       case ValueKind::kList: return label + "[" + Join(v->items, false) + "]";
       case ValueKind::kSet: return label + "S{" + Join(v->items, true) + "}";

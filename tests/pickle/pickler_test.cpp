@@ -74,15 +74,7 @@ for name, obj in cases().items():
     print(name, pickle.dumps(obj, protocol=2).hex(), sep='\t')
 )PY";
 
-std::string Hex(const std::string& s) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
+using testing::ToHex;
 
 Value* Load(const std::string& bytes, ValueArena& arena) {
   DataResolver resolver(/*permissive=*/true);
@@ -115,8 +107,8 @@ TEST(Pickler, DataMatchesCPythonProtocol2ByteForByte) {
       if (ours != expected) {
         size_t at = FirstDifference(ours, expected);
         ADD_FAILURE() << "differs at byte " << at << " of " << expected.size() << "\n ours:   "
-                      << Hex(ours.substr(at > 16 ? at - 16 : 0, 48)) << "\n python: "
-                      << Hex(expected.substr(at > 16 ? at - 16 : 0, 48));
+                      << ToHex(ours.substr(at > 16 ? at - 16 : 0, 48)) << "\n python: "
+                      << ToHex(expected.substr(at > 16 ? at - 16 : 0, 48));
       }
       // And back: our bytes load to the same tree.
       ValueArena again;
@@ -174,14 +166,14 @@ TEST(Pickler, HooksReproduceTorchParameterPickle) {
     return o;
   });
   std::string ours = pickler.Dump(parameter);
-  EXPECT_EQ(Hex(ours), Hex(expected));
+  EXPECT_EQ(ToHex(ours), ToHex(expected));
 
   // A node the hook replaces by a call is memoized: the same tensor twice is one REDUCE + BINGET.
   Value* both = a.Tuple({tensor, tensor});
   std::string twice = pickler.Dump(both);
   const std::string tail = "Rq\x0bh\x0b\x86q\x0c."s;
   ASSERT_GE(twice.size(), tail.size());
-  EXPECT_EQ(Hex(twice.substr(twice.size() - tail.size())), Hex(tail));
+  EXPECT_EQ(ToHex(twice.substr(twice.size() - tail.size())), ToHex(tail));
 }
 
 TEST(Pickler, DeepTreesArePickledWithoutRecursion) {
