@@ -13,7 +13,6 @@
 
 #include "core/write_behind.h"
 #include "trove/error.h"
-#include "trove/shared_bytes.h"
 
 namespace trove {
 namespace {
@@ -75,19 +74,10 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::Flush() {
-  const char* p = buffer_.data();
-  size_t left = buffer_.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      FailErrno(destination_, errno);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  uint64_t at = position_ - buffer_.size();  // what the file holds so far
+  WriteOut(fd_, reinterpret_cast<const uint8_t*>(buffer_.data()), buffer_.size(), destination_, at,
+           writeback_started_);
   buffer_.clear();
-  WriteBehind(fd_, position_, writeback_started_);
 }
 
 void AtomicFile::Write(const void* data, uint64_t size) {
@@ -99,22 +89,7 @@ void AtomicFile::Write(const void* data, uint64_t size) {
     if (size < kWriteBufferBytes) {
       buffer_.append(p, static_cast<size_t>(size));
     } else {
-      const uint64_t copied = CopyMappedBytes(fd_, reinterpret_cast<const uint8_t*>(p), size, destination_);
-      p += copied;
-      size -= copied;
-      position_ += copied;
-      WriteBehind(fd_, position_, writeback_started_);
-      while (size > 0) {
-        ssize_t n = ::write(fd_, p, static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30)));
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          FailErrno(destination_, errno);
-        }
-        p += n;
-        size -= static_cast<uint64_t>(n);
-        position_ += static_cast<uint64_t>(n);
-        WriteBehind(fd_, position_, writeback_started_);
-      }
+      WriteOut(fd_, reinterpret_cast<const uint8_t*>(p), size, destination_, position_, writeback_started_);
       return;
     }
   }

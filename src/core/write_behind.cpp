@@ -4,10 +4,16 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
+
+#include "trove/error.h"
+#include "trove/shared_bytes.h"
 
 namespace trove {
 namespace {
@@ -105,6 +111,27 @@ void WriteBehind(int fd, uint64_t end, uint64_t& started, bool complete) {
     ::sync_file_range(fd, static_cast<off64_t>(started), static_cast<off64_t>(end - started), SYNC_FILE_RANGE_WRITE);
   }
   started = end;
+}
+
+void WriteOut(int fd, const uint8_t* data, uint64_t size, const std::string& name, uint64_t& written,
+              uint64_t& writeback_started) {
+  const uint64_t copied = CopyMappedBytes(fd, data, size, name);
+  data += copied;
+  size -= copied;
+  written += copied;
+  WriteBehind(fd, written, writeback_started);
+  while (size > 0) {
+    // Bounded requests: write(2) moves at most about 2 GiB per call anyway.
+    const ssize_t n = ::write(fd, data, static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30)));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Fail(ErrorCode::kIo, name + ": " + std::strerror(errno));
+    }
+    data += n;
+    size -= static_cast<uint64_t>(n);
+    written += static_cast<uint64_t>(n);
+    WriteBehind(fd, written, writeback_started);
+  }
 }
 
 }  // namespace trove

@@ -12,6 +12,7 @@
 // any time. Safe to call from any thread.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace trove {
 
@@ -24,5 +25,12 @@ constexpr uint64_t kWriteBehindStepBytes = uint64_t{16} << 20;
 // finished, so its tail is requested too (a directory of many files smaller than a step then
 // streams to disk file by file instead of all at the final syncfs).
 void WriteBehind(int fd, uint64_t end, uint64_t& started, bool complete = false);
+
+// Every writer's way of appending bytes to a file: [data, +size) goes to fd's current position,
+// which is `written` bytes into the file. Bytes of a MappedFile are copied by the kernel
+// (CopyMappedBytes), others written with write(2); writeback is started as the steps fill.
+// `written` and `writeback_started` advance. Throws Error(kIo) naming `name`.
+void WriteOut(int fd, const uint8_t* data, uint64_t size, const std::string& name, uint64_t& written,
+              uint64_t& writeback_started);
 
 }  // namespace trove

@@ -90,20 +90,9 @@ void UnpackTdz(const std::string& archive, const std::string& dir) {
         if (fd < 0) Fail(ErrorCode::kIo, "entry '" + e.name + "': " + std::strerror(err));
         try {
           SharedBytes payload = zip.Read(e);
-          const uint8_t* p = payload.data();
-          uint64_t left = payload.size();
-          const uint64_t copied = CopyMappedBytes(fd, p, left, "entry '" + e.name + "'");
-          p += copied;
-          left -= copied;
-          while (left > 0) {
-            ssize_t w = ::write(fd, p, static_cast<size_t>(std::min<uint64_t>(left, uint64_t{1} << 30)));
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0) Fail(ErrorCode::kIo, "entry '" + e.name + "': " + std::strerror(errno));
-            p += w;
-            left -= static_cast<uint64_t>(w);
-          }
-          uint64_t writeback_started = 0;
-          WriteBehind(fd, payload.size(), writeback_started, /*complete=*/true);
+          uint64_t written = 0, writeback_started = 0;
+          WriteOut(fd, payload.data(), payload.size(), "entry '" + e.name + "'", written, writeback_started);
+          WriteBehind(fd, written, writeback_started, /*complete=*/true);
         } catch (...) {
           ::close(fd);
           throw;

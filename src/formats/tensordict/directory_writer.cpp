@@ -10,29 +10,10 @@
 #include "formats/tensordict/write_plan.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
-#include "trove/shared_bytes.h"
 #include "trove/tensordict.h"
 
 namespace trove {
 namespace {
-
-void WriteAll(int fd, const uint8_t* p, size_t n, const std::string& path, uint64_t& written,
-              uint64_t& writeback_started) {
-  const uint64_t copied = CopyMappedBytes(fd, p, n, path);
-  p += copied;
-  n -= copied;
-  written += copied;
-  WriteBehind(fd, written, writeback_started);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t{1} << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) Fail(ErrorCode::kIo, path + ": " + std::strerror(errno));
-    p += w;
-    n -= static_cast<size_t>(w);
-    written += static_cast<uint64_t>(w);
-    WriteBehind(fd, written, writeback_started);
-  }
-}
 
 void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path) {
   // O_EXCL|O_NOFOLLOW: the temporary tree is ours and empty; anything already there is an error.
@@ -41,7 +22,7 @@ void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path)
   try {
     uint64_t written = 0;
     uint64_t writeback_started = 0;
-    f.Emit([&](const uint8_t* p, size_t n) { WriteAll(fd, p, n, path, written, writeback_started); });
+    f.Emit([&](const uint8_t* p, size_t n) { WriteOut(fd, p, n, path, written, writeback_started); });
     WriteBehind(fd, written, writeback_started, /*complete=*/true);
   } catch (...) {
     ::close(fd);
