@@ -2,8 +2,11 @@
 //
 // AtomicFile writes into an unnamed file in the destination's directory (O_TMPFILE; a hidden
 // temporary name where the filesystem lacks it) and Commit() flushes, fsyncs and renames it over
-// the destination. Until Commit() the destination is untouched; if the process dies or the
-// object is destroyed first, nothing is left (with O_TMPFILE) and the old file stays intact.
+// the destination (a new destination is linked in one step). Until Commit() the destination is
+// untouched; if the process dies or the object is destroyed first, nothing is left (with
+// O_TMPFILE) and the old file stays intact. Replacing takes a hidden name for an instant before
+// the rename: a writer killed just then leaves that name, which the next writer of the same
+// destination removes (each writer holds an flock on its file, so only orphans are taken).
 // Large writes of bytes that are a view of a MappedFile are copied by the kernel from that file
 // (CopyMappedBytes), and writeback of every 16 MiB written is started at once
 // (src/core/write_behind.h), so Commit's fsync waits only for the tail.

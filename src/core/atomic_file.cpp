@@ -48,11 +48,39 @@ void FsyncDir(const std::string& dir) {
   }
 }
 
+// Removes what earlier writers of `destination` left when they died without cleaning up
+// (SIGKILL, power loss): a directory writer's temporary tree, or a file writer's hidden name
+// (a replacing Commit links the file there just before renaming it over the destination). A
+// live writer holds an flock on its tree or file, so only orphans are taken; failures are ignored
+// (an orphan is only wasted space, never visible as the destination).
+void RemoveOrphans(const std::string& destination) {
+  fs::path dest(destination);
+  const std::string prefix = "." + dest.filename().string() + ".trove-tmp-";
+  fs::path parent = dest.parent_path().empty() ? fs::path(".") : dest.parent_path();
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0 || name.size() != prefix.size() + 8) continue;
+    std::error_code sec;
+    if (it->is_symlink(sec)) continue;
+    const bool tree = it->is_directory(sec);
+    if (!tree && !it->is_regular_file(sec)) continue;
+    int fd = ::open(it->path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (tree ? O_DIRECTORY : 0));
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      std::error_code rec;
+      fs::remove_all(it->path(), rec);
+    }
+    ::close(fd);
+  }
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::string destination) : destination_(std::move(destination)) {
   if (destination_.empty()) Fail(ErrorCode::kUsage, "empty output path");
   if (fs::is_directory(destination_)) Fail(ErrorCode::kIo, destination_ + ": is a directory");
+  RemoveOrphans(destination_);
   const std::string dir = ParentDir(destination_);
   fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
   if (fd_ < 0) {
@@ -65,6 +93,9 @@ AtomicFile::AtomicFile(std::string destination) : destination_(std::move(destina
     }
     if (fd_ < 0) FailErrno(destination_, EEXIST);
   }
+  // Marks the file as ours for as long as this writer lives, under any name it gets (see
+  // RemoveOrphans).
+  ::flock(fd_, LOCK_EX | LOCK_NB);
   buffer_.reserve(kWriteBufferBytes);
 }
 
@@ -115,9 +146,19 @@ void AtomicFile::Commit() {
   Flush();
   if (::fsync(fd_) != 0) FailErrno(destination_, errno);
   if (temp_path_.empty()) {
-    // Give the unnamed file a hidden name, then rename it over the destination.
     char proc[64];
     std::snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd_);
+    // A new destination: the unnamed file becomes it in one step, and nothing else ever exists.
+    if (::linkat(AT_FDCWD, proc, AT_FDCWD, destination_.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+      committed_ = true;
+      ::close(fd_);
+      fd_ = -1;
+      FsyncDir(ParentDir(destination_));
+      return;
+    }
+    if (errno != EEXIST) FailErrno(destination_, errno);
+    // Replacing a file: link can't replace, so give the file a hidden name and rename that over
+    // the destination. Killed in between, the hidden name is left; the next writer removes it.
     for (int attempt = 0; attempt < 16; ++attempt) {
       std::string name = HiddenSibling(destination_);
       if (::linkat(AT_FDCWD, proc, AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
@@ -140,44 +181,17 @@ void AtomicFile::Commit() {
   FsyncDir(ParentDir(destination_));
 }
 
-namespace {
-
-// Removes the temporary trees of earlier writers of `destination` that died without cleaning up
-// (SIGKILL, power loss). A live writer holds an flock on its tree, so only orphans are taken;
-// failures are ignored (the orphan is only wasted space, never visible as the destination).
-void RemoveOrphanTrees(const std::string& destination) {
-  fs::path dest(destination);
-  const std::string prefix = "." + dest.filename().string() + ".trove-tmp-";
-  fs::path parent = dest.parent_path().empty() ? fs::path(".") : dest.parent_path();
-  std::error_code ec;
-  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.compare(0, prefix.size(), prefix) != 0 || name.size() != prefix.size() + 8) continue;
-    std::error_code sec;
-    if (!it->is_directory(sec) || it->is_symlink(sec)) continue;
-    int fd = ::open(it->path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) continue;
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      std::error_code rec;
-      fs::remove_all(it->path(), rec);
-    }
-    ::close(fd);
-  }
-}
-
-}  // namespace
-
 AtomicDirectory::AtomicDirectory(std::string destination) : destination_(std::move(destination)) {
   while (!destination_.empty() && destination_.size() > 1 && destination_.back() == '/') destination_.pop_back();
   if (destination_.empty()) Fail(ErrorCode::kUsage, "empty output path");
   if (fs::exists(destination_) && !fs::is_directory(destination_))
     Fail(ErrorCode::kIo, destination_ + ": exists and is not a directory");
-  RemoveOrphanTrees(destination_);
+  RemoveOrphans(destination_);
   for (int attempt = 0; attempt < 16; ++attempt) {
     std::string name = HiddenSibling(destination_);
     if (::mkdir(name.c_str(), 0777) == 0) {
       temp_path_ = name;
-      // Marks the tree as ours for as long as this process lives (see RemoveOrphanTrees).
+      // Marks the tree as ours for as long as this process lives (see RemoveOrphans).
       lock_fd_ = ::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_EX | LOCK_NB);
       return;

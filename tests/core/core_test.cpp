@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,6 +199,22 @@ TEST(AtomicFileTest, AppearsOnlyOnCommitAndKeepsOldFile) {
   std::string s2((std::istreambuf_iterator<char>(in2)), {});
   EXPECT_EQ(s2, "New contents");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  {
+    // What a replacing writer killed between its link and its rename leaves: a hidden name. The
+    // next writer removes it, unless a live writer holds it (flock).
+    const fs::path orphan = dir / ".out.bin.trove-tmp-0badf00d";
+    const fs::path live = dir / ".out.bin.trove-tmp-0000aaaa";
+    std::ofstream(orphan) << "left by a killed writer";
+    std::ofstream(live) << "being written";
+    int held = ::open(live.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+    AtomicFile f(dest.string());
+    EXPECT_FALSE(fs::exists(orphan));
+    EXPECT_TRUE(fs::exists(live));
+    ::close(held);
+    fs::remove(live);
+  }
   {
     AtomicDirectory d((dir / "tree").string());
     std::ofstream(fs::path(d.path()) / "a") << "1";
