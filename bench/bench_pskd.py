@@ -103,7 +103,7 @@ def run(ctx):
         f"A {text_size / 1e6:.0f} MB deterministic multilingual UTF-8 text ({vocab_size} distinct characters), "
         f"turned into a dataset by `chars`, `encode` and `lm-windows --seq {SEQ}`; every command next to "
         "`wc -w` on the same text (ratio = time / `wc -w` time; target ≤ 1 for encode and lm-windows). "
-        "Outputs are written through AtomicFile, so each time includes an fsync of the output.\n",
+        "Outputs are written through AtomicFile (a temporary file renamed into place when complete).\n",
         table(["command", "data", "median", "rate", "÷ wc -w"], rows),
         "",
         f"Reading every batch of the result through the batch loader, next to `cat` of the file "

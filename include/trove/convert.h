@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "trove/atomic_file.h"
 #include "trove/document.h"
 #include "trove/open.h"
 
@@ -26,6 +27,7 @@ struct ConvertOptions {
   std::optional<DType> floating_dtype;  // cast float16/32/64, bfloat16 tensors to this on the way
   std::optional<uint64_t> vocab;        // .psk.d: the N of idx[N] for integer leaves (else max+1)
   std::string compression = "stored";   // .tdz: stored, deflate, bzip2, lzma
+  Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
   ReadOptions read;
   // Called with (bytes written, bytes total) as tensors stream; may be empty.
   std::function<void(uint64_t, uint64_t)> progress;

@@ -19,13 +19,10 @@
 #include <string_view>
 #include <vector>
 
+#include "trove/atomic_file.h"
 #include "trove/dtype.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
-
-namespace trove {
-class AtomicFile;
-}
 
 namespace trove::pskd {
 
@@ -202,7 +199,7 @@ class SampleEncoder {
 // Commit(). Destroying an uncommitted writer leaves no file.
 class PskdWriter {
  public:
-  PskdWriter(const std::string& path, SampleType type);
+  PskdWriter(const std::string& path, SampleType type, Durability durability = Durability::kReplaceSafe);
   ~PskdWriter();
   PskdWriter(const PskdWriter&) = delete;
   PskdWriter& operator=(const PskdWriter&) = delete;

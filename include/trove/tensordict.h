@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trove/atomic_file.h"
 #include "trove/document.h"
 #include "trove/zip_reader.h"
 
@@ -28,6 +29,7 @@ inline constexpr int kTensordictFormatVersion = 1;
 struct TensordictWriteOptions {
   // Archives only: how `.memmap` payloads are stored. meta.json and pickles are always stored.
   ZipMethod compression = ZipMethod::kStored;
+  Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
 };
 
 // Reads a tensordict directory or a .tdz archive (detected by content: a directory, or a zip
@@ -45,7 +47,8 @@ void WriteTdz(const Document& doc, const std::string& path, const TensordictWrit
 void PackTdz(const std::string& dir, const std::string& archive, const TensordictWriteOptions& options = {});
 // Extracts an archive into `dir` (built under a temporary name, then renamed into place).
 // Names that would leave `dir` are refused; nothing is ever written outside it.
-void UnpackTdz(const std::string& archive, const std::string& dir);
+void UnpackTdz(const std::string& archive, const std::string& dir,
+               Durability durability = Durability::kReplaceSafe);
 
 // In-place editing (the spec's mode="r+"): overwrites `size` bytes at `offset` inside the stored
 // payload of the leaf at `key_path` (a Document key path, e.g. "next/obs"). The leaf must be

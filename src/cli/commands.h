@@ -31,6 +31,11 @@ void AddConvertCommands(CLI::App& app, int* exit_code);     // convert, diff (cl
 // Errors print "presk data: error[E900x]: ..." on stderr (cli/presk_data.cpp).
 int RunPreskData(const std::vector<std::string>& args);
 
+// The writing commands' --sync (Durability::kDurable in trove/atomic_file.h).
+inline constexpr const char* kSyncFlagHelp =
+    "Make the output durable before it appears (fsync): it then survives a power loss, at the disk's speed. "
+    "Without it a new output is written as cp writes it; an existing one is always replaced safely";
+
 // True when stdout is a terminal (aligned, coloured-free tables); false for pipes and files.
 bool StdoutIsTerminal();
 

@@ -85,7 +85,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::string src, dst, to, dtype, compression = "stored", a_path, b_path;
   static std::vector<std::string> keys;
   static uint64_t vocab = 0;
-  static bool json = false, permissive = false;
+  static bool json = false, permissive = false, sync = false;
   static double rtol = 0, atol = 0;
 
   auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz and .psk.d");
@@ -98,7 +98,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_option("--compression", compression, ".tdz: stored (default), deflate, bzip2, lzma")
       ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
   convert->add_flag("--permissive", permissive, "Read unknown pickle globals as inert objects (they are not written)");
-  convert->footer("The output appears only when complete. Examples:\n"
+  convert->add_flag("--sync", sync, kSyncFlagHelp);
+  convert->footer("The output appears only when complete (an existing one is replaced safely). Examples:\n"
                   "  trove convert model.pt model.tdz\n"
                   "  trove convert model.pt out --to tensordict --keys 'encoder/**'\n"
                   "  trove convert model.pt half.pt --dtype bfloat16");
@@ -107,6 +108,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.keys = keys;
     opts.compression = compression;
     opts.read.permissive = permissive;
+    opts.durability = sync ? Durability::kDurable : Durability::kReplaceSafe;
     if (vocab) opts.vocab = vocab;
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);

@@ -26,6 +26,7 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   // (statics would carry a previous parse's --compression into the next one).
   struct Args {
     std::string dir, archive, compression;
+    bool sync = false;
   };
   auto args = std::make_shared<Args>();
   std::string& dir = args->dir;
@@ -38,10 +39,12 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   pack->add_option("--compression", compression, "Compress .memmap leaves: deflate, bzip2 or lzma (default: stored, "
                                                   "64-byte aligned)")
       ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
+  pack->add_flag("--sync", args->sync, kSyncFlagHelp);
   pack->footer("Examples:\n  trove pack replay_buffer/ rb.tdz\n  trove pack replay_buffer/ rb.tdz --compression lzma");
   pack->callback([exit_code, args] {
     TensordictWriteOptions options;
     options.compression = CompressionFromName(args->compression);
+    options.durability = args->sync ? Durability::kDurable : Durability::kReplaceSafe;
     PackTdz(args->dir, args->archive, options);
     *exit_code = kExitOk;
   });
@@ -49,9 +52,10 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   auto* unpack = app.add_subcommand("unpack", "Extract a .tdz archive into a directory");
   unpack->add_option("archive", archive, ".tdz archive")->required();
   unpack->add_option("dir", dir, "Directory to create (replaced atomically)")->required();
+  unpack->add_flag("--sync", args->sync, kSyncFlagHelp);
   unpack->footer("Example:\n  trove unpack rb.tdz replay_buffer/");
   unpack->callback([exit_code, args] {
-    UnpackTdz(args->archive, args->dir);
+    UnpackTdz(args->archive, args->dir, args->sync ? Durability::kDurable : Durability::kReplaceSafe);
     *exit_code = kExitOk;
   });
 

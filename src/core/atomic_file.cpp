@@ -77,9 +77,11 @@ void RemoveOrphans(const std::string& destination) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string destination) : destination_(std::move(destination)) {
+AtomicFile::AtomicFile(std::string destination, Durability durability) : destination_(std::move(destination)) {
   if (destination_.empty()) Fail(ErrorCode::kUsage, "empty output path");
   if (fs::is_directory(destination_)) Fail(ErrorCode::kIo, destination_ + ": is a directory");
+  std::error_code ec;
+  sync_ = durability == Durability::kDurable || fs::exists(fs::symlink_status(destination_, ec));
   RemoveOrphans(destination_);
   const std::string dir = ParentDir(destination_);
   fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
@@ -107,7 +109,7 @@ AtomicFile::~AtomicFile() {
 void AtomicFile::Flush() {
   uint64_t at = position_ - buffer_.size();  // what the file holds so far
   WriteOut(fd_, reinterpret_cast<const uint8_t*>(buffer_.data()), buffer_.size(), destination_, at,
-           writeback_started_);
+           sync_ ? &writeback_started_ : nullptr);
   buffer_.clear();
 }
 
@@ -120,7 +122,8 @@ void AtomicFile::Write(const void* data, uint64_t size) {
     if (size < kWriteBufferBytes) {
       buffer_.append(p, static_cast<size_t>(size));
     } else {
-      WriteOut(fd_, reinterpret_cast<const uint8_t*>(p), size, destination_, position_, writeback_started_);
+      WriteOut(fd_, reinterpret_cast<const uint8_t*>(p), size, destination_, position_,
+               sync_ ? &writeback_started_ : nullptr);
       return;
     }
   }
@@ -144,7 +147,7 @@ void AtomicFile::WriteAt(uint64_t offset, const void* data, uint64_t size) {
 
 void AtomicFile::Commit() {
   Flush();
-  if (::fsync(fd_) != 0) FailErrno(destination_, errno);
+  if (sync_ && ::fsync(fd_) != 0) FailErrno(destination_, errno);
   if (temp_path_.empty()) {
     char proc[64];
     std::snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd_);
@@ -153,10 +156,13 @@ void AtomicFile::Commit() {
       committed_ = true;
       ::close(fd_);
       fd_ = -1;
-      FsyncDir(ParentDir(destination_));
+      if (sync_) FsyncDir(ParentDir(destination_));
       return;
     }
     if (errno != EEXIST) FailErrno(destination_, errno);
+    // A destination made while we wrote is replaced too, so what it holds is protected as well.
+    if (!sync_ && ::fsync(fd_) != 0) FailErrno(destination_, errno);
+    sync_ = true;
     // Replacing a file: link can't replace, so give the file a hidden name and rename that over
     // the destination. Killed in between, the hidden name is left; the next writer removes it.
     for (int attempt = 0; attempt < 16; ++attempt) {
@@ -168,6 +174,9 @@ void AtomicFile::Commit() {
       if (errno != EEXIST) FailErrno(destination_, errno);
     }
     if (temp_path_.empty()) FailErrno(destination_, EEXIST);
+  } else if (std::error_code ec; !sync_ && fs::exists(fs::symlink_status(destination_, ec))) {
+    if (::fsync(fd_) != 0) FailErrno(destination_, errno);
+    sync_ = true;
   }
   if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
     int err = errno;
@@ -178,14 +187,17 @@ void AtomicFile::Commit() {
   committed_ = true;
   ::close(fd_);
   fd_ = -1;
-  FsyncDir(ParentDir(destination_));
+  if (sync_) FsyncDir(ParentDir(destination_));
 }
 
-AtomicDirectory::AtomicDirectory(std::string destination) : destination_(std::move(destination)) {
+AtomicDirectory::AtomicDirectory(std::string destination, Durability durability)
+    : destination_(std::move(destination)) {
   while (!destination_.empty() && destination_.size() > 1 && destination_.back() == '/') destination_.pop_back();
   if (destination_.empty()) Fail(ErrorCode::kUsage, "empty output path");
-  if (fs::exists(destination_) && !fs::is_directory(destination_))
+  const bool exists = fs::exists(destination_);
+  if (exists && !fs::is_directory(destination_))
     Fail(ErrorCode::kIo, destination_ + ": exists and is not a directory");
+  sync_ = durability == Durability::kDurable || exists;
   RemoveOrphans(destination_);
   for (int attempt = 0; attempt < 16; ++attempt) {
     std::string name = HiddenSibling(destination_);
@@ -210,18 +222,21 @@ AtomicDirectory::~AtomicDirectory() {
 }
 
 void AtomicDirectory::Commit() {
-  // Make the files durable before they become visible: one syncfs for the whole tree (a
-  // per-file fsync costs a journal commit per file).
   std::error_code ec;
-  {
+  // A destination made meanwhile is replaced: protect it as if it had been there from the start.
+  const bool exists = fs::exists(destination_);
+  if (sync_ || exists) {
+    // The files are durable before they become visible: one syncfs for the whole tree (a
+    // per-file fsync costs a journal commit per file).
     int fd = ::open(temp_path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
-      ::syncfs(fd);
+      if (::syncfs(fd) != 0) FailErrno(destination_, errno);
       ::close(fd);
     }
+    FsyncDir(temp_path_);
+    sync_ = true;
   }
-  FsyncDir(temp_path_);
-  if (fs::exists(destination_)) {
+  if (exists) {
     if (::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, destination_.c_str(), RENAME_EXCHANGE) != 0)
       FailErrno(destination_, errno);
     committed_ = true;
@@ -230,7 +245,7 @@ void AtomicDirectory::Commit() {
     if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) FailErrno(destination_, errno);
     committed_ = true;
   }
-  FsyncDir(ParentDir(destination_));
+  if (sync_) FsyncDir(ParentDir(destination_));
 }
 
 }  // namespace trove

@@ -111,6 +111,7 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
       case Format::kTensordictDir:
       case Format::kTdz: {
         TensordictWriteOptions td;
+        td.durability = options.durability;
         const std::string& c = options.compression;
         td.compression = c == "deflate" ? ZipMethod::kDeflate : c == "bzip2" ? ZipMethod::kBzip2
                        : c == "lzma" ? ZipMethod::kLzma : ZipMethod::kStored;
@@ -121,6 +122,7 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
       case Format::kPskd: {
         PskdWriteOptions p;
         p.vocab = options.vocab;
+        p.durability = options.durability;
         WritePskd(doc, destination, p);
         return;
       }

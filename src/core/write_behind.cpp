@@ -114,12 +114,12 @@ void WriteBehind(int fd, uint64_t end, uint64_t& started, bool complete) {
 }
 
 void WriteOut(int fd, const uint8_t* data, uint64_t size, const std::string& name, uint64_t& written,
-              uint64_t& writeback_started) {
+              uint64_t* writeback_started) {
   const uint64_t copied = CopyMappedBytes(fd, data, size, name);
   data += copied;
   size -= copied;
   written += copied;
-  WriteBehind(fd, written, writeback_started);
+  if (writeback_started) WriteBehind(fd, written, *writeback_started);
   while (size > 0) {
     // Bounded requests: write(2) moves at most about 2 GiB per call anyway.
     const ssize_t n = ::write(fd, data, static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30)));
@@ -130,7 +130,7 @@ void WriteOut(int fd, const uint8_t* data, uint64_t size, const std::string& nam
     data += n;
     size -= static_cast<uint64_t>(n);
     written += static_cast<uint64_t>(n);
-    WriteBehind(fd, written, writeback_started);
+    if (writeback_started) WriteBehind(fd, written, *writeback_started);
   }
 }
 

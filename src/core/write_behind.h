@@ -1,6 +1,7 @@
 // Starting writeback while a large file is still being written.
 //
-// Writers make their output durable (fsync or syncfs) before renaming it into place. Left to
+// A durable writer (Durability::kDurable, or one replacing an existing destination) makes its
+// output durable (fsync or syncfs) before renaming it into place. Left to
 // itself the kernel holds the written pages dirty until that call, so the copy and the disk
 // write happen one after the other and the final fsync stalls for the whole file. WriteBehind
 // asks for the writeback of each completed step as soon as it is written (sync_file_range with
@@ -28,9 +29,10 @@ void WriteBehind(int fd, uint64_t end, uint64_t& started, bool complete = false)
 
 // Every writer's way of appending bytes to a file: [data, +size) goes to fd's current position,
 // which is `written` bytes into the file. Bytes of a MappedFile are copied by the kernel
-// (CopyMappedBytes), others written with write(2); writeback is started as the steps fill.
-// `written` and `writeback_started` advance. Throws Error(kIo) naming `name`.
+// (CopyMappedBytes), others written with write(2). `written` advances. With `writeback_started`
+// (a writer that will fsync), writeback is started as the steps fill and it advances; null: the
+// pages are left to the kernel, as cp leaves them. Throws Error(kIo) naming `name`.
 void WriteOut(int fd, const uint8_t* data, uint64_t size, const std::string& name, uint64_t& written,
-              uint64_t& writeback_started);
+              uint64_t* writeback_started);
 
 }  // namespace trove

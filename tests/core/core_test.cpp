@@ -231,6 +231,54 @@ TEST(AtomicFileTest, AppearsOnlyOnCommitAndKeepsOldFile) {
   fs::remove_all(dir);
 }
 
+// Durability: a new destination is written as cp writes it; replacing one, or kDurable, syncs
+// before the swap (tests/python/test_convert.py sees the fsync calls themselves).
+TEST(AtomicFileTest, SyncsWhenReplacingOrDurable) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("trove-durable-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    AtomicFile f((dir / "new.bin").string());
+    EXPECT_FALSE(f.syncs());
+    f.Write("a", 1);
+    f.Commit();
+  }
+  {
+    AtomicFile f((dir / "new.bin").string());
+    EXPECT_TRUE(f.syncs());
+  }
+  {
+    AtomicFile f((dir / "other.bin").string(), Durability::kDurable);
+    EXPECT_TRUE(f.syncs());
+  }
+  {
+    AtomicDirectory d((dir / "tree").string());
+    EXPECT_FALSE(d.syncs());
+    d.Commit();
+  }
+  {
+    AtomicDirectory d((dir / "tree").string());
+    EXPECT_TRUE(d.syncs());
+  }
+  {
+    AtomicDirectory d((dir / "tree2").string(), Durability::kDurable);
+    EXPECT_TRUE(d.syncs());
+  }
+  {
+    // A destination made while the writer works is replaced, and so protected, too.
+    AtomicFile f((dir / "late.bin").string());
+    EXPECT_FALSE(f.syncs());
+    f.Write("new", 3);
+    std::ofstream(dir / "late.bin") << "made meanwhile";
+    f.Commit();
+    EXPECT_TRUE(f.syncs());
+    std::ifstream in(dir / "late.bin");
+    std::string s((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(s, "new");
+  }
+  fs::remove_all(dir);
+}
+
 // Large writes of mapped bytes go through the kernel (copy_file_range) straight from the mapped
 // file; what lands must be exactly those bytes at the writer's position, and the cases the kernel
 // cannot copy fall back to the caller.

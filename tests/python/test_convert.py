@@ -10,6 +10,7 @@ import zipfile
 import pytest
 import torch
 
+import conftest
 import ptfiles
 
 CASES = [c for c in ptfiles.MAKERS]
@@ -219,3 +220,41 @@ def test_damaged_source_stays_detectable(trove, tmp_path):
         assert "1 problem" in r.text + r.errtext, r
         with zipfile.ZipFile(out) as z:
             assert z.testzip() == entry
+
+
+def _syncs_of(tmp_path, *args):
+    """The fsync/syncfs calls `trove ARGS` makes, seen by strace (also in its helper thread)."""
+    log = tmp_path / "strace.log"
+    cmd = ["strace", "-f", "-qq", "-o", str(log), "-e", "trace=fsync,fdatasync,syncfs",
+           os.path.join(conftest.BIN_DIR, "trove")] + [str(a) for a in args]
+    p = subprocess.run(cmd, capture_output=True)
+    assert p.returncode == 0, p
+    calls = [line.split(None, 1)[1].split("(")[0] for line in log.read_text().splitlines() if "(" in line]
+    log.unlink()
+    return calls
+
+
+def test_durability_new_replaced_and_sync(trove, files, tmp_path):
+    # The default writes a new output as cp does (no fsync); replacing an existing output makes the
+    # new contents durable first, so a power loss cannot cost the old ones; --sync always does.
+    probe = subprocess.run(["strace", "-qq", "-o", os.devnull, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("strace cannot trace here: " + probe.stderr.decode(errors="replace"))
+    src, obj = files["module"]
+    for out, extra in ((tmp_path / "a.pt", []), (tmp_path / "a.tdz", []), (tmp_path / "a", ["--to", "tensordict"])):
+        assert _syncs_of(tmp_path, "convert", src, out, *extra) == [], out
+        replaced = _syncs_of(tmp_path, "convert", src, out, *extra)
+        assert "fsync" in replaced or "syncfs" in replaced, (out, replaced)
+        fresh = tmp_path / ("fresh" + out.suffix)
+        synced = _syncs_of(tmp_path, "convert", "--sync", src, fresh, *extra)
+        assert "fsync" in synced or "syncfs" in synced, (out, synced)
+        if out.suffix == ".pt":
+            same(obj, load(fresh))
+        else:
+            assert trove("diff", src, fresh).code == 0
+    assert _syncs_of(tmp_path, "pack", tmp_path / "a", tmp_path / "p.tdz") == []
+    assert "fsync" in _syncs_of(tmp_path, "pack", "--sync", tmp_path / "a", tmp_path / "q.tdz")
+    assert _syncs_of(tmp_path, "unpack", tmp_path / "p.tdz", tmp_path / "u") == []
+    assert "syncfs" in _syncs_of(tmp_path, "unpack", "--sync", tmp_path / "q.tdz", tmp_path / "v")
+    assert "syncfs" in _syncs_of(tmp_path, "unpack", tmp_path / "q.tdz", tmp_path / "v")
+    assert trove("diff", tmp_path / "u", tmp_path / "v").code == 0

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "trove/atomic_file.h"
 #include "trove/document.h"
 
 namespace trove {
@@ -18,6 +19,7 @@ namespace trove {
 struct PskdWriteOptions {
   // The bound N of every integer leaf; unset: each leaf's max + 1.
   std::optional<uint64_t> vocab;
+  Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
 };
 
 void WritePskd(const Document& doc, const std::string& path, const PskdWriteOptions& opts);

@@ -136,7 +136,7 @@ bool NeedsV3(DType d) { return Info(d).storage_class.empty(); }
 
 }  // namespace
 
-void WritePt(const Document& doc, const std::string& path, const ConvertOptions& /*options*/) {
+void WritePt(const Document& doc, const std::string& path, const ConvertOptions& options) {
   ValueArena arena;
   PlainTorchData plain(arena);
   Value* root = doc.root ? plain.Convert(doc.root) : arena.None();
@@ -243,7 +243,7 @@ void WritePt(const Document& doc, const std::string& path, const ConvertOptions&
   std::string pkl = pickler.Dump(root);
 
   const std::string prefix = ArchiveName(path);
-  AtomicFile file(path);
+  AtomicFile file(path, options.durability);
   ZipWriter zip(file, ZipLayout::kPyTorch);
   zip.AddEntry(prefix + "/data.pkl", pkl.data(), pkl.size(), ZipMethod::kStored, kStorageAlignment);
   zip.AddEntry(prefix + "/.format_version", "1", 1, ZipMethod::kStored, kStorageAlignment);

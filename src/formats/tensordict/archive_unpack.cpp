@@ -60,13 +60,13 @@ int OpenDirChain(int root, const std::vector<std::string>& parts, size_t n, cons
 
 }  // namespace
 
-void UnpackTdz(const std::string& archive, const std::string& dir) {
+void UnpackTdz(const std::string& archive, const std::string& dir, Durability durability) {
   auto file = MappedFile::Open(archive);  // its errors name the path already
   auto zip = WithContext(archive, [&] { return ZipReader(file); });
   if (zip.Find("meta.json") == nullptr) {
     Fail(ErrorCode::kCorrupt, archive + ": not a tensordict archive (no top-level meta.json entry)");
   }
-  AtomicDirectory out(dir);
+  AtomicDirectory out(dir, durability);
   int root = ::open(out.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root < 0) Fail(ErrorCode::kIo, out.path() + ": " + std::strerror(errno));
   try {
@@ -91,8 +91,9 @@ void UnpackTdz(const std::string& archive, const std::string& dir) {
         try {
           SharedBytes payload = zip.Read(e);
           uint64_t written = 0, writeback_started = 0;
-          WriteOut(fd, payload.data(), payload.size(), "entry '" + e.name + "'", written, writeback_started);
-          WriteBehind(fd, written, writeback_started, /*complete=*/true);
+          WriteOut(fd, payload.data(), payload.size(), "entry '" + e.name + "'", written,
+                   out.syncs() ? &writeback_started : nullptr);
+          if (out.syncs()) WriteBehind(fd, written, writeback_started, /*complete=*/true);
         } catch (...) {
           ::close(fd);
           throw;

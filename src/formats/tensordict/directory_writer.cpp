@@ -15,15 +15,16 @@
 namespace trove {
 namespace {
 
-void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path) {
+void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path, bool syncs) {
   // O_EXCL|O_NOFOLLOW: the temporary tree is ours and empty; anything already there is an error.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) Fail(ErrorCode::kIo, path + ": " + std::strerror(errno));
   try {
     uint64_t written = 0;
     uint64_t writeback_started = 0;
-    f.Emit([&](const uint8_t* p, size_t n) { WriteOut(fd, p, n, path, written, writeback_started); });
-    WriteBehind(fd, written, writeback_started, /*complete=*/true);
+    uint64_t* writeback = syncs ? &writeback_started : nullptr;
+    f.Emit([&](const uint8_t* p, size_t n) { WriteOut(fd, p, n, path, written, writeback); });
+    if (syncs) WriteBehind(fd, written, writeback_started, /*complete=*/true);
   } catch (...) {
     ::close(fd);
     throw;
@@ -31,26 +32,27 @@ void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path)
   if (::close(fd) != 0) Fail(ErrorCode::kIo, path + ": " + std::strerror(errno));
 }
 
-void WritePlannedDir(const tensordict::PlannedDir& dir, const std::string& path) {
+// `syncs`: the tree is synced at the end (AtomicDirectory::syncs), so writeback starts early.
+void WritePlannedDir(const tensordict::PlannedDir& dir, const std::string& path, bool syncs) {
   for (const auto& f : dir.files) {
-    WritePlannedFile(f, path + "/" + f.name);
+    WritePlannedFile(f, path + "/" + f.name, syncs);
   }
   for (const auto& d : dir.dirs) {
     const std::string sub = path + "/" + d->name;
     if (::mkdir(sub.c_str(), 0755) != 0) Fail(ErrorCode::kIo, sub + ": " + std::strerror(errno));
-    WritePlannedDir(*d, sub);
+    WritePlannedDir(*d, sub, syncs);
   }
   // meta.json last: even inside the temporary tree a level is complete once it has one.
-  WritePlannedFile(dir.meta, path + "/meta.json");
+  WritePlannedFile(dir.meta, path + "/meta.json", syncs);
 }
 
 }  // namespace
 
-void WriteTensordictDir(const Document& doc, const std::string& dir, const TensordictWriteOptions&) {
+void WriteTensordictDir(const Document& doc, const std::string& dir, const TensordictWriteOptions& options) {
   WithContext(dir, [&] {
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
-    AtomicDirectory out(dir);
-    WritePlannedDir(*plan, out.path());
+    AtomicDirectory out(dir, options.durability);
+    WritePlannedDir(*plan, out.path(), out.syncs());
     out.Commit();
   });
 }
