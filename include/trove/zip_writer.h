@@ -44,13 +44,14 @@ class ZipWriter {
   ZipWriter& operator=(const ZipWriter&) = delete;
 
   // Starts an entry. `align` (0 or a power of two up to 32768) places the payload's first byte
-  // at a multiple of it; it applies to kStored entries only and is ignored otherwise.
+  // at a multiple of it, or `phase` (< align) bytes past one; it applies to kStored entries only
+  // and is ignored otherwise.
   // Compression applies to the whole payload. `expected_size`, when known, must equal the bytes
   // then written; kPyTorch needs it for entries of 4 GiB or more (PyTorch decides the zip64
   // fields of the local header before the payload), kTensordict never does.
   // Names follow the reader's rules (no "..", leading '/', backslash, NUL) and must be unique.
   void BeginEntry(const std::string& name, ZipMethod method = ZipMethod::kStored, uint64_t align = 0,
-                  uint64_t expected_size = kZipUnknownSize);
+                  uint64_t expected_size = kZipUnknownSize, uint64_t phase = 0);
   void Write(const void* data, uint64_t size);
   // Writes bytes streaming them in windows (see SharedBytes::Stream). Bytes that carry their
   // recorded CRC-32 into a stored entry are not read to checksum them: the recorded value is

@@ -32,7 +32,10 @@ uint16_t TensordictFlags(std::string_view name, ZipMethod method) {
   return flags;
 }
 
-uint64_t PadFor(uint64_t position, uint64_t align) { return align == 0 ? 0 : (align - position % align) % align; }
+// Bytes to add at `position` so that it lands `phase` past a multiple of `align`.
+uint64_t PadFor(uint64_t position, uint64_t align, uint64_t phase) {
+  return align == 0 ? 0 : (align + phase - position % align) % align;
+}
 
 void PutLocalFixed(std::string& h, uint16_t version, uint16_t flags, ZipMethod method, uint16_t date, uint32_t crc,
                    uint32_t csize, uint32_t usize, std::string_view name, uint64_t extra_len) {
@@ -74,7 +77,7 @@ std::string StripZip64(std::string_view extra) {
 }  // namespace
 
 LocalPlan PlanLocal(ZipLayout layout, std::string_view name, ZipMethod method, uint64_t offset, uint64_t align,
-                    uint64_t expected_size) {
+                    uint64_t expected_size, uint64_t phase) {
   LocalPlan plan;
   plan.method = method;
   const bool aligned = align > 0 && method == ZipMethod::kStored;
@@ -98,7 +101,7 @@ LocalPlan PlanLocal(ZipLayout layout, std::string_view name, ZipMethod method, u
       if (big_offset) PutU64(extra, offset);
     }
     if (aligned) {
-      const uint64_t pad = PadFor(name_end + extra.size() + 4, align);
+      const uint64_t pad = PadFor(name_end + extra.size() + 4, align, phase);
       PutU16(extra, kExtraPyTorchPad);
       PutU16(extra, static_cast<uint16_t>(pad));
       extra.append(pad, 'Z');
@@ -109,7 +112,7 @@ LocalPlan PlanLocal(ZipLayout layout, std::string_view name, ZipMethod method, u
     constexpr uint64_t kZip64Block = 4 + 16;
     std::string extra;
     if (aligned) {
-      const uint64_t pad = PadFor(name_end + 4 + kZip64Block, align);
+      const uint64_t pad = PadFor(name_end + 4 + kZip64Block, align, phase);
       PutU16(extra, kExtraTensordictPad);
       PutU16(extra, static_cast<uint16_t>(pad));
       extra.append(pad, '\0');

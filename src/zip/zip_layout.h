@@ -44,9 +44,10 @@ struct Patch {
   std::string bytes;
 };
 
-// `expected_size` is kZipUnknownSize when streaming an entry of unknown length.
+// `expected_size` is kZipUnknownSize when streaming an entry of unknown length. A stored entry
+// with `align` gets its payload at `phase` (< align) past a multiple of `align`.
 LocalPlan PlanLocal(ZipLayout layout, std::string_view name, ZipMethod method, uint64_t offset, uint64_t align,
-                    uint64_t expected_size);
+                    uint64_t expected_size, uint64_t phase = 0);
 // The final CRC, sizes and flags to write over a planned header once the payload is done.
 std::vector<Patch> LocalPatches(ZipLayout layout, const LocalPlan& plan, uint32_t crc, uint64_t compressed,
                                 uint64_t uncompressed);

@@ -43,7 +43,8 @@ void ZipWriter::FlushStaged() {
   staged_out_ = true;
 }
 
-void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size) {
+void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size,
+                           uint64_t phase) {
   if (finished_) Fail(ErrorCode::kUsage, Entry(name) + ": the archive is already finished");
   if (open_) Fail(ErrorCode::kUsage, Entry(name) + ": entry " + QuoteName(current_.name) + " is still open");
   if (const char* problem = EntryNameProblem(name)) Fail(ErrorCode::kUsage, Entry(name) + ": " + problem);
@@ -55,13 +56,17 @@ void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t a
     Fail(ErrorCode::kUsage, Entry(name) + ": alignment " + std::to_string(align) +
                                 " is not a power of two up to " + std::to_string(kMaxZipAlign));
   }
+  if (phase != 0 && phase >= align) {
+    Fail(ErrorCode::kUsage, Entry(name) + ": phase " + std::to_string(phase) + " is not below the alignment " +
+                                std::to_string(align));
+  }
   if (written_.size() >= kMaxZipEntries) {
     Fail(ErrorCode::kLimit, Entry(name) + ": more than kMaxZipEntries (" + std::to_string(kMaxZipEntries) +
                                 ") entries, which readers refuse");
   }
   if (!names_.insert(name).second) Fail(ErrorCode::kUsage, Entry(name) + ": duplicate entry name");
 
-  LocalPlan plan = PlanLocal(layout_, name, method, cursor_, align, expected_size);
+  LocalPlan plan = PlanLocal(layout_, name, method, cursor_, align, expected_size, phase);
   current_ = ZipEntry{};
   current_.name = name;
   current_.method = static_cast<uint16_t>(method);

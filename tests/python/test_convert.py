@@ -118,6 +118,46 @@ def test_every_record_is_64_byte_aligned(trove, files, tmp_path):
             assert (info.header_offset + 30 + n + m) % 64 == 0, info.filename
 
 
+def _payload_offsets(path):
+    """{CRC-32: offset of the payload} of each data/ record, and the extra length of each."""
+    import struct
+    data = path.read_bytes()
+    offsets, extras = {}, {}
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            n, m = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+            if "/data/" in info.filename:
+                offsets[info.CRC] = info.header_offset + 30 + n + m
+                extras[info.CRC] = m
+    return offsets, extras
+
+
+def test_large_records_keep_their_page_offset(trove, tmp_path):
+    # A record of 1 MiB or more copied from a mapped source starts at the same offset within a page
+    # as in the source (so the kernel copies whole pages); smaller ones get torch's minimal padding.
+    # torch loads the result either way.
+    src = tmp_path / "src.pt"
+    g = torch.Generator().manual_seed(1)
+    sd = collections.OrderedDict((f"w{i}", torch.rand(300_000 + 17 * i, generator=g)) for i in range(6))
+    sd["small"] = torch.arange(10)
+    torch.save(sd, src)
+    out = tmp_path / "a_longer_name.pt"  # so its headers differ in length from the source's
+    assert trove("convert", src, out).code == 0, "convert failed"
+    got = torch.load(out, weights_only=True)
+    assert list(got) == list(sd) and all(torch.equal(got[k], sd[k]) for k in sd)
+    want, _ = _payload_offsets(src)
+    have, extras = _payload_offsets(out)
+    import zlib
+    small_crc = zlib.crc32(sd["small"].numpy().tobytes())
+    for crc, off in have.items():
+        assert off % 64 == 0
+        if crc == small_crc:
+            assert extras[crc] < 64 + 4, extras[crc]  # "FB" block of at most 63 padding bytes
+        else:
+            assert off % 4096 == want[crc] % 4096, (off, want[crc])
+    assert subprocess.run(["unzip", "-tq", str(out)], capture_output=True).returncode == 0
+
+
 @pytest.mark.parametrize("fmt", ["tdz", "tensordict"])
 @pytest.mark.parametrize("case", ["module", "dtypes", "views", "params", "bare", "list", "keys", "big_endian", "legacy", "optim"])
 def test_round_trip_through_tensordict(trove, files, tmp_path, fmt, case):

@@ -28,6 +28,7 @@ struct Item {
   std::string bytes;
   ZipMethod method = ZipMethod::kStored;
   uint64_t align = 64;
+  uint64_t phase = 0;  // the payload lands this far past a multiple of align
 };
 
 std::string Pattern(size_t n, uint32_t seed) {
@@ -44,7 +45,7 @@ void WriteArchive(const std::string& path, ZipLayout layout, const std::vector<I
   ZipWriter w(out, layout);
   std::mt19937 rng(7);
   for (const Item& it : items) {
-    w.BeginEntry(it.name, it.method, it.align);
+    w.BeginEntry(it.name, it.method, it.align, kZipUnknownSize, it.phase);
     size_t pos = 0;
     while (pos < it.bytes.size()) {
       size_t n = std::min<size_t>(it.bytes.size() - pos, 1 + rng() % 300000);
@@ -108,6 +109,7 @@ std::vector<Item> MixedItems(ZipMethod method) {
   items.push_back({"root/n\xc3\xa9st/\xe4\xb8\x96.memmap", Pattern(777, 2), method, 64});
   items.push_back({"root/big.memmap", Pattern(3'500'000, 3), method, 64});  // outgrows the staging buffer
   items.push_back({"root/unaligned", Pattern(33, 4), method, 0});
+  items.push_back({"root/page-phased.memmap", Pattern(9000, 5), method, 4096, 640});
   for (int i = 0; i < 60; ++i) items.push_back({"root/many/" + std::to_string(i), Pattern(i * 3, 10 + i), method, 64});
   return items;
 }
@@ -132,6 +134,7 @@ TEST_P(WriterPeers, PythonAndUnzipAcceptAndReadBackIdenticalPayloads) {
     EXPECT_EQ(ziptest::ReadFile((dir.path() / "extracted" / it.name).string()), it.bytes);
     if (it.method == ZipMethod::kStored && it.align != 0) {
       EXPECT_EQ(e.data_offset % 64, 0u);
+      EXPECT_EQ(e.data_offset % it.align, it.phase);
     }
     EXPECT_EQ(e.method, static_cast<uint64_t>(it.method));
   }
@@ -425,6 +428,7 @@ TEST(WriterUsage, RefusesBadNamesDuplicatesAndMisuse) {
   EXPECT_EQ(code([&] { w.AddEntry(std::string("a\0b", 3), "", 0); }), ErrorCode::kUsage);
   EXPECT_EQ(code([&] { w.AddEntry("", "", 0); }), ErrorCode::kUsage);
   EXPECT_EQ(code([&] { w.AddEntry("x", "", 0, ZipMethod::kStored, 48); }), ErrorCode::kUsage);
+  EXPECT_EQ(code([&] { w.BeginEntry("y", ZipMethod::kStored, 64, kZipUnknownSize, 64); }), ErrorCode::kUsage);
   EXPECT_EQ(code([&] { w.Write("a", 1); }), ErrorCode::kUsage);
   EXPECT_EQ(code([&] { w.EndEntry(); }), ErrorCode::kUsage);
   w.AddEntry("ok", "1", 1);

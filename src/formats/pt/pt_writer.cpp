@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <unordered_set>
 #include <unordered_map>
 
@@ -24,6 +25,21 @@ namespace trove {
 namespace {
 
 constexpr uint64_t kStorageAlignment = 64;  // torch's kFieldAlignment
+// A record copied from a mapped file starts at the same offset within a page as its source
+// (still a multiple of 64): the kernel then copies whole pages, about a third faster than
+// pages split in two. The padding that takes is under one page, so only records this large get
+// it (at most 0.4% of their size); smaller ones keep torch's 64-byte padding.
+constexpr uint64_t kPageBytes = 4096;
+constexpr uint64_t kPageCongruentMinBytes = uint64_t{1} << 20;
+
+// The offset within a page that `bytes`' record should start at, or 0 for plain 64-byte
+// alignment. A file mapped from offset 0 has each byte at the same offset within a page in
+// memory as in the file.
+uint64_t PagePhase(const SharedBytes& bytes) {
+  if (!bytes.mapped() || bytes.size() < kPageCongruentMinBytes) return 0;
+  const uint64_t phase = reinterpret_cast<uintptr_t>(bytes.data()) % kPageBytes;
+  return phase % kStorageAlignment == 0 ? phase : 0;
+}
 
 // One data/<key> record: either a whole source storage (shared by the views of it) or the
 // contiguous bytes of one view (casts, big-endian sources, storages viewed with two dtypes).
@@ -250,10 +266,12 @@ void WritePt(const Document& doc, const std::string& path, const ConvertOptions&
   zip.AddEntry(prefix + "/.storage_alignment", "64", 2, ZipMethod::kStored, kStorageAlignment);
   zip.AddEntry(prefix + "/byteorder", "little", 6, ZipMethod::kStored, kStorageAlignment);
   for (const StorageRecord& rec : records) {
-    zip.BeginEntry(prefix + "/data/" + rec.key, ZipMethod::kStored, kStorageAlignment, rec.nbytes);
-    if (rec.whole_of) {
-      zip.WriteBytes(rec.whole_of->storage);
-    } else if (auto stored = rec.compact->StoredBytes()) {
+    std::optional<SharedBytes> stored = rec.whole_of ? std::optional<SharedBytes>(rec.whole_of->storage)
+                                                     : rec.compact->StoredBytes();
+    const uint64_t phase = stored ? PagePhase(*stored) : 0;
+    zip.BeginEntry(prefix + "/data/" + rec.key, ZipMethod::kStored, phase ? kPageBytes : kStorageAlignment, rec.nbytes,
+                   phase);
+    if (stored) {
       zip.WriteBytes(*stored);
     } else {
       rec.compact->ForEachChunk([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
