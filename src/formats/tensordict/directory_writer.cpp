@@ -1,10 +1,26 @@
 // Document -> tensordict directory (format version 1), built under AtomicDirectory.
+//
+// The tree is created first, then the leaf files are written, then each level's meta.json (so
+// even inside the temporary tree a level is complete once it has one). Leaves whose bytes are
+// held contiguously in their source go to the kernel (WriteOut: copy_file_range from a mapped
+// file, else write(2)); they never touch a mapped page in this process, so several threads can
+// write them at once: the kernel copies into two files on two cores (one file's writers are
+// serialized by its inode lock; two files' are not). Leaves that must be gathered, cast or
+// byte-swapped read mapped pages, which only the calling thread may do (a truncated source
+// raises SIGBUS there, under the caller's guard; see RunGuardingTruncation), so it writes those,
+// before starting any helper.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "core/write_behind.h"
 #include "formats/tensordict/write_plan.h"
@@ -14,6 +30,15 @@
 
 namespace trove {
 namespace {
+
+// Threads writing leaves at once, the caller's included. Past a few, the copies are bound by
+// memory bandwidth or the disk rather than by a core, and each thread holds a file open.
+constexpr unsigned kMaxLeafWriters = 4;
+
+struct LeafJob {
+  const tensordict::PlannedFile* file;
+  std::string path;
+};
 
 void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path, bool syncs) {
   // O_EXCL|O_NOFOLLOW: the temporary tree is ours and empty; anything already there is an error.
@@ -32,18 +57,93 @@ void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path,
   if (::close(fd) != 0) Fail(ErrorCode::kIo, path + ": " + std::strerror(errno));
 }
 
-// `syncs`: the tree is synced at the end (AtomicDirectory::syncs), so writeback starts early.
-void WritePlannedDir(const tensordict::PlannedDir& dir, const std::string& path, bool syncs) {
+// Whether writing `f` leaves every byte to the kernel (see the top of this file).
+bool KernelWritable(const tensordict::PlannedFile& f) {
+  if (!f.bytes.empty() || f.tensors.empty()) return false;
+  return std::all_of(f.tensors.begin(), f.tensors.end(), [](const TensorView* t) { return t->StoredBytes().has_value(); });
+}
+
+// Makes the directories of `dir` under `path` and lists its leaves (into `threaded` or
+// `own_thread`) and its meta.json files, deepest first.
+void PlanJobs(const tensordict::PlannedDir& dir, const std::string& path, std::vector<LeafJob>& threaded,
+              std::vector<LeafJob>& own_thread, std::vector<LeafJob>& metas) {
   for (const auto& f : dir.files) {
-    WritePlannedFile(f, path + "/" + f.name, syncs);
+    (KernelWritable(f) ? threaded : own_thread).push_back({&f, path + "/" + f.name});
   }
   for (const auto& d : dir.dirs) {
     const std::string sub = path + "/" + d->name;
     if (::mkdir(sub.c_str(), 0755) != 0) Fail(ErrorCode::kIo, sub + ": " + std::strerror(errno));
-    WritePlannedDir(*d, sub, syncs);
+    PlanJobs(*d, sub, threaded, own_thread, metas);
   }
-  // meta.json last: even inside the temporary tree a level is complete once it has one.
-  WritePlannedFile(dir.meta, path + "/meta.json", syncs);
+  metas.push_back({&dir.meta, path + "/meta.json"});
+}
+
+// Writes `jobs` from the calling thread and `helpers` more; the first error stops the others
+// from starting new files and is rethrown by Finish once they have all finished.
+class LeafWriters {
+ public:
+  LeafWriters(const std::vector<LeafJob>& jobs, bool syncs) : jobs_(jobs), syncs_(syncs) {}
+
+  void Start(unsigned helpers) {
+    for (unsigned i = 0; i < helpers; ++i) {
+      try {
+        helpers_.emplace_back([this] { Work(); });
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had: the ones running (and this one) do the work
+      }
+    }
+  }
+  // Joins in, waits for the helpers and rethrows the first error.
+  void Finish() {
+    Work();
+    Join();
+    if (error_) std::rethrow_exception(error_);
+  }
+  // On the way out by an exception of the caller's own: stop and wait, never leave a helper behind.
+  ~LeafWriters() {
+    stop_ = true;
+    Join();
+  }
+
+ private:
+  void Work() {
+    for (size_t i; !stop_ && (i = next_.fetch_add(1)) < jobs_.size();) {
+      try {
+        WritePlannedFile(*jobs_[i].file, jobs_[i].path, syncs_);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        stop_ = true;
+      }
+    }
+  }
+  void Join() {
+    for (std::thread& t : helpers_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  const std::vector<LeafJob>& jobs_;
+  const bool syncs_;
+  std::atomic<size_t> next_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::exception_ptr error_;
+  std::vector<std::thread> helpers_;
+};
+
+void WritePlannedTree(const tensordict::PlannedDir& root, const std::string& path, bool syncs) {
+  std::vector<LeafJob> threaded, own_thread, metas;
+  PlanJobs(root, path, threaded, own_thread, metas);
+  // The leaves that read mapped pages go first, before any helper exists: a SIGBUS abandons this
+  // frame (RunGuardingTruncation), which must then have no helper using it.
+  for (const LeafJob& j : own_thread) WritePlannedFile(*j.file, j.path, syncs);
+  LeafWriters writers(threaded, syncs);
+  const size_t threads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), kMaxLeafWriters,
+                                           threaded.size()});
+  writers.Start(threads > 1 ? static_cast<unsigned>(threads - 1) : 0);
+  writers.Finish();
+  for (const LeafJob& j : metas) WritePlannedFile(*j.file, j.path, syncs);
 }
 
 }  // namespace
@@ -52,7 +152,7 @@ void WriteTensordictDir(const Document& doc, const std::string& dir, const Tenso
   WithContext(dir, [&] {
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
     AtomicDirectory out(dir, options.durability);
-    WritePlannedDir(*plan, out.path(), out.syncs());
+    WritePlannedTree(*plan, out.path(), out.syncs());
     out.Commit();
   });
 }
