@@ -119,43 +119,53 @@ def test_every_record_is_64_byte_aligned(trove, files, tmp_path):
 
 
 def _payload_offsets(path):
-    """{CRC-32: offset of the payload} of each data/ record, and the extra length of each."""
+    """{CRC-32: (offset of the payload, local extra length)} of each tensor entry of a zip."""
     import struct
     data = path.read_bytes()
-    offsets, extras = {}, {}
+    found = {}
     with zipfile.ZipFile(path) as z:
         for info in z.infolist():
             n, m = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
-            if "/data/" in info.filename:
-                offsets[info.CRC] = info.header_offset + 30 + n + m
-                extras[info.CRC] = m
-    return offsets, extras
+            if "/data/" in info.filename or info.filename.endswith(".memmap"):
+                found[info.CRC] = (info.header_offset + 30 + n + m, m)
+    return found
 
 
-def test_large_records_keep_their_page_offset(trove, tmp_path):
-    # A record of 1 MiB or more copied from a mapped source starts at the same offset within a page
-    # as in the source (so the kernel copies whole pages); smaller ones get torch's minimal padding.
-    # torch loads the result either way.
+def test_large_payloads_keep_their_page_offset(trove, tmp_path):
+    # A payload of 1 MiB or more copied from a mapped source starts at the same offset within a
+    # page as in the source (so the kernel copies whole pages), and one packed from a directory
+    # (whose leaf files start a page) at a page; smaller ones get the minimal 64-byte padding.
+    # torch, Python's zipfile and unzip read the results; trove diff finds them equal.
+    import zlib
     src = tmp_path / "src.pt"
     g = torch.Generator().manual_seed(1)
     sd = collections.OrderedDict((f"w{i}", torch.rand(300_000 + 17 * i, generator=g)) for i in range(6))
     sd["small"] = torch.arange(10)
     torch.save(sd, src)
-    out = tmp_path / "a_longer_name.pt"  # so its headers differ in length from the source's
-    assert trove("convert", src, out).code == 0, "convert failed"
-    got = torch.load(out, weights_only=True)
-    assert list(got) == list(sd) and all(torch.equal(got[k], sd[k]) for k in sd)
-    want, _ = _payload_offsets(src)
-    have, extras = _payload_offsets(out)
-    import zlib
     small_crc = zlib.crc32(sd["small"].numpy().tobytes())
-    for crc, off in have.items():
-        assert off % 64 == 0
-        if crc == small_crc:
-            assert extras[crc] < 64 + 4, extras[crc]  # "FB" block of at most 63 padding bytes
-        else:
-            assert off % 4096 == want[crc] % 4096, (off, want[crc])
-    assert subprocess.run(["unzip", "-tq", str(out)], capture_output=True).returncode == 0
+    source = _payload_offsets(src)
+    # Output names differ in length from the source's, so their headers do too.
+    pt, tdz, tree, packed = (tmp_path / "a_longer_name.pt", tmp_path / "another.tdz", tmp_path / "tree",
+                             tmp_path / "packed_tree.tdz")
+    assert trove("convert", src, pt).code == 0
+    assert trove("convert", src, tdz).code == 0
+    assert trove("convert", src, tree, "--to", "tensordict").code == 0
+    assert trove("pack", tree, packed).code == 0
+    got = torch.load(pt, weights_only=True)
+    assert list(got) == list(sd) and all(torch.equal(got[k], sd[k]) for k in sd)
+    for out, minimal_extra in ((pt, 4 + 63), (tdz, 4 + 63 + 20), (packed, 4 + 63 + 20)):
+        for crc, (off, extra) in _payload_offsets(out).items():
+            assert off % 64 == 0, out
+            if crc == small_crc:
+                assert extra <= minimal_extra, (out, extra)
+            elif out == packed:
+                assert off % 4096 == 0, (out, off)
+            else:
+                assert off % 4096 == source[crc][0] % 4096, (out, off, source[crc][0])
+        with zipfile.ZipFile(out) as z:
+            assert z.testzip() is None, out
+        assert subprocess.run(["unzip", "-tq", str(out)], capture_output=True).returncode == 0, out
+        assert trove("diff", src, out).code == 0, out
 
 
 @pytest.mark.parametrize("fmt", ["tdz", "tensordict"])

@@ -25,22 +25,6 @@ namespace trove {
 namespace {
 
 constexpr uint64_t kStorageAlignment = 64;  // torch's kFieldAlignment
-// A record copied from a mapped file starts at the same offset within a page as its source
-// (still a multiple of 64): the kernel then copies whole pages, about a third faster than
-// pages split in two. The padding that takes is under one page, so only records this large get
-// it (at most 0.4% of their size); smaller ones keep torch's 64-byte padding.
-constexpr uint64_t kPageBytes = 4096;
-constexpr uint64_t kPageCongruentMinBytes = uint64_t{1} << 20;
-
-// The offset within a page that `bytes`' record should start at, or 0 for plain 64-byte
-// alignment. A file mapped from offset 0 has each byte at the same offset within a page in
-// memory as in the file.
-uint64_t PagePhase(const SharedBytes& bytes) {
-  if (!bytes.mapped() || bytes.size() < kPageCongruentMinBytes) return 0;
-  const uint64_t phase = reinterpret_cast<uintptr_t>(bytes.data()) % kPageBytes;
-  return phase % kStorageAlignment == 0 ? phase : 0;
-}
-
 // One data/<key> record: either a whole source storage (shared by the views of it) or the
 // contiguous bytes of one view (casts, big-endian sources, storages viewed with two dtypes).
 struct StorageRecord {
@@ -268,9 +252,8 @@ void WritePt(const Document& doc, const std::string& path, const ConvertOptions&
   for (const StorageRecord& rec : records) {
     std::optional<SharedBytes> stored = rec.whole_of ? std::optional<SharedBytes>(rec.whole_of->storage)
                                                      : rec.compact->StoredBytes();
-    const uint64_t phase = stored ? PagePhase(*stored) : 0;
-    zip.BeginEntry(prefix + "/data/" + rec.key, ZipMethod::kStored, phase ? kPageBytes : kStorageAlignment, rec.nbytes,
-                   phase);
+    const ZipPlacement at = stored ? PlacementFor(*stored, kStorageAlignment) : ZipPlacement{kStorageAlignment, 0};
+    zip.BeginEntry(prefix + "/data/" + rec.key, ZipMethod::kStored, at.align, rec.nbytes, at.phase);
     if (stored) {
       zip.WriteBytes(*stored);
     } else {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "formats/tensordict/level_reader.h"
@@ -21,8 +22,11 @@ namespace trove {
 namespace {
 
 // The spec's alignment of stored `.memmap` payloads: one cache line, and a multiple of every
-// element size, so each leaf can be viewed in place in the mapped archive.
+// element size, so each leaf can be viewed in place in the mapped archive. Large leaves copied
+// from a mapped source are placed page-congruent with it (PlacementFor), still at a multiple
+// of this.
 constexpr uint64_t kLeafAlignment = 64;
+constexpr uint64_t kPageBytes = 4096;
 // pack copies files through a buffer of this size: memory stays flat whatever the leaf size.
 constexpr size_t kPackChunkBytes = size_t{1} << 20;
 
@@ -31,12 +35,14 @@ bool IsMemmapName(const std::string& name) {
   return name.size() >= kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
 }
 
-void BeginArchiveEntry(ZipWriter& zip, const std::string& name, ZipMethod compression) {
+// `at`: where a stored leaf payload goes (see PlacementFor).
+void BeginArchiveEntry(ZipWriter& zip, const std::string& name, ZipMethod compression,
+                       ZipPlacement at = {kLeafAlignment, 0}) {
   // Compression and alignment apply to leaf payloads only; metadata and pickles stay stored.
   if (!IsMemmapName(name)) {
     zip.BeginEntry(name, ZipMethod::kStored, 0);
   } else if (compression == ZipMethod::kStored) {
-    zip.BeginEntry(name, ZipMethod::kStored, kLeafAlignment);
+    zip.BeginEntry(name, ZipMethod::kStored, at.align, kZipUnknownSize, at.phase);
   } else {
     zip.BeginEntry(name, compression, 0);
   }
@@ -45,7 +51,10 @@ void BeginArchiveEntry(ZipWriter& zip, const std::string& name, ZipMethod compre
 void EmitPlannedDir(const tensordict::PlannedDir& dir, const std::string& prefix, ZipWriter& zip,
                     ZipMethod compression) {
   auto emit = [&](const tensordict::PlannedFile& f) {
-    BeginArchiveEntry(zip, prefix + f.name, compression);
+    const std::optional<SharedBytes> whole =
+        f.bytes.empty() && f.tensors.size() == 1 ? f.tensors[0]->StoredBytes() : std::nullopt;
+    BeginArchiveEntry(zip, prefix + f.name, compression,
+                      whole ? PlacementFor(*whole, kLeafAlignment) : ZipPlacement{kLeafAlignment, 0});
     f.Emit([&](const uint8_t* p, size_t n) { zip.Write(p, n); }, [&](const SharedBytes& b) { zip.WriteBytes(b); });
     zip.EndEntry();
   };
@@ -106,7 +115,13 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
     int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
     try {
-      BeginArchiveEntry(zip, prefix + name, compression);
+      // A leaf file starts a page: a large one starts a page in the archive too (PlacementFor's
+      // rule), so that unpacking it copies whole pages.
+      struct stat st {};
+      if (::fstat(fd, &st) != 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
+      const bool large = static_cast<uint64_t>(st.st_size) >= kPageCongruentMinBytes;
+      BeginArchiveEntry(zip, prefix + name, compression,
+                        large ? ZipPlacement{kPageBytes, 0} : ZipPlacement{kLeafAlignment, 0});
       for (off_t at = 0;;) {
         ssize_t n = ::pread(fd, buffer.data(), buffer.size(), at);
         if (n < 0 && errno == EINTR) continue;
