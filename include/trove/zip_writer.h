@@ -47,6 +47,9 @@ struct ZipPlacement {
 // than pages split in two on the test machine). The extra padding is under one page, at most
 // 0.4% of such a payload.
 inline constexpr uint64_t kPageCongruentMinBytes = uint64_t{1} << 20;
+// The page that placement aims at: the kernel's page on x86-64 and most arm64 systems (larger
+// pages only make the placement less useful, never wrong).
+inline constexpr uint64_t kZipPageBytes = 4096;
 // The placement for a stored payload of `bytes` that needs `align` (a power of two up to 4096):
 // page-congruent with its source as above when `bytes` are mapped, large enough and at a multiple
 // of `align` within their page; else `align` alone.

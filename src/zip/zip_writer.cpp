@@ -46,11 +46,12 @@ void ZipWriter::FlushStaged() {
 ZipPlacement PlacementFor(const SharedBytes& bytes, uint64_t align) {
   // A file mapped from offset 0 puts each byte at the same offset within a page in memory as in
   // the file, so the address tells the source's page offset.
-  constexpr uint64_t kPageBytes = 4096;
-  if (!bytes.mapped() || bytes.size() < kPageCongruentMinBytes || align == 0 || align > kPageBytes) return {align, 0};
-  const uint64_t phase = reinterpret_cast<uintptr_t>(bytes.data()) % kPageBytes;
+  if (!bytes.mapped() || bytes.size() < kPageCongruentMinBytes || align == 0 || align > kZipPageBytes) {
+    return {align, 0};
+  }
+  const uint64_t phase = reinterpret_cast<uintptr_t>(bytes.data()) % kZipPageBytes;
   if (phase % align != 0) return {align, 0};
-  return {kPageBytes, phase};
+  return {kZipPageBytes, phase};
 }
 
 void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size,

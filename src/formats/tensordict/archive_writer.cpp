@@ -26,7 +26,6 @@ namespace {
 // from a mapped source are placed page-congruent with it (PlacementFor), still at a multiple
 // of this.
 constexpr uint64_t kLeafAlignment = 64;
-constexpr uint64_t kPageBytes = 4096;
 // pack copies files through a buffer of this size: memory stays flat whatever the leaf size.
 constexpr size_t kPackChunkBytes = size_t{1} << 20;
 
@@ -121,7 +120,7 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
       if (::fstat(fd, &st) != 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
       const bool large = static_cast<uint64_t>(st.st_size) >= kPageCongruentMinBytes;
       BeginArchiveEntry(zip, prefix + name, compression,
-                        large ? ZipPlacement{kPageBytes, 0} : ZipPlacement{kLeafAlignment, 0});
+                        large ? ZipPlacement{kZipPageBytes, 0} : ZipPlacement{kLeafAlignment, 0});
       for (off_t at = 0;;) {
         ssize_t n = ::pread(fd, buffer.data(), buffer.size(), at);
         if (n < 0 && errno == EINTR) continue;
