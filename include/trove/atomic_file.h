@@ -62,9 +62,9 @@ class AtomicFile {
   int fd_ = -1;
   uint64_t position_ = 0;
   std::string buffer_;
-  // Whether Commit fsyncs: kDurable, or a destination that existed when writing began. Only then
-  // is writeback started early (src/core/write_behind.h): otherwise it would compete with the copy
-  // for nothing.
+  // Whether Commit fsyncs: kDurable, or a destination that exists (when writing begins, or by
+  // Commit). Writeback is started early (src/core/write_behind.h) only when this is known at the
+  // start: otherwise it would compete with the copy for nothing.
   bool sync_ = false;
   uint64_t writeback_started_ = 0;
   bool committed_ = false;

@@ -50,9 +50,11 @@ inline constexpr uint64_t kPageCongruentMinBytes = uint64_t{1} << 20;
 // The page that placement aims at: the kernel's page on x86-64 and most arm64 systems (larger
 // pages only make the placement less useful, never wrong).
 inline constexpr uint64_t kZipPageBytes = 4096;
-// The placement for a stored payload of `bytes` that needs `align` (a power of two up to 4096):
-// page-congruent with its source as above when `bytes` are mapped, large enough and at a multiple
-// of `align` within their page; else `align` alone.
+// The placement for a stored payload of `size` bytes that needs `align` (a power of two up to
+// 4096), copied from `source_offset` in a file: page-congruent with its source as above when large
+// enough and at a multiple of `align` within its page; else `align` alone.
+ZipPlacement PlacementFor(uint64_t source_offset, uint64_t size, uint64_t align);
+// The same for `bytes`, whose source is the file they are mapped from; bytes in memory: `align`.
 ZipPlacement PlacementFor(const SharedBytes& bytes, uint64_t align);
 
 class ZipWriter {

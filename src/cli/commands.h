@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "trove/atomic_file.h"
+
 namespace CLI {
 class App;
 }
@@ -32,6 +34,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code);     // convert, diff (cl
 int RunPreskData(const std::vector<std::string>& args);
 
 // The writing commands' --sync (Durability::kDurable in trove/atomic_file.h).
+inline Durability DurabilityFromSyncFlag(bool sync) { return sync ? Durability::kDurable : Durability::kReplaceSafe; }
 inline constexpr const char* kSyncFlagHelp =
     "Make the output durable before it appears (fsync): it then survives a power loss, at the disk's speed. "
     "Without it a new output is written as cp writes it; an existing one is always replaced safely";

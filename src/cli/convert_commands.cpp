@@ -108,7 +108,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.keys = keys;
     opts.compression = compression;
     opts.read.permissive = permissive;
-    opts.durability = sync ? Durability::kDurable : Durability::kReplaceSafe;
+    opts.durability = DurabilityFromSyncFlag(sync);
     if (vocab) opts.vocab = vocab;
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);

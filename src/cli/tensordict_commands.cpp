@@ -44,7 +44,7 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   pack->callback([exit_code, args] {
     TensordictWriteOptions options;
     options.compression = CompressionFromName(args->compression);
-    options.durability = args->sync ? Durability::kDurable : Durability::kReplaceSafe;
+    options.durability = DurabilityFromSyncFlag(args->sync);
     PackTdz(args->dir, args->archive, options);
     *exit_code = kExitOk;
   });
@@ -55,7 +55,7 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   unpack->add_flag("--sync", args->sync, kSyncFlagHelp);
   unpack->footer("Example:\n  trove unpack rb.tdz replay_buffer/");
   unpack->callback([exit_code, args] {
-    UnpackTdz(args->archive, args->dir, args->sync ? Durability::kDurable : Durability::kReplaceSafe);
+    UnpackTdz(args->archive, args->dir, DurabilityFromSyncFlag(args->sync));
     *exit_code = kExitOk;
   });
 

@@ -147,6 +147,9 @@ void AtomicFile::WriteAt(uint64_t offset, const void* data, uint64_t size) {
 
 void AtomicFile::Commit() {
   Flush();
+  // A destination made while we wrote is replaced too, so what it holds is protected as well.
+  std::error_code ec;
+  if (!sync_ && fs::exists(fs::symlink_status(destination_, ec))) sync_ = true;
   if (sync_ && ::fsync(fd_) != 0) FailErrno(destination_, errno);
   if (temp_path_.empty()) {
     char proc[64];
@@ -160,7 +163,7 @@ void AtomicFile::Commit() {
       return;
     }
     if (errno != EEXIST) FailErrno(destination_, errno);
-    // A destination made while we wrote is replaced too, so what it holds is protected as well.
+    // Made in the instant since the check above: replaced all the same.
     if (!sync_ && ::fsync(fd_) != 0) FailErrno(destination_, errno);
     sync_ = true;
     // Replacing a file: link can't replace, so give the file a hidden name and rename that over
@@ -174,9 +177,6 @@ void AtomicFile::Commit() {
       if (errno != EEXIST) FailErrno(destination_, errno);
     }
     if (temp_path_.empty()) FailErrno(destination_, EEXIST);
-  } else if (std::error_code ec; !sync_ && fs::exists(fs::symlink_status(destination_, ec))) {
-    if (::fsync(fd_) != 0) FailErrno(destination_, errno);
-    sync_ = true;
   }
   if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
     int err = errno;

@@ -43,15 +43,18 @@ void ZipWriter::FlushStaged() {
   staged_out_ = true;
 }
 
-ZipPlacement PlacementFor(const SharedBytes& bytes, uint64_t align) {
-  // A file mapped from offset 0 puts each byte at the same offset within a page in memory as in
-  // the file, so the address tells the source's page offset.
-  if (!bytes.mapped() || bytes.size() < kPageCongruentMinBytes || align == 0 || align > kZipPageBytes) {
-    return {align, 0};
-  }
-  const uint64_t phase = reinterpret_cast<uintptr_t>(bytes.data()) % kZipPageBytes;
+ZipPlacement PlacementFor(uint64_t source_offset, uint64_t size, uint64_t align) {
+  if (size < kPageCongruentMinBytes || align == 0 || align > kZipPageBytes) return {align, 0};
+  const uint64_t phase = source_offset % kZipPageBytes;
   if (phase % align != 0) return {align, 0};
   return {kZipPageBytes, phase};
+}
+
+ZipPlacement PlacementFor(const SharedBytes& bytes, uint64_t align) {
+  if (!bytes.mapped()) return {align, 0};
+  // A file mapped from offset 0 puts each byte at the same offset within a page in memory as in
+  // the file, so the address tells the source's page offset.
+  return PlacementFor(reinterpret_cast<uintptr_t>(bytes.data()), bytes.size(), align);
 }
 
 void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size,

@@ -25,6 +25,7 @@ namespace trove {
 namespace {
 
 constexpr uint64_t kStorageAlignment = 64;  // torch's kFieldAlignment
+
 // One data/<key> record: either a whole source storage (shared by the views of it) or the
 // contiguous bytes of one view (casts, big-endian sources, storages viewed with two dtypes).
 struct StorageRecord {

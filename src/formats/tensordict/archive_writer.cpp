@@ -114,13 +114,12 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
     int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
     try {
-      // A leaf file starts a page: a large one starts a page in the archive too (PlacementFor's
-      // rule), so that unpacking it copies whole pages.
+      // The payload comes from offset 0 of its file: a large one starts a page (so that
+      // unpacking copies whole pages).
       struct stat st {};
       if (::fstat(fd, &st) != 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
-      const bool large = static_cast<uint64_t>(st.st_size) >= kPageCongruentMinBytes;
       BeginArchiveEntry(zip, prefix + name, compression,
-                        large ? ZipPlacement{kZipPageBytes, 0} : ZipPlacement{kLeafAlignment, 0});
+                        PlacementFor(0, static_cast<uint64_t>(st.st_size), kLeafAlignment));
       for (off_t at = 0;;) {
         ssize_t n = ::pread(fd, buffer.data(), buffer.size(), at);
         if (n < 0 && errno == EINTR) continue;
