@@ -1,0 +1,72 @@
+"""The hostile-and-careless suite's one rule, shared by every tests/python/test_hostile_*.py file.
+
+A case runs one trove (or presk) command on a hostile or careless input and must end the way the
+project promises whatever the input: an exit status below 128 (no signal), within
+HOSTILE_SECONDS, inside HOSTILE_MEMORY_BYTES of address space, no file outside the outputs the
+case allows created, changed or removed, and no temporary (`.trove-tmp`) left anywhere in the
+watched trees.
+"""
+import os
+import subprocess
+
+from conftest import BIN_DIR, HOSTILE_MEMORY_BYTES, HOSTILE_SECONDS, Result, _limit_memory
+
+TEMPORARY_MARK = ".trove-tmp"
+
+
+def tree_state(root):
+    """Every path below root (root included) with what identifies its contents."""
+    state = {}
+    if not os.path.lexists(root):
+        return state
+    stack = [root]
+    while stack:
+        path = stack.pop()
+        st = os.lstat(path)
+        if os.path.isdir(path) and not os.path.islink(path):
+            state[path] = ("dir", st.st_ino, st.st_mode)
+            for name in os.listdir(path):
+                stack.append(os.path.join(path, name))
+        elif os.path.islink(path):
+            state[path] = ("link", os.readlink(path))
+        else:
+            state[path] = ("file", st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
+    return state
+
+
+def _allowed(path, allowed):
+    for a in allowed:
+        a = os.path.abspath(a)
+        if path == a or path.startswith(a + os.sep):
+            return True
+    return False
+
+
+def run_hostile(tool, *args, watch, allowed=(), cwd=None, input=None, expect=None):
+    """Runs `tool args` under the suite's bounds and checks what it left in `watch` (a folder).
+
+    `allowed` lists the outputs the command may create or replace. `expect`, when given, is the
+    set of exit statuses the case accepts (default: any below 128). Returns the Result.
+    """
+    watch = os.path.abspath(str(watch))
+    before = tree_state(watch)
+    cmd = [os.path.join(BIN_DIR, tool)] + [str(a) for a in args]
+    try:
+        p = subprocess.run(cmd, capture_output=True, timeout=HOSTILE_SECONDS,
+                           preexec_fn=_limit_memory, cwd=cwd, input=input)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"{' '.join(cmd)}: still running after {HOSTILE_SECONDS} s")
+    r = Result(p)
+    assert 0 <= r.code < 128, f"{' '.join(cmd)}: ended by a signal or crash: {r!r}"
+    if expect is not None:
+        assert r.code in expect, f"{' '.join(cmd)}: exit {r.code}, wanted {sorted(expect)}: {r!r}"
+    after = tree_state(watch)
+    left = [p for p in after if TEMPORARY_MARK in os.path.basename(p)]
+    assert not left, f"{' '.join(cmd)}: temporaries left behind: {left}"
+    for path in set(before) | set(after):
+        if _allowed(path, allowed):
+            continue
+        assert before.get(path) == after.get(path), (
+            f"{' '.join(cmd)}: touched {path} outside its outputs: "
+            f"{before.get(path)} -> {after.get(path)}")
+    return r
