@@ -46,6 +46,11 @@ struct Document {
   std::vector<std::string> warnings;
 
   const NamedTensor* FindTensor(std::string_view key) const;
+  // The value at a key path, as `tensors` and ForEachLeaf name them: a dict entry by its key's
+  // encoded component, a list or tuple item by its decimal index; an object is looked through
+  // (its state, then its constructor arguments) as the walks do. "" is the root. Null when no
+  // value is there. Throws Error(kLimit) past kMaxTreeVisits nodes.
+  const Value* FindValue(std::string_view key_path) const;
   const std::string* Property(std::string_view name) const;
 };
 

@@ -8,14 +8,20 @@
 // Views are immutable values; concurrent reads are safe.
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <span>
+#include <type_traits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "trove/dtype.h"
+#include "trove/element_codec.h"
+#include "trove/error.h"
 #include "trove/shared_bytes.h"
 
 namespace trove {
@@ -65,6 +71,44 @@ struct TensorView {
 
   // The C-contiguous little-endian bytes: a view when possible, else one owned copy.
   SharedBytes ContiguousLittleEndian() const;
+
+  // One element by its index (one coordinate per dimension, each checked against the shape),
+  // decoded from whatever the view stores: any dtype trove reads, big-endian, strided, broadcast.
+  // Reads the element in place (for a mapped file: the one page it is on). Throws Error(kUsage)
+  // for a wrong number of coordinates or one out of range, Error(kUnsupported) for quantized or
+  // bit types, and for a meta tensor.
+  ElementValue Element(std::span<const int64_t> index) const;
+
+  // The element at (i, j, ...) as T: a floating type, an integer type, bool, or std::complex<>.
+  // bfloat16, float16 and the float8/float4 formats convert exactly to float or double; integers
+  // convert as static_cast does. A complex element asked for as a real type is Error(kUnsupported).
+  //   float w = view.At<float>(3, 7);
+  template <class T, class... Index>
+  T At(Index... index) const {
+    const int64_t coords[] = {static_cast<int64_t>(index)...};
+    return As<T>(Element(std::span<const int64_t>(coords, sizeof...(Index))));
+  }
+  template <class T>
+  static T As(const ElementValue& e) {
+    using Kind = ElementValue::Kind;
+    if constexpr (std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>) {
+      using R = typename T::value_type;
+      switch (e.kind) {
+        case Kind::kComplex: case Kind::kFloatPair: return T(static_cast<R>(e.re), static_cast<R>(e.im));
+        default: return T(As<R>(e), R(0));
+      }
+    } else {
+      static_assert(std::is_arithmetic_v<T>, "At<T>: T is an arithmetic type or std::complex");
+      switch (e.kind) {
+        case Kind::kFloat: return static_cast<T>(e.re);
+        case Kind::kInt: return static_cast<T>(e.i);
+        case Kind::kUInt: return static_cast<T>(e.u);
+        case Kind::kBool: return static_cast<T>(e.b);
+        case Kind::kComplex: case Kind::kFloatPair: break;
+      }
+      Fail(ErrorCode::kUnsupported, "a complex element read as a real number (use At<std::complex<double>>)");
+    }
+  }
 
   // Pointer to the first element (storage + storage_offset * element size).
   const uint8_t* first_element() const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "trove/version.h"
 #include "formats/pskd/pskd_text.h"
 #include "trove/error.h"
 #include "trove/pipeline.h"
@@ -344,7 +345,7 @@ int PreskMain(int argc, char** argv) {
     return words.empty() ? kExitError : kExitOk;
   }
   if (words[0] == "--version") {
-    std::printf("presk (trove) 0.1.0\n");
+    std::printf("presk (trove) %s\n", kVersion);
     return kExitOk;
   }
   if (words[0] != "data") {

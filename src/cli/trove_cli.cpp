@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "trove/error.h"
+#include "trove/version.h"
 
 namespace trove::cli {
 
@@ -22,7 +23,7 @@ int TroveMain(int argc, char** argv) {
                "(PyTorch .pt/.pth/.bin/.ckpt, tensordict directories and .tdz archives, .psk.d files).\n"
                "Nothing in a file is ever executed."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "trove 0.1.0");
+  app.set_version_flag("--version", std::string("trove ") + kVersion);
   app.footer(
       "Examples:\n"
       "  trove info model.pt                 format, records, tensors, values (metadata only)\n"

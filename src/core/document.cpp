@@ -14,6 +14,62 @@ const NamedTensor* Document::FindTensor(std::string_view key) const {
   return nullptr;
 }
 
+const Value* Document::FindValue(std::string_view key_path) const {
+  if (root == nullptr) return nullptr;
+  uint64_t visits = 0;
+  auto visit = [&] {
+    if (++visits > kMaxTreeVisits) {
+      Fail(ErrorCode::kLimit, "key path lookup visited more than kMaxTreeVisits (" + std::to_string(kMaxTreeVisits) +
+                                  ") nodes");
+    }
+  };
+  // The containers a component is looked up in: `from` itself, or what objects wrap (state, then
+  // args, depth first), as ForEachLeaf walks them. `seen` breaks object cycles.
+  auto look_through = [&](const Value* from) {
+    std::vector<const Value*> out, stack{from};
+    std::unordered_set<const Value*> seen;
+    while (!stack.empty()) {
+      const Value* v = stack.back();
+      stack.pop_back();
+      if (const Value* inner = StandsFor(*v)) v = inner;
+      if (!seen.insert(v).second) continue;
+      visit();
+      if (v->kind == ValueKind::kObject) {
+        if (v->args) stack.push_back(v->args);
+        if (v->state) stack.push_back(v->state);
+      } else {
+        out.push_back(v);
+      }
+    }
+    return out;
+  };
+  const Value* at = root;
+  for (const std::string& component : SplitKeyPath(key_path)) {
+    const Value* next = nullptr;
+    for (const Value* c : look_through(at)) {
+      if (c->kind == ValueKind::kDict) {
+        for (const auto& [k, v] : c->entries) {
+          visit();
+          if (EncodeKeyComponent(KeyComponentText(*k)) == component) {
+            next = v;
+            break;
+          }
+        }
+      } else if ((c->kind == ValueKind::kList || c->kind == ValueKind::kTuple) && !component.empty() &&
+                 component.size() <= 19 && component.find_first_not_of("0123456789") == std::string::npos &&
+                 (component == "0" || component[0] != '0')) {
+        const uint64_t i = std::stoull(component);
+        if (i < c->items.size()) next = c->items[i];
+      }
+      if (next) break;
+    }
+    if (!next) return nullptr;
+    at = next;
+  }
+  if (const Value* inner = StandsFor(*at)) at = inner;
+  return at;
+}
+
 const std::string* Document::Property(std::string_view name) const {
   for (const auto& [k, v] : properties)
     if (k == name) return &v;

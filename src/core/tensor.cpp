@@ -125,6 +125,38 @@ void ByteSwapElements(uint8_t* data, uint64_t count, DType dtype) {
   for (uint64_t i = 0; i < units; ++i) std::reverse(data + i * unit, data + (i + 1) * unit);
 }
 
+// A converting view's element: the source's element stored as the target dtype and read back, so
+// that it rounds exactly as the streamed bytes do.
+static ElementValue CastElement(const TensorView& view, std::span<const int64_t> index) {
+  uint8_t bytes[16];
+  StoreElement(view.dtype, NumericValue(view.cast_source->Element(index)), bytes);
+  return DecodeElement(view.dtype, bytes);
+}
+
+ElementValue TensorView::Element(std::span<const int64_t> index) const {
+  if (cast_source) return CastElement(*this, index);
+  if (!has_data) Fail(ErrorCode::kUnsupported, "tensor has no data (meta tensor)");
+  if (index.size() != shape.size()) {
+    Fail(ErrorCode::kUsage, "element index has " + std::to_string(index.size()) + " coordinates; the tensor " +
+                                ShapeString(shape) + " has " + std::to_string(shape.size()));
+  }
+  // Validate() bounded every element inside the storage, so the sum below cannot overflow.
+  uint64_t element = static_cast<uint64_t>(storage_offset);
+  for (size_t d = 0; d < index.size(); ++d) {
+    if (index[d] < 0 || index[d] >= shape[d]) {
+      Fail(ErrorCode::kUsage, "element index " + std::to_string(index[d]) + " is out of range for dimension " +
+                                  std::to_string(d) + " of size " + std::to_string(shape[d]));
+    }
+    element += static_cast<uint64_t>(index[d]) * static_cast<uint64_t>(strides[d]);
+  }
+  const uint64_t esize = ElementSize(dtype);
+  uint8_t bytes[16];
+  SharedBytes one = storage.Slice(element * esize, esize);
+  std::copy(one.data(), one.data() + esize, bytes);
+  if (byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1) ByteSwapElements(bytes, 1, dtype);
+  return DecodeElement(dtype, bytes);
+}
+
 int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
