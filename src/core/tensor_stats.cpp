@@ -356,7 +356,9 @@ double BlockSquaredDeviations(const double* x, size_t n, double mean) {
     dev += d;
     sq += d * d;
   }
-  return std::max(0.0, sq - dev * dev / static_cast<double>(n));
+  const double m2 = sq - dev * dev / static_cast<double>(n);
+  // Squares beyond float64's range make inf - inf: the spread is then infinite, not zero.
+  return std::isnan(m2) ? sq : std::max(0.0, m2);
 }
 
 // The two passes over one block: moments and extremes of its finite values (the non-finite
