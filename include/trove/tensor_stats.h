@@ -35,8 +35,12 @@ inline constexpr uint64_t kMaxStatsOverlapElements = uint64_t{1} << 32;
 // A histogram's bins are held per thread and per chunk: far above what a person reads or plots.
 inline constexpr uint32_t kMaxStatsHistogramBins = 4096;
 
+// Threads asked for beyond this are not started: each reserves a stack (8 MiB of address space by
+// default) and threads beyond the cores only add switching; 32 covers the machines trove runs on.
+inline constexpr uint32_t kMaxStatsThreads = 32;
+
 struct StatsOptions {
-  uint32_t threads = 0;        // 0: std::thread::hardware_concurrency()
+  uint32_t threads = 0;        // 0: std::thread::hardware_concurrency(); at most kMaxStatsThreads
   uint32_t histogram_bins = 0; // 0: no histograms; else at most kMaxStatsHistogramBins
   // Run each worker's reads under RunGuardingTruncation (trove/shared_bytes.h): a file truncated
   // meanwhile becomes an Error instead of SIGBUS. For short-lived programs only (see there).
@@ -68,8 +72,10 @@ struct TensorStats {
 TensorStats ComputeStats(const TensorView& view, const StatsOptions& options = {});
 
 // Several tensors at once, their chunks sharing one pool of threads (many small tensors keep
-// every core busy). Results in the order given; the first error (in that order) is thrown.
-std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, const StatsOptions& options = {});
+// every core busy). Results in the order given; the first error (in that order) is thrown, with
+// names[i] (when given) prefixed as the failing tensor's context.
+std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, const StatsOptions& options = {},
+                                      std::span<const std::string> names = {});
 
 // Why ComputeStats would refuse this dtype ("quantized", "bit container"), or none.
 std::optional<std::string> StatsUnsupportedReason(const TensorView& view);

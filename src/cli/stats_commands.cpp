@@ -86,7 +86,10 @@ Report Compute(const Document& doc, const std::vector<const NamedTensor*>& selec
     r.rows.push_back(std::move(row));
   }
   r.distinct = seen.size();
-  r.stats = ComputeStats(std::span<const TensorView* const>(views), options);
+  std::vector<std::string> names;
+  for (const auto& row : r.rows)
+    if (row.first && !row.skipped) names.push_back(row.key.empty() ? "\"\"" : row.key);
+  r.stats = WithContext(doc.path, [&] { return ComputeStats(std::span<const TensorView* const>(views), options, names); });
   for (const auto& row : r.rows) {
     if (row.skipped) continue;
     const TensorStats& s = r.stats[row.stats];

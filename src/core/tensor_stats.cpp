@@ -475,10 +475,10 @@ Walk MakeWalk(const TensorView& v) {
   w.elements = numel / w.repeat;
   const uint64_t storage_elements = v.storage.size() / w.esize;
   if (w.elements > std::max(storage_elements, kMaxStatsOverlapElements)) {
-    Fail(ErrorCode::kLimit, "a view of shape " + ShapeString(v.shape) + " revisits its storage of " +
-                                std::to_string(storage_elements) + " elements " + std::to_string(w.elements) +
-                                " times over; statistics stop at kMaxStatsOverlapElements (" +
-                                std::to_string(kMaxStatsOverlapElements) + ") such elements");
+    Fail(ErrorCode::kLimit, "a view of shape " + ShapeString(v.shape) + " strides " + ShapeString(v.strides) + " has " +
+                                std::to_string(w.elements) + " elements over a storage of " + std::to_string(storage_elements) +
+                                ": statistics walk at most the storage's count or kMaxStatsOverlapElements (" +
+                                std::to_string(kMaxStatsOverlapElements) + ")");
   }
   w.chunks = (w.elements + w.chunk_elements - 1) / w.chunk_elements;
   return w;
@@ -658,18 +658,26 @@ std::optional<std::string> StatsUnsupportedReason(const TensorView& view) {
   return std::nullopt;
 }
 
-std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, const StatsOptions& options) {
+std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, const StatsOptions& options,
+                                      std::span<const std::string> names) {
   if (options.histogram_bins > kMaxStatsHistogramBins) {
     Fail(ErrorCode::kLimit, std::to_string(options.histogram_bins) + " histogram bins: at most kMaxStatsHistogramBins (" +
                                 std::to_string(kMaxStatsHistogramBins) + ")");
   }
-  const uint32_t threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t threads =
+      std::min(kMaxStatsThreads, options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency()));
   std::vector<Accumulator> accs(views.size());
   std::vector<uint64_t> first_item(views.size() + 1, 0);  // chunk items of tensor i: [first_item[i], first_item[i+1])
+  auto named = [&](size_t i, auto&& fn) {
+    if (i >= names.size()) return fn();
+    return WithContext(names[i], fn);
+  };
   for (size_t i = 0; i < views.size(); ++i) {
     const TensorView& v = *views[i];
-    if (auto why = StatsUnsupportedReason(v)) Fail(ErrorCode::kUnsupported, "no statistics for " + *why);
-    accs[i].walk = MakeWalk(v);
+    named(i, [&] {
+      if (auto why = StatsUnsupportedReason(v)) Fail(ErrorCode::kUnsupported, "no statistics for " + *why);
+      accs[i].walk = MakeWalk(v);
+    });
     accs[i].smallest_normal = SmallestNormal(v.dtype);
     first_item[i + 1] = first_item[i] + accs[i].walk.chunks;
   }
@@ -687,7 +695,7 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, 
     const uint64_t chunk = item - first_item[t];
     values.resize(kBlockValues);
     Extremes e;
-    std::vector<TreeNode> nodes = ChunkMoments(acc.walk, chunk, acc.smallest_normal, values.data(), e);
+    std::vector<TreeNode> nodes = named(t, [&] { return ChunkMoments(acc.walk, chunk, acc.smallest_normal, values.data(), e); });
     std::lock_guard<std::mutex> lock(merge_mutex);
     acc.extremes.Add(e);
     acc.early.emplace(chunk, std::move(nodes));
@@ -718,7 +726,7 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, 
       if (!acc.linear.active()) return;
       values.resize(kBlockValues);
       std::vector<uint64_t> linear(bins, 0), logs(bins, 0);
-      ChunkHistogram(acc.walk, item - first_item[t], acc, values.data(), linear, logs);
+      named(t, [&] { ChunkHistogram(acc.walk, item - first_item[t], acc, values.data(), linear, logs); });
       std::lock_guard<std::mutex> lock(merge_mutex);  // integer counts: any order gives the same sums
       for (uint32_t b = 0; b < bins; ++b) acc.linear_counts[b] += linear[b];
       if (acc.log10_abs.active())
