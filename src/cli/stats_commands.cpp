@@ -195,7 +195,7 @@ void PrintReport(const Report& r, bool histograms) {
       if (row.skipped || !row.first) continue;
       const TensorStats& s = r.stats[row.stats];
       auto range = [](const Histogram& h) {
-        return h.edges.empty() ? std::string("-") : fmt::format("[{:.3g}, {:.3g}]", h.edges.front(), h.edges.back());
+        return h.edges.empty() ? std::string("-") : fmt::format("[{:.4g}, {:.4g}]", h.edges.front(), h.edges.back());
       };
       hist.Add({row.key.empty() ? "\"\"" : row.key, Sparkline(s.histogram.counts), range(s.histogram),
                 Sparkline(s.log10_abs_histogram.counts), range(s.log10_abs_histogram)});
