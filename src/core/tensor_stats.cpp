@@ -388,8 +388,32 @@ Moments BlockMoments(double* x, size_t n, double smallest_normal, Extremes& e) {
 struct Binning {
   double lo = 0, hi = 0, norm = 0;
   std::vector<double> edges;
+  // Of a log10 binning: thresholds[i] is the smallest positive double whose log10 is at least
+  // edges[i], so |x| >= thresholds[i] exactly when log10|x| >= edges[i] (log10 is monotonic) and
+  // values are binned without computing a logarithm each.
+  std::vector<double> thresholds;
   bool active() const { return !edges.empty(); }
 };
+
+// The smallest positive double whose log10 is at least e.
+double Log10Threshold(double e) {
+  double a = std::pow(10.0, e);
+  if (!(a <= DBL_MAX)) a = DBL_MAX;
+  if (a <= 0) a = std::numeric_limits<double>::denorm_min();
+  while (a < DBL_MAX && std::log10(a) < e) a = std::nextafter(a, INFINITY);
+  for (double below = std::nextafter(a, 0.0); below > 0 && std::log10(below) >= e; below = std::nextafter(a, 0.0)) a = below;
+  return a;
+}
+
+// log10 of a positive finite value to within about 0.01, from its exponent and a quadratic in its
+// mantissa: a guess of the bin, which the thresholds then correct.
+inline double RoughLog10(double av) {
+  const uint64_t bits = std::bit_cast<uint64_t>(av);
+  const int exponent = static_cast<int>(bits >> 52) - 1023;
+  if (exponent == -1023) return std::log10(av);  // subnormal
+  const double m = std::bit_cast<double>((bits & 0xFFFFFFFFFFFFFull) | 0x3FF0000000000000ull) - 1;  // [0, 1)
+  return (exponent + m * (1.3465 - 0.3465 * m)) * 0.30102999566398120;
+}
 
 // Edges as numpy.linspace(lo, hi, bins + 1) makes them (i * step + lo, the last exactly hi).
 Binning MakeBinning(double lo, double hi, uint32_t bins) {
@@ -639,11 +663,19 @@ std::vector<TreeNode> ChunkMoments(const Walk& w, uint64_t chunk, double smalles
 void ChunkHistogram(const Walk& w, uint64_t chunk, const Accumulator& acc, double* values,
                     std::vector<uint64_t>& linear, std::vector<uint64_t>& logs) {
   Extremes ignored;
+  const Binning& lb = acc.log10_abs;
+  const size_t bins = linear.size();
   ForEachBlockOfChunk(w, chunk, values, [&](double* x, size_t n) {
     n = KeepFinite(x, n, ignored);
     for (size_t i = 0; i < n; ++i) {
       ++linear[BinOf(acc.linear, x[i])];
-      if (x[i] != 0 && acc.log10_abs.active()) ++logs[BinOf(acc.log10_abs, std::log10(std::fabs(x[i])))];
+      if (x[i] == 0 || !lb.active()) continue;
+      const double av = std::fabs(x[i]);
+      const double f = (RoughLog10(av) - lb.lo) * lb.norm;
+      size_t b = f <= 0 ? 0 : f >= static_cast<double>(bins) ? bins - 1 : static_cast<size_t>(f);
+      while (b > 0 && av < lb.thresholds[b]) --b;
+      while (b + 1 < bins && av >= lb.thresholds[b + 1]) ++b;
+      ++logs[b];
     }
   });
 }
@@ -717,6 +749,7 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, 
       if (e.finite > e.zeros) {
         const double max_abs = std::max(std::fabs(e.min), std::fabs(e.max));
         acc.log10_abs = MakeBinning(std::log10(e.min_abs_nonzero), std::log10(max_abs), bins);
+        for (double edge : acc.log10_abs.edges) acc.log10_abs.thresholds.push_back(Log10Threshold(edge));
         acc.log_counts.assign(bins, 0);
       }
     }
