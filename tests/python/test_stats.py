@@ -277,3 +277,32 @@ def test_skipped_meta_tensor(trove, tmp_path):
     m = [t for t in doc["tensors"] if t["key"] == "m"][0]
     assert "skipped" in m and "meta" in m["skipped"]
     assert [t for t in doc["tensors"] if t["key"] == "w"][0]["mean"] == 1.0
+
+
+def test_pskd_written_by_hand_per_leaf_over_all_samples(trove, tmp_path):
+    """A version 2 .psk.d laid out by this test from the format's table (f32 leaf, idx leaf,
+    bf16 leaf: an 18-byte sample, so the f32 leaf is misaligned and the others strided)."""
+    import struct
+    g = torch.Generator().manual_seed(8)
+    count = 5000
+    reals = torch.randn(count, 3, generator=g)
+    reals[10, 1] = float("nan")
+    reals[11, 2] = float("inf")
+    idx = torch.randint(0, 300, (count, 2), generator=g).to(torch.int32)
+    scal = (torch.randn(count, generator=g) * 100).to(torch.bfloat16)
+    type_text = "(ℝ[3], idx[300][2], ℝ[])".encode()
+    header = b"PSKD" + struct.pack("<HI", 2, len(type_text)) + type_text + struct.pack("<QI", count, 3) + bytes([1, 0, 2])
+    r32 = reals.numpy().astype("<f4")
+    i16 = idx.numpy().astype("<u2")
+    b16 = scal.view(torch.int16).numpy().astype("<i2")
+    body = b"".join(r32[i].tobytes() + i16[i].tobytes() + b16[i].tobytes() for i in range(count))
+    path = tmp_path / "hand.psk.d"
+    path.write_bytes(header + body)
+    doc, got = stats(trove, str(path))
+    assert doc["format"] == "pskd"
+    leaves = list(got.values())
+    assert [l["dtype"] for l in leaves] == ["float32", "uint16", "bfloat16"]
+    check(leaves[0], reals)
+    check(leaves[1], idx)
+    check(leaves[2], scal)
+    assert doc["summary"]["non_finite"] == [leaves[0]["key"]]
