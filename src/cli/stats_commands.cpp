@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -58,7 +59,8 @@ std::vector<const NamedTensor*> Select(const Document& doc, const std::vector<st
   for (const auto& t : doc.tensors) {
     bool match = keys.empty() && globs.empty();
     for (const auto& g : globs) match = match || KeyMatches(g, t.key);
-    if (match) out.push_back(&t);
+    if (match && std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(keys.size()), &t) == out.begin() + static_cast<std::ptrdiff_t>(keys.size()))
+      out.push_back(&t);  // a key also named explicitly is listed once
   }
   if (out.empty() && !globs.empty()) Fail(ErrorCode::kNotFound, doc.path + ": no tensor key matches --keys");
   return out;
@@ -89,7 +91,12 @@ Report Compute(const Document& doc, const std::vector<const NamedTensor*>& selec
   std::vector<std::string> names;
   for (const auto& row : r.rows)
     if (row.first && !row.skipped) names.push_back(row.key.empty() ? "\"\"" : row.key);
-  r.stats = WithContext(doc.path, [&] { return ComputeStats(std::span<const TensorView* const>(views), options, names); });
+  try {
+    r.stats = ComputeStats(std::span<const TensorView* const>(views), options, names);
+  } catch (Error& e) {
+    if (e.message().rfind(doc.path + ":", 0) != 0) e.AddContext(doc.path);  // a truncation names the file already
+    throw;
+  }
   for (const auto& row : r.rows) {
     if (row.skipped) continue;
     const TensorStats& s = r.stats[row.stats];

@@ -306,3 +306,31 @@ def test_pskd_written_by_hand_per_leaf_over_all_samples(trove, tmp_path):
     check(leaves[1], idx)
     check(leaves[2], scal)
     assert doc["summary"]["non_finite"] == [leaves[0]["key"]]
+
+
+def test_file_truncated_while_threads_read_it(trove, tmp_path):
+    """Another program truncates the file mid-run: each worker thread's guard turns the SIGBUS
+    into `FILE: the file was truncated while being read` (exit 2), never a signal."""
+    import shutil
+    import signal
+    import subprocess
+    import time
+    from conftest import BIN_DIR
+    src = tmp_path / "src.pt"
+    torch.save({f"w{i}": torch.randn(1 << 22) for i in range(8)}, src)  # 128 MiB
+    codes = []
+    for k, delay in enumerate((0.0, 0.02, 0.05, 0.1, 0.2, 0.4)):
+        path = tmp_path / f"v{k}.pt"
+        shutil.copyfile(src, path)
+        p = subprocess.Popen([os.path.join(BIN_DIR, "trove"), "stats", str(path), "--threads", "2", "--hist", "8"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(delay)
+        subprocess.run(["truncate", "-s", "65536", str(path)], check=True)
+        err = p.stderr.read().decode()
+        code = p.wait(timeout=300)
+        assert code != -signal.SIGBUS and code >= 0, f"killed by signal {-code}: {err}"
+        assert code in (0, 2), err
+        if code == 2:  # caught mid-read, or the file was already cut when opened
+            assert err.startswith("trove: error: ") and f"v{k}.pt" in err, err
+        codes.append(err)
+    assert any("the file was truncated while being read" in e for e in codes), codes  # some run was caught mid-read
