@@ -258,7 +258,7 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
   auto* stats = app.add_subcommand("stats", "Per-tensor min, max, mean, std, zeros, NaN and Inf counts; --check-finite");
   stats->add_option("path", path, "File or tensordict directory")->required();
   stats->add_option("keys", keys, "Only these tensors (key paths as `trove info` lists them)");
-  stats->add_option("--keys", globs, "Only tensors whose key path matches (glob: * ** ?; repeatable)");
+  stats->add_option("--keys", globs, "Only tensors whose key path matches (glob: * ** ?; repeatable)")->allow_extra_args(false);
   stats->add_flag("--json", json, "One JSON object for scripts (schema_version 1)");
   stats->add_flag("--check-finite", check_finite, "Exit 1 when any tensor holds NaN or Inf (they are listed)");
   stats->add_option("--hist", bins, "Also N-bin histograms: linear between min and max, and of log10|x|")
