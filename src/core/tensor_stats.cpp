@@ -291,14 +291,17 @@ inline Vec Abs(Vec v) {
 
 struct FirstPass {
   double sum = 0, sum_abs = 0, min = INFINITY, max = -INFINITY, min_abs_nonzero = INFINITY;
-  uint64_t zeros = 0, subnormal = 0, non_finite = 0;
+  uint64_t zeros = 0, subnormal = 0;
 };
 
-TROVE_STATS_CLONES
-FirstPass BlockFirstPass(const double* x, size_t n, double smallest_normal) {
+// The first pass's loop; kMinAbs: also the smallest nonzero magnitude (the log10 histogram's
+// range). A NaN or an infinity shows in sum_abs, which the caller checks instead of testing each
+// value here.
+template <bool kMinAbs>
+[[gnu::always_inline]] inline FirstPass FirstPassLoop(const double* x, size_t n, double smallest_normal) {
   Vec s = Splat(0), a = Splat(0), lo = Splat(INFINITY), hi = Splat(-INFINITY), lo_abs = Splat(INFINITY);
-  Mask zeros = {0, 0, 0, 0}, sub = {0, 0, 0, 0}, bad = {0, 0, 0, 0};
-  const Vec inf = Splat(INFINITY), zero = Splat(0), tiny = Splat(smallest_normal), big = Splat(DBL_MAX);
+  Mask zeros = {0, 0, 0, 0}, below = {0, 0, 0, 0};
+  const Vec inf = Splat(INFINITY), zero = Splat(0), tiny = Splat(smallest_normal);
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     const Vec v = LoadVec(x + i), av = Abs(v);
@@ -307,22 +310,23 @@ FirstPass BlockFirstPass(const double* x, size_t n, double smallest_normal) {
     lo = v < lo ? v : lo;
     hi = v > hi ? v : hi;
     const Mask is_zero = v == zero;
-    const Vec nz = is_zero ? inf : av;
-    lo_abs = nz < lo_abs ? nz : lo_abs;
     zeros -= is_zero;  // comparisons give -1 for true
-    sub -= (av < tiny) & ~is_zero;
-    bad -= ~(av <= big);  // NaN compares false
+    below -= av < tiny;  // zeros included; taken out below
+    if constexpr (kMinAbs) {
+      const Vec nz = is_zero ? inf : av;
+      lo_abs = nz < lo_abs ? nz : lo_abs;
+    }
   }
   FirstPass r;
   r.sum = (s[0] + s[1]) + (s[2] + s[3]);
   r.sum_abs = (a[0] + a[1]) + (a[2] + a[3]);
+  uint64_t below_tiny = 0;
   for (size_t l = 0; l < kLanes; ++l) {
     r.min = std::min(r.min, lo[l]);
     r.max = std::max(r.max, hi[l]);
     r.min_abs_nonzero = std::min(r.min_abs_nonzero, lo_abs[l]);
     r.zeros += static_cast<uint64_t>(zeros[l]);
-    r.subnormal += static_cast<uint64_t>(sub[l]);
-    r.non_finite += static_cast<uint64_t>(bad[l]);
+    below_tiny += static_cast<uint64_t>(below[l]);
   }
   for (; i < n; ++i) {
     const double v = x[i], av = std::fabs(v);
@@ -330,12 +334,17 @@ FirstPass BlockFirstPass(const double* x, size_t n, double smallest_normal) {
     r.sum_abs += av;
     r.min = std::min(r.min, v);
     r.max = std::max(r.max, v);
-    if (v != 0) r.min_abs_nonzero = std::min(r.min_abs_nonzero, av);
+    if (kMinAbs && v != 0) r.min_abs_nonzero = std::min(r.min_abs_nonzero, av);
     r.zeros += v == 0;
-    r.subnormal += av < smallest_normal && v != 0;
-    r.non_finite += !(av <= DBL_MAX);
+    below_tiny += av < smallest_normal;
   }
+  r.subnormal = smallest_normal > 0 ? below_tiny - r.zeros : 0;
   return r;
+}
+
+TROVE_STATS_CLONES
+FirstPass BlockFirstPass(const double* x, size_t n, double smallest_normal, bool min_abs) {
+  return min_abs ? FirstPassLoop<true>(x, n, smallest_normal) : FirstPassLoop<false>(x, n, smallest_normal);
 }
 
 // Sum of squared deviations from `mean`, with the corrected two-pass formula's term removing the
@@ -363,11 +372,11 @@ double BlockSquaredDeviations(const double* x, size_t n, double mean) {
 
 // The two passes over one block: moments and extremes of its finite values (the non-finite
 // ones are counted and taken out first, which only a block holding some pays for).
-Moments BlockMoments(double* x, size_t n, double smallest_normal, Extremes& e) {
-  FirstPass f = BlockFirstPass(x, n, smallest_normal);
-  if (f.non_finite > 0) {
+Moments BlockMoments(double* x, size_t n, double smallest_normal, bool min_abs, Extremes& e) {
+  FirstPass f = BlockFirstPass(x, n, smallest_normal, min_abs);
+  if (!(f.sum_abs <= DBL_MAX)) {  // a NaN or infinity (or magnitudes summing past float64's range)
     n = KeepFinite(x, n, e);
-    f = BlockFirstPass(x, n, smallest_normal);
+    f = BlockFirstPass(x, n, smallest_normal, min_abs);
   }
   Moments m;
   m.n = n;
@@ -652,10 +661,11 @@ struct Accumulator {
   std::vector<uint64_t> linear_counts, log_counts;
 };
 
-std::vector<TreeNode> ChunkMoments(const Walk& w, uint64_t chunk, double smallest_normal, double* values, Extremes& e) {
+std::vector<TreeNode> ChunkMoments(const Walk& w, uint64_t chunk, double smallest_normal, bool min_abs, double* values,
+                                   Extremes& e) {
   PairwiseTree tree;
   ForEachBlockOfChunk(w, chunk, values, [&](double* x, size_t n) {
-    tree.Push({0, BlockMoments(x, n, smallest_normal, e)});
+    tree.Push({0, BlockMoments(x, n, smallest_normal, min_abs, e)});
   });
   return tree.stack;
 }
@@ -727,7 +737,8 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, 
     const uint64_t chunk = item - first_item[t];
     values.resize(kBlockValues);
     Extremes e;
-    std::vector<TreeNode> nodes = named(t, [&] { return ChunkMoments(acc.walk, chunk, acc.smallest_normal, values.data(), e); });
+    std::vector<TreeNode> nodes = named(t, [&] { return ChunkMoments(acc.walk, chunk, acc.smallest_normal, options.histogram_bins > 0, values.data(), e);
+    });
     std::lock_guard<std::mutex> lock(merge_mutex);
     acc.extremes.Add(e);
     acc.early.emplace(chunk, std::move(nodes));
