@@ -672,15 +672,14 @@ std::vector<TreeNode> ChunkMoments(const Walk& w, uint64_t chunk, double smalles
 
 void ChunkHistogram(const Walk& w, uint64_t chunk, const Accumulator& acc, double* values,
                     std::vector<uint64_t>& linear, std::vector<uint64_t>& logs) {
-  Extremes ignored;
   const Binning& lb = acc.log10_abs;
   const size_t bins = linear.size();
   ForEachBlockOfChunk(w, chunk, values, [&](double* x, size_t n) {
-    n = KeepFinite(x, n, ignored);
     for (size_t i = 0; i < n; ++i) {
-      ++linear[BinOf(acc.linear, x[i])];
-      if (x[i] == 0 || !lb.active()) continue;
       const double av = std::fabs(x[i]);
+      if (!(av <= DBL_MAX)) continue;  // NaN, infinities
+      ++linear[BinOf(acc.linear, x[i])];
+      if (av == 0 || !lb.active()) continue;
       const double f = (RoughLog10(av) - lb.lo) * lb.norm;
       size_t b = f <= 0 ? 0 : f >= static_cast<double>(bins) ? bins - 1 : static_cast<size_t>(f);
       while (b > 0 && av < lb.thresholds[b]) --b;
