@@ -16,6 +16,9 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "trove/element_codec.h"
 #include "trove/error.h"
 
@@ -110,6 +113,10 @@ void DecodeAs(const uint8_t* p, size_t n, double* out) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<double>(Load<T>(p + i * sizeof(T)));
 }
 
+// How far ahead of the decoding the stored bytes are asked for: a mapped file's pages come from
+// memory, and one thread's sequential reads alone do not keep enough of them in flight.
+constexpr size_t kPrefetchBytes = 2048;
+
 // n elements of little-endian bytes to float64 values; returns the number of values (2 per
 // float4_e2m1fn_x2 element).
 TROVE_STATS_CLONES
@@ -118,6 +125,7 @@ size_t Decode(DType dtype, const uint8_t* p, size_t n, double* out) {
     case DType::kFloat32: {
       size_t i = 0;
       for (; i + kLanes <= n; i += kLanes) {
+        if (i % 16 == 0) __builtin_prefetch(p + 4 * i + kPrefetchBytes);
         Vec4f f;
         std::memcpy(&f, p + 4 * i, sizeof f);
         const Vec v = __builtin_convertvector(f, Vec);
@@ -128,11 +136,15 @@ size_t Decode(DType dtype, const uint8_t* p, size_t n, double* out) {
     }
     case DType::kFloat64: std::memcpy(out, p, n * 8); return n;
     case DType::kFloat16:
-      for (size_t i = 0; i < n; ++i) out[i] = HalfBitsToFloat(Load<uint16_t>(p + 2 * i));
+      for (size_t i = 0; i < n; ++i) {
+        if (i % 32 == 0) __builtin_prefetch(p + 2 * i + kPrefetchBytes);
+        out[i] = HalfBitsToFloat(Load<uint16_t>(p + 2 * i));
+      }
       return n;
     case DType::kBFloat16: {
       size_t i = 0;
       for (; i + kLanes <= n; i += kLanes) {
+        if (i % 32 == 0) __builtin_prefetch(p + 2 * i + kPrefetchBytes);
         Vec4u16 h;
         std::memcpy(&h, p + 2 * i, sizeof h);
         const Vec4u32 bits = __builtin_convertvector(h, Vec4u32) << 16;
@@ -600,10 +612,21 @@ void ForEachBlockOfChunk(const Walk& w, uint64_t chunk, double* values, OnBlock&
   }
   const uint64_t begin = chunk * w.chunk_elements;
   const uint64_t end = std::min(w.elements, begin + w.chunk_elements);
+  const bool contiguous = w.shape.size() == 1 && w.strides[0] == 1;
+#ifdef MADV_POPULATE_READ
+  // One call maps the chunk's pages instead of a page fault every few pages.
+  if (contiguous && w.view->storage.mapped()) {
+    static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto first = reinterpret_cast<uintptr_t>(w.base + (static_cast<uint64_t>(w.offset) + begin) * w.esize);
+    const uintptr_t last = first + (end - begin) * w.esize;
+    const uintptr_t aligned = first / page * page;
+    ::madvise(reinterpret_cast<void*>(aligned), last - aligned, MADV_POPULATE_READ);  // advice: failure is harmless
+  }
+#endif
   WalkRange(w, begin, end, filler);
   filler.Flush();
   // A contiguous mapped run leaves the resident set once read (it stays in the page cache).
-  if (w.shape.size() == 1 && w.strides[0] == 1) {
+  if (contiguous) {
     w.view->storage.Release((static_cast<uint64_t>(w.offset) + begin) * w.esize, (end - begin) * w.esize);
   }
 }
