@@ -3,7 +3,7 @@
 // TroveMain builds one CLI11 app; each area adds its subcommands with an Add*Commands function
 // whose callbacks do the work and store the exit status in *exit_code. A trove::Error escaping a
 // callback is printed as "trove: error: <message>" on stderr and the process exits 2.
-// Exit status for every command: 0 success, 1 findings (verify, scan, diff), 2 any error.
+// Exit status for every command: 0 success, 1 findings (verify, scan, diff, stats --check-finite), 2 any error.
 #pragma once
 
 #include <string>
@@ -28,6 +28,7 @@ int PreskMain(int argc, char** argv);
 void AddInspectCommands(CLI::App& app, int* exit_code);     // info, cat, verify, scan (cli/inspect_commands.cpp)
 void AddTensordictCommands(CLI::App& app, int* exit_code);  // pack, unpack, refresh-checksums (cli/tensordict_commands.cpp)
 void AddConvertCommands(CLI::App& app, int* exit_code);     // convert, diff (cli/convert_commands.cpp)
+void AddStatsCommands(CLI::App& app, int* exit_code);       // stats (cli/stats_commands.cpp)
 
 // `presk data ...` and `trove data ...`: args are the words after "data". Returns the exit status.
 // Errors print "presk data: error[E900x]: ..." on stderr (cli/presk_data.cpp).

@@ -30,12 +30,14 @@ int TroveMain(int argc, char** argv) {
       "  trove cat model.pt lin.weight --json\n"
       "  trove verify model.pt               CRCs, bounds, sizes (exit 1 on problems)\n"
       "  trove scan model.pt                 security report (exit 1 on findings)\n"
+      "  trove stats model.pt                min, max, mean, std, NaN/Inf per tensor (--check-finite)\n"
       "  trove data info tokens.psk.d        the presk data commands\n"
-      "Exit status: 0 success, 1 findings (verify, scan, diff), 2 error.");
+      "Exit status: 0 success, 1 findings (verify, scan, diff, stats --check-finite), 2 error.");
   int exit_code = kExitOk;
   AddInspectCommands(app, &exit_code);
   AddTensordictCommands(app, &exit_code);
   AddConvertCommands(app, &exit_code);
+  AddStatsCommands(app, &exit_code);
   app.add_subcommand("data", "The presk data commands (.psk.d files): trove data --help");
   try {
     app.parse(argc, argv);

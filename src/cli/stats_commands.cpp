@@ -1,0 +1,298 @@
+// trove stats: per-tensor figures (min, max, mean, std, zeros, NaN, Inf...), histograms and the
+// --check-finite gate, over any file trove reads.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "cli/commands.h"
+#include "cli/table.h"
+#include "trove/convert.h"
+#include "trove/error.h"
+#include "trove/open.h"
+#include "trove/shared_bytes.h"
+#include "trove/tensor_stats.h"
+
+namespace trove::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct Row {
+  std::string key;
+  const TensorView* view = nullptr;
+  std::optional<std::string> skipped;  // why there are no figures
+  size_t stats = 0;                    // index into the distinct views' results
+  bool first = true;                   // the first key of its distinct view (tied weights count once)
+};
+
+struct Report {
+  std::string path, format;
+  std::vector<Row> rows;
+  std::vector<TensorStats> stats;
+  uint64_t parameters = 0;
+  std::map<std::string, uint64_t> bytes_by_dtype;
+  std::vector<std::string> non_finite, all_zero;
+  size_t distinct = 0;
+};
+
+// Two keys naming one view (tied weights) share their figures.
+using ViewIdentity = std::tuple<const uint8_t*, uint64_t, DType, ByteOrder, int64_t, std::vector<int64_t>, std::vector<int64_t>>;
+
+ViewIdentity IdentityOf(const TensorView& v) {
+  return {v.storage.data(), v.storage.size(), v.dtype, v.byte_order, v.storage_offset, v.shape, v.strides};
+}
+
+std::vector<const NamedTensor*> Select(const Document& doc, const std::vector<std::string>& keys,
+                                       const std::vector<std::string>& globs) {
+  std::vector<const NamedTensor*> out;
+  for (const auto& k : keys) {
+    const NamedTensor* t = doc.FindTensor(k);
+    if (!t) Fail(ErrorCode::kNotFound, doc.path + ": no tensor '" + k + "' (trove info lists the keys)");
+    out.push_back(t);
+  }
+  for (const auto& t : doc.tensors) {
+    bool match = keys.empty() && globs.empty();
+    for (const auto& g : globs) match = match || KeyMatches(g, t.key);
+    if (match && std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(keys.size()), &t) == out.begin() + static_cast<std::ptrdiff_t>(keys.size()))
+      out.push_back(&t);  // a key also named explicitly is listed once
+  }
+  if (out.empty() && !globs.empty()) Fail(ErrorCode::kNotFound, doc.path + ": no tensor key matches --keys");
+  return out;
+}
+
+Report Compute(const Document& doc, const std::vector<const NamedTensor*>& selected, const StatsOptions& options) {
+  Report r;
+  r.path = doc.path;
+  r.format = doc.format;
+  std::map<ViewIdentity, size_t> seen;  // -> index into views (the same for every key of one view)
+  std::vector<const TensorView*> views;
+  for (const NamedTensor* t : selected) {
+    Row row;
+    row.key = t->key;
+    row.view = t->view;
+    row.skipped = StatsUnsupportedReason(*t->view);
+    auto [it, inserted] = seen.emplace(IdentityOf(*t->view), views.size());
+    row.first = inserted;
+    if (inserted) {
+      r.parameters += static_cast<uint64_t>(t->view->numel());
+      r.bytes_by_dtype[std::string(Name(t->view->dtype))] += t->view->nbytes();
+      if (!row.skipped) views.push_back(t->view);
+    }
+    row.stats = it->second;
+    r.rows.push_back(std::move(row));
+  }
+  r.distinct = seen.size();
+  std::vector<std::string> names;
+  for (const auto& row : r.rows)
+    if (row.first && !row.skipped) names.push_back(row.key.empty() ? "\"\"" : row.key);
+  try {
+    r.stats = ComputeStats(std::span<const TensorView* const>(views), options, names);
+  } catch (Error& e) {
+    if (e.message().rfind(doc.path + ":", 0) != 0) e.AddContext(doc.path);  // a truncation names the file already
+    throw;
+  }
+  for (const auto& row : r.rows) {
+    if (row.skipped) continue;
+    const TensorStats& s = r.stats[row.stats];
+    if (s.nan + s.pos_inf + s.neg_inf > 0) r.non_finite.push_back(row.key);
+    if (s.count > 0 && s.zeros == s.count) r.all_zero.push_back(row.key);
+  }
+  return r;
+}
+
+Json Optional(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+
+Json HistogramJson(const Histogram& h) {
+  if (h.edges.empty()) return nullptr;
+  return {{"edges", h.edges}, {"counts", h.counts}};
+}
+
+Json ReportJson(const Report& r, bool histograms) {
+  Json tensors = Json::array();
+  for (const auto& row : r.rows) {
+    const TensorView& v = *row.view;
+    Json t{{"key", row.key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}};
+    if (row.skipped) {
+      t["skipped"] = *row.skipped;
+      tensors.push_back(std::move(t));
+      continue;
+    }
+    const TensorStats& s = r.stats[row.stats];
+    t["count"] = s.count;
+    t["finite"] = s.finite;
+    t["min"] = Optional(s.min);
+    t["max"] = Optional(s.max);
+    t["mean"] = Optional(s.mean);
+    t["std"] = Optional(s.std);
+    t["mean_abs"] = Optional(s.mean_abs);
+    t["zeros"] = s.zeros;
+    t["nan"] = s.nan;
+    t["pos_inf"] = s.pos_inf;
+    t["neg_inf"] = s.neg_inf;
+    t["subnormal"] = s.subnormal ? Json(*s.subnormal) : Json(nullptr);
+    if (histograms) {
+      t["histogram"] = HistogramJson(s.histogram);
+      t["log10_abs_histogram"] = HistogramJson(s.log10_abs_histogram);
+    }
+    tensors.push_back(std::move(t));
+  }
+  Json skipped = Json::array();
+  for (const auto& row : r.rows)
+    if (row.skipped) skipped.push_back({{"key", row.key}, {"reason", *row.skipped}});
+  Json summary{{"tensors", r.rows.size()}, {"distinct_tensors", r.distinct}, {"parameters", r.parameters},
+               {"bytes_by_dtype", r.bytes_by_dtype}, {"non_finite", r.non_finite}, {"all_zero", r.all_zero},
+               {"skipped", skipped}};
+  return {{"schema_version", 1}, {"path", r.path}, {"format", r.format}, {"summary", summary}, {"tensors", tensors}};
+}
+
+std::string Thousands(uint64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+// People get four significant digits; a pipe gets the shortest text that reads back exactly.
+std::string Number(const std::optional<double>& v, bool human) {
+  if (!v) return "-";
+  return human ? fmt::format("{:.4g}", *v) : fmt::format("{}", *v);
+}
+
+// One row of block characters, each bin's height relative to the fullest bin (an empty bin is a
+// space, any other at least the lowest block).
+std::string Sparkline(const std::vector<uint64_t>& counts) {
+  static const char* const kLevels[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  uint64_t top = 0;
+  for (uint64_t c : counts) top = std::max(top, c);
+  std::string s;
+  for (uint64_t c : counts) {
+    if (c == 0) { s += ' '; continue; }
+    const auto level = static_cast<size_t>(std::min<double>(7, std::floor(static_cast<double>(c) * 8 / static_cast<double>(top + 1))));
+    s += kLevels[level];
+  }
+  return s;
+}
+
+void PrintReport(const Report& r, bool histograms) {
+  const bool tty = StdoutIsTerminal();
+  std::cout << r.path << ": " << r.format << ", " << r.rows.size() << " tensor(s)\n";
+  Table table({"key", "dtype", "shape", "min", "max", "mean", "std", "zeros", "nan", "inf"});
+  for (const auto& row : r.rows) {
+    const TensorView& v = *row.view;
+    const std::string key = row.key.empty() ? "\"\"" : row.key;
+    if (row.skipped) {
+      table.Add({key, std::string(Name(v.dtype)), ShapeString(v.shape), "skipped: " + *row.skipped});
+      continue;
+    }
+    const TensorStats& s = r.stats[row.stats];
+    table.Add({key, std::string(Name(v.dtype)), ShapeString(v.shape), Number(s.min, tty), Number(s.max, tty),
+               Number(s.mean, tty), Number(s.std, tty), std::to_string(s.zeros), std::to_string(s.nan),
+               std::to_string(s.pos_inf + s.neg_inf)});
+  }
+  table.Print(std::cout, tty);
+  if (histograms) {
+    std::cout << "histograms (linear between min and max; log10|x| of the nonzero values)\n";
+    Table hist({"key", "linear", "range", "log10|x|", "range"});
+    for (const auto& row : r.rows) {
+      if (row.skipped || !row.first) continue;
+      const TensorStats& s = r.stats[row.stats];
+      auto range = [](const Histogram& h) {
+        return h.edges.empty() ? std::string("-") : fmt::format("[{:.4g}, {:.4g}]", h.edges.front(), h.edges.back());
+      };
+      hist.Add({row.key.empty() ? "\"\"" : row.key, Sparkline(s.histogram.counts), range(s.histogram),
+                Sparkline(s.log10_abs_histogram.counts), range(s.log10_abs_histogram)});
+    }
+    hist.Print(std::cout, tty);
+  }
+  std::cout << "summary\n";
+  auto line = [](const std::string& label, const std::string& value) {
+    std::cout << "  " << fmt::format("{:<12} ", label) << value << '\n';
+  };
+  size_t skipped = 0;
+  for (const auto& row : r.rows) skipped += row.skipped.has_value();
+  line("tensors", fmt::format("{} ({} distinct{})", r.rows.size(), r.distinct,
+                              skipped ? fmt::format(", {} skipped", skipped) : std::string()));
+  line("parameters", Thousands(r.parameters));
+  std::string bytes;
+  for (const auto& [dtype, n] : r.bytes_by_dtype) bytes += (bytes.empty() ? "" : ", ") + dtype + " " + Thousands(n);
+  line("bytes", bytes.empty() ? "0" : bytes);
+  auto keys = [](const std::vector<std::string>& v) {
+    std::string s = std::to_string(v.size());
+    for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : ": ") + v[i];
+    if (v.size() > 10) s += ", ...";
+    return s;
+  };
+  line("non-finite", keys(r.non_finite));
+  line("all zero", keys(r.all_zero));
+}
+
+// --check-finite without --json: only what a CI log needs.
+void PrintFiniteCheck(const Report& r) {
+  for (const auto& row : r.rows) {
+    if (row.skipped) continue;
+    const TensorStats& s = r.stats[row.stats];
+    if (s.nan + s.pos_inf + s.neg_inf == 0) continue;
+    std::cout << r.path << ": " << (row.key.empty() ? "\"\"" : row.key) << ": " << s.nan << " NaN, " << s.pos_inf
+              << " +Inf, " << s.neg_inf << " -Inf of " << Thousands(s.count) << " values\n";
+  }
+  std::cout << r.path << ": "
+            << (r.non_finite.empty() ? "all " + std::to_string(r.rows.size()) + " tensor(s) finite"
+                                     : std::to_string(r.non_finite.size()) + " of " + std::to_string(r.rows.size()) +
+                                           " tensor(s) hold NaN or Inf")
+            << '\n';
+}
+
+}  // namespace
+
+void AddStatsCommands(CLI::App& app, int* exit_code) {
+  static std::string path;
+  static std::vector<std::string> keys, globs;
+  static bool json = false, check_finite = false, permissive = false;
+  static uint32_t bins = 0, threads = 0;
+
+  auto* stats = app.add_subcommand("stats", "Per-tensor min, max, mean, std, zeros, NaN and Inf counts; --check-finite");
+  stats->add_option("path", path, "File or tensordict directory")->required();
+  stats->add_option("keys", keys, "Only these tensors (key paths as `trove info` lists them)");
+  stats->add_option("--keys", globs, "Only tensors whose key path matches (glob: * ** ?; repeatable)")->allow_extra_args(false);
+  stats->add_flag("--json", json, "One JSON object for scripts (schema_version 1)");
+  stats->add_flag("--check-finite", check_finite, "Exit 1 when any tensor holds NaN or Inf (they are listed)");
+  stats->add_option("--hist", bins, "Also N-bin histograms: linear between min and max, and of log10|x|")
+      ->check(CLI::Range(1u, static_cast<uint32_t>(kMaxStatsHistogramBins)));
+  stats->add_option("--threads", threads, "Threads to use (default 0: every core)");
+  stats->add_flag("--permissive", permissive, "Accept unknown pickle globals as inert objects");
+  stats->footer(
+      "Figures are float64 over the finite values (complex: magnitudes; bool: 0/1) and match numpy's;\n"
+      "NaN and Inf are counted, never averaged. Tensors shared by several keys are read once.\n"
+      "Examples:\n"
+      "  trove stats model.pt\n"
+      "  trove stats model.pt --keys 'encoder/**' --hist 20\n"
+      "  trove stats model.pt --json | jq '.summary.non_finite'\n"
+      "  trove stats ckpt.pt --check-finite || echo 'NaN in the checkpoint'\n"
+      "Exit status: 0, 1 with --check-finite when a tensor holds NaN or Inf, 2 error.");
+  stats->callback([exit_code] {
+    ReadOptions read;
+    read.permissive = permissive;
+    StatsOptions options;
+    options.histogram_bins = bins;
+    options.threads = threads;
+    options.guard_truncation = true;
+    Document doc;  // the rows' views live in it
+    Report r;
+    // A file truncated by another program while we read it: an error, not a SIGBUS death.
+    RunGuardingTruncation([&] {
+      doc = Open(path, read);
+      r = Compute(doc, Select(doc, keys, globs), options);
+    });
+    if (json) std::cout << ReportJson(r, bins > 0).dump(2) << '\n';
+    else if (check_finite) PrintFiniteCheck(r);
+    else PrintReport(r, bins > 0);
+    *exit_code = check_finite && !r.non_finite.empty() ? kExitFindings : kExitOk;
+  });
+}
+
+}  // namespace trove::cli
