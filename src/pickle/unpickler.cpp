@@ -679,9 +679,7 @@ class Machine {
     return {Token::kStr, std::move(text)};
   }
   void ListLexical(PickleGlobal g) {
-    for (const auto& seen : globals_) {
-      if (seen.offset == g.offset) return;  // the opcode reading stopped at, already listed
-    }
+    if (g.offset == stop_listed_at_) return;  // the opcode reading stopped at, already listed
     if (++lexical_listed_ > kMaxPickleLexicalGlobals) {
       Fail(ErrorCode::kLimit, "more than " + std::to_string(kMaxPickleLexicalGlobals) +
                                   " names after reading stopped (kMaxPickleLexicalGlobals)");
@@ -702,6 +700,7 @@ class Machine {
   // and listing caps. Returns "" when it reached STOP or the end of the data, else where and why
   // it stopped (an unknown opcode or a malformed operand: Python stops there too).
   std::string LexicalPass(uint64_t from) {
+    if (!globals_.empty() && globals_.back().offset == op_offset_) stop_listed_at_ = op_offset_;
     std::vector<Token> shadow;
     for (size_t i = stack_.size() > kShadowEntries ? stack_.size() - kShadowEntries : 0; i < stack_.size(); ++i) {
       shadow.push_back(stack_[i]->kind == ValueKind::kStr ? Token{Token::kStr, stack_[i]->text} : Token{});
@@ -715,12 +714,22 @@ class Machine {
       if (slot != nullptr && (*slot)->kind == ValueKind::kStr) return {Token::kStr, (*slot)->text};
       return {};
     };
+    // Only str entries are kept (and entries that hide a str of the machine's memo), so the
+    // pass's memory follows the literal strings of the file, not its memo opcodes. MEMOIZE's
+    // index counts new entries; a count gone astray can only mislabel an operand, and a
+    // STACK_GLOBAL is listed either way.
     const auto memo_put = [&](uint64_t index) {
-      if (memo.size() >= kMaxPickleMemoEntries) {
-        Fail(ErrorCode::kLimit, "more than " + std::to_string(kMaxPickleMemoEntries) + " memo entries (kMaxPickleMemoEntries)");
+      Value** slot = MemoSlot(index);
+      if (slot == nullptr && memo.find(index) == memo.end()) ++memo_count;
+      Token top = shadow.empty() ? Token{} : shadow.back();
+      if (top.kind == Token::kStr || (slot != nullptr && (*slot)->kind == ValueKind::kStr)) {
+        if (memo.size() >= kMaxPickleMemoEntries) {
+          Fail(ErrorCode::kLimit, "more than " + std::to_string(kMaxPickleMemoEntries) + " memo entries (kMaxPickleMemoEntries)");
+        }
+        memo[index] = std::move(top);
+      } else {
+        memo.erase(index);
       }
-      if (memo.find(index) == memo.end() && MemoSlot(index) == nullptr) ++memo_count;
-      memo[index] = shadow.empty() ? Token{} : shadow.back();
     };
     try {
       in_.Seek(from);
@@ -905,6 +914,7 @@ class Machine {
   std::unordered_map<uint64_t, Value*> memo_sparse_;
   uint64_t memo_size_ = 0;
   uint64_t lexical_listed_ = 0;
+  uint64_t stop_listed_at_ = UINT64_MAX;  // offset of a name the machine listed where it stopped
   KeyIndex keys_;
 };
 
