@@ -134,14 +134,25 @@ def test_extension_codes_are_listed(tmp_path):
     del report
 
 
-def test_computed_stack_global_is_a_finding(tmp_path):
-    # The module name is itself the result of a call: no literal to list, so the scan says so.
+def test_stack_global_of_a_data_call_is_resolved(tmp_path):
+    # str("posix") is data to trove too, so STACK_GLOBAL's module is known: posix.system.
     pkl = (b"\x80\x04" + glob("builtins", "str") + tup(s("posix")) + REDUCE + b"\x8c\x06system" + b"\x93" +
+           tup(s("true")) + REDUCE + STOP)
+    path = torch_zip(tmp_path / "str_call.pt", pkl)
+    assert_scanned_critical(tmp_path, path, "posix.system")
+    assert_refused_naming(tmp_path, path, "posix.system")
+
+
+def test_computed_stack_global_is_a_finding(tmp_path):
+    # The module name is the result of calling an unknown name: nothing literal to list, so the
+    # scan says a STACK_GLOBAL reaches a name it cannot know.
+    pkl = (b"\x80\x04" + glob("foo", "bar") + tup(s("posix")) + REDUCE + b"\x8c\x06system" + b"\x93" +
            tup(s("true")) + REDUCE + STOP)
     path = torch_zip(tmp_path / "computed.pt", pkl)
     r = run_hostile("trove", "scan", path, "--json", watch=tmp_path, expect={1})
     report = json.loads(r.out)
-    assert any("builtins.str" in g["name"] for g in report["globals"]), report
+    assert any(f["severity"] == "high" and "STACK_GLOBAL whose module and name are computed" in f["message"]
+               for f in report["findings"]), report["findings"]
 
 
 def test_lexical_pass_stop_is_reported(tmp_path):
