@@ -14,6 +14,8 @@ struct Row {
   // True when the name is unmistakable in the middle of a chain: `anything.os.system` is
   // os.system because a module's `os` attribute is the os module. Names a package could well
   // use for its own submodule ("code", "types", "io") match only at the start.
+  // Rows are the names that act when called; data classes of the same modules (io.BytesIO,
+  // types.SimpleNamespace, pathlib paths, copyreg._reconstructor) stay "unknown" (high).
   bool chain;
 };
 
@@ -34,7 +36,10 @@ constexpr Row kRows[] = {
     {"asyncio", GlobalClass::kExec, true},
     {"code", GlobalClass::kExec, false},
     {"codeop", GlobalClass::kExec, false},
-    {"types", GlobalClass::kExec, false},  // FunctionType / CodeType build callables from bytes
+    {"types.FunctionType", GlobalClass::kExec, false},  // a function from a code object
+    {"types.LambdaType", GlobalClass::kExec, false},
+    {"types.CodeType", GlobalClass::kExec, false},      // a code object from bytes
+    {"types.MethodType", GlobalClass::kReflection, false},
     {"timeit", GlobalClass::kExec, true},
     {"pdb", GlobalClass::kExec, true},
     {"bdb", GlobalClass::kExec, true},
@@ -79,8 +84,9 @@ constexpr Row kRows[] = {
     {"imp", GlobalClass::kReflection, false},
     {"pkgutil", GlobalClass::kReflection, true},
     {"pydoc", GlobalClass::kReflection, true},  // pydoc.locate imports any dotted name
-    {"copyreg", GlobalClass::kReflection, true},
-    {"copy_reg", GlobalClass::kReflection, true},
+    {"copyreg.add_extension", GlobalClass::kReflection, true},  // makes an EXT code name anything
+    {"copyreg._inverted_registry", GlobalClass::kReflection, true},
+    {"copyreg._extension_registry", GlobalClass::kReflection, true},
     {"sys", GlobalClass::kReflection, true},
     {"gc", GlobalClass::kReflection, false},
     {"inspect", GlobalClass::kReflection, false},
@@ -116,16 +122,18 @@ constexpr Row kRows[] = {
     {"pandas.read_pickle", GlobalClass::kDeserialize, true},
     // Files.
     {"builtins.open", GlobalClass::kFiles, true},
-    {"io", GlobalClass::kFiles, false},
-    {"_io", GlobalClass::kFiles, true},
+    {"io.open", GlobalClass::kFiles, false},
+    {"io.open_code", GlobalClass::kFiles, false},
+    {"io.FileIO", GlobalClass::kFiles, false},
+    {"_io.open", GlobalClass::kFiles, true},
+    {"_io.open_code", GlobalClass::kFiles, true},
+    {"_io.FileIO", GlobalClass::kFiles, true},
     {"shutil", GlobalClass::kFiles, true},
     {"tempfile", GlobalClass::kFiles, true},
-    {"pathlib", GlobalClass::kFiles, false},
     {"fileinput", GlobalClass::kFiles, true},
     {"tarfile", GlobalClass::kFiles, true},
     {"zipfile", GlobalClass::kFiles, false},
-    {"codecs", GlobalClass::kFiles, false},  // codecs.open
-    {"glob", GlobalClass::kFiles, false},
+    {"codecs.open", GlobalClass::kFiles, false},
     // Network and other programs.
     {"socket", GlobalClass::kNetwork, true},
     {"_socket", GlobalClass::kNetwork, true},
