@@ -8,6 +8,15 @@
 // persistent id (a storage reference in torch files). The resolver refuses what it does not know
 // by throwing Error(kRefused); in permissive mode it returns inert object nodes instead.
 //
+// The grammar is CPython's (Modules/_pickle.c, which torch.load uses): every argument form its
+// unpickler accepts is accepted here too (INT/LONG text in base 0, signed memo indices, SETITEM /
+// APPEND on any object, BUILD's (state, slotstate) pair...), so no construct can hide a name
+// behind a spelling trove would stop at. When reading stops anyway (a cap, a refusal, a form
+// Python refuses too), a lexical pass walks the rest of the stream to STOP and lists every name
+// it could still reach: GLOBAL/INST texts, STACK_GLOBAL operands that are literal, EXT codes.
+// Under a strict resolver, a name of that pass it refuses becomes the error, so a reader names
+// the payload rather than the construct in front of it.
+//
 // The VM is iterative (no recursion on file-controlled depth), checks every length against the
 // bytes remaining, and bounds its memory with the caps below. Errors carry the opcode offset as
 // "@ <offset>: <reason>" so callers can prefix the file and entry names.
@@ -44,12 +53,27 @@ inline constexpr uint64_t kMaxPickleStackDepth = kMaxPickleValues;
 // bounded separately from nodes. 2^25 slots is at most ~512 MB and ~100x a real state_dict.
 inline constexpr uint64_t kMaxPickleReferences = uint64_t{1} << 25;
 
+// Names the lexical pass lists after reading stopped: bounded so that a stream of a few bytes per
+// GLOBAL cannot make the report itself the problem; 2^16 is far beyond any real pickle (torch
+// writes a few dozen distinct names) and still shows every name of a hostile one.
+inline constexpr uint64_t kMaxPickleLexicalGlobals = uint64_t{1} << 16;
+
+// How a pickle reaches a global.
+enum class PickleGlobalVia : uint8_t {
+  kName,        // GLOBAL / INST / STACK_GLOBAL text: module and name are set
+  kExtension,   // EXT1/2/4: a code looked up in copyreg's extension registry (no name in the file)
+  kComputed,    // STACK_GLOBAL seen by the lexical pass whose operands are not literal strings
+};
+
 // A name the pickle referenced, for security reports (`trove scan`).
 struct PickleGlobal {
   std::string module;
   std::string name;
   uint64_t offset = 0;   // offset of the opcode that named it
   bool allowed = false;  // the resolver knew it
+  PickleGlobalVia via = PickleGlobalVia::kName;
+  uint32_t extension_code = 0;  // kExtension
+  bool after_stop = false;      // listed by the lexical pass, past where reading stopped
 };
 
 class PickleResolver {
@@ -103,6 +127,9 @@ class Unpickler {
   const std::vector<PickleGlobal>& globals() const { return globals_; }
   // The highest protocol the PROTO opcode declared (0 if none).
   int protocol() const { return protocol_; }
+  // After Load() threw: why the lexical pass ended before STOP ("@ <offset>: <reason>"), or empty
+  // when it reached STOP. Names past that point are not listed; callers report it.
+  const std::string& lexical_stop() const { return lexical_stop_; }
 
  private:
   const uint8_t* data_;
@@ -113,6 +140,7 @@ class Unpickler {
   uint64_t consumed_ = 0;
   int protocol_ = 0;
   std::vector<PickleGlobal> globals_;
+  std::string lexical_stop_;
 };
 
 }  // namespace trove

@@ -7,6 +7,7 @@
 #include "formats/pt/pt_reader.h"
 #include "formats/pt/torch_resolver.h"
 #include "formats/tensordict/level_reader.h"
+#include "pickle/global_class.h"
 #include "trove/error.h"
 #include "trove/open.h"
 #include "trove/unpickler.h"
@@ -25,18 +26,38 @@ constexpr uint64_t kMaxScanTreeEntries = uint64_t{1} << 22;
 // multiply the scan's work.
 constexpr int kMaxNestedPickleDepth = 3;
 
-// Modules whose names in a pickle mean an attempt to run code, not a merely unknown class.
-constexpr const char* kCodeModules[] = {"os", "posix", "nt", "subprocess", "sys", "builtins", "__builtin__",
-                                        "importlib", "marshal", "pickle", "_pickle", "runpy", "socket", "shutil",
-                                        "ctypes", "code", "pty", "webbrowser", "commands", "operator", "functools",
-                                        "types", "codecs", "pip", "torch.hub", "numpy.testing._private.utils"};
+// A global's grade follows what its name resolves to (pickle/global_class.h): anything that runs
+// code, reaches other names, loads another pickle, touches files or the network is critical,
+// whatever attribute chain spells it; a name trove merely does not know is high.
+Severity GlobalSeverity(const GlobalVerdict& v) {
+  return v.klass == GlobalClass::kUnknown ? Severity::kHigh : Severity::kCritical;
+}
 
-Severity GlobalSeverity(const std::string& dotted) {
-  for (const char* m : kCodeModules) {
-    size_t n = std::strlen(m);
-    if (dotted.compare(0, n, m) == 0 && dotted.size() > n && dotted[n] == '.') return Severity::kCritical;
+// The finding for one global the unpickler listed that its resolver did not allow.
+Finding GlobalFinding(const std::string& entry, const PickleGlobal& g, const std::string& dotted) {
+  const std::string where = g.after_stop ? " (past where reading stopped; found by the lexical pass)" : "";
+  if (g.via == PickleGlobalVia::kExtension) {
+    return {Severity::kCritical, entry, g.offset,
+            "copyreg extension code " + std::to_string(g.extension_code) +
+                ": a global chosen at run time from the extension registry (can be any callable)" + where};
   }
-  return Severity::kHigh;
+  if (g.via == PickleGlobalVia::kComputed) {
+    return {Severity::kHigh, entry, g.offset,
+            "STACK_GLOBAL whose module and name are computed, not literal: the global it reaches is unknown" + where};
+  }
+  const GlobalVerdict v = ClassifyGlobal(dotted);
+  std::string message = "global '" + dotted + "' is not in the allowlist";
+  if (v.klass != GlobalClass::kUnknown) {
+    message += "; it resolves to " + v.target + " (" + std::string(GlobalClassName(v.klass)) + ": " +
+               std::string(GlobalClassEffect(v.klass)) + ")";
+  }
+  return {GlobalSeverity(v), entry, g.offset, message + where};
+}
+
+std::string GlobalText(const PickleGlobal& g) {
+  if (g.via == PickleGlobalVia::kExtension) return "copyreg extension " + std::to_string(g.extension_code);
+  if (g.via == PickleGlobalVia::kComputed) return "STACK_GLOBAL (computed name)";
+  return g.module + "." + g.name;
 }
 
 bool IsZipFormat(Format f) { return f == Format::kPt || f == Format::kTdz || f == Format::kTorchScript; }
@@ -110,11 +131,14 @@ void ScanPickle(CheckReport& report, const std::string& entry, const uint8_t* da
   }
   if (consumed) *consumed = u.consumed();
   for (const auto& g : u.globals()) {
-    std::string dotted = g.module + "." + g.name;
+    std::string dotted = GlobalText(g);
     report.globals.push_back({entry, dotted, g.offset, g.allowed});
-    if (!g.allowed) {
-      report.findings.push_back({GlobalSeverity(dotted), entry, g.offset, "global '" + dotted + "' is not in the allowlist"});
-    }
+    if (!g.allowed) report.findings.push_back(GlobalFinding(entry, g, dotted));
+  }
+  if (!u.lexical_stop().empty()) {
+    report.findings.push_back({Severity::kMedium, entry, 0,
+                               "names past this point are not listed: the lexical pass over the rest of the pickle "
+                               "stopped " + u.lexical_stop()});
   }
   for (const auto& n : resolver.notes) report.findings.push_back({n.severity, entry, 0, n.message});
   report.entries_checked++;

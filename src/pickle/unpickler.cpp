@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <cmath>
 #include <string_view>
 #include <unordered_map>
@@ -38,6 +39,102 @@ std::string_view Trim(std::string_view s) {
   while (!s.empty() && space(s.front())) s.remove_prefix(1);
   while (!s.empty() && space(s.back())) s.remove_suffix(1);
   return s;
+}
+
+bool CSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+
+// CPython reads text operands as C strings: a NUL ends them before the newline does.
+std::string_view UpToNul(std::string_view s) {
+  size_t nul = s.find('\0');
+  return nul == std::string_view::npos ? s : s.substr(0, nul);
+}
+
+int DigitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'Z') return c - 'A' + 10;
+  return 99;
+}
+
+// C's strtol(s, &end, 0), which CPython's INT tries first: true when it consumes all of s and
+// the value fits a long. Base 0 means 0x/0X hex and a leading 0 octal ("010" is 8).
+bool StrtolWhole(std::string_view s, int64_t& out) {
+  size_t i = 0;
+  while (i < s.size() && CSpace(s[i])) ++i;
+  bool negative = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
+  int base = 10;
+  if (i < s.size() && s[i] == '0') {
+    if (i + 1 < s.size() && (s[i + 1] == 'x' || s[i + 1] == 'X') && i + 2 < s.size() && DigitValue(s[i + 2]) < 16) {
+      base = 16;
+      i += 2;
+    } else {
+      base = 8;
+    }
+  }
+  const size_t first = i;
+  constexpr uint64_t kLimit = uint64_t{1} << 63;  // |LONG_MIN|
+  uint64_t v = 0;
+  for (; i < s.size() && DigitValue(s[i]) < base; ++i) {
+    const auto d = static_cast<uint64_t>(DigitValue(s[i]));
+    if (v > (kLimit - d) / static_cast<uint64_t>(base)) return false;  // ERANGE: CPython falls back to int()
+    v = v * static_cast<uint64_t>(base) + d;
+  }
+  if (i == first) {  // no conversion: end points at the start, accepted only when s is empty
+    out = 0;
+    return s.empty();
+  }
+  if (i != s.size()) return false;
+  if (!negative && v > static_cast<uint64_t>(INT64_MAX)) return false;
+  out = negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+
+// Python's int(s, base) for base 0 or 10 (PyLong_FromString): whitespace around, one sign,
+// 0x/0o/0b prefixes (base 0), single underscores between digits, no leading zeros in base 0.
+struct IntText {
+  bool negative = false;
+  int base = 10;
+  std::string digits;  // without underscores
+};
+std::optional<IntText> ParsePythonInt(std::string_view s, int base) {
+  IntText t;
+  size_t i = 0;
+  while (i < s.size() && CSpace(s[i])) ++i;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) t.negative = s[i++] == '-';
+  bool prefixed = false;
+  t.base = base == 0 ? 10 : base;
+  if (base == 0 && i + 1 < s.size() && s[i] == '0') {
+    char p = s[i + 1];
+    if (p == 'x' || p == 'X') t.base = 16;
+    else if (p == 'o' || p == 'O') t.base = 8;
+    else if (p == 'b' || p == 'B') t.base = 2;
+    if (t.base != 10) {
+      prefixed = true;
+      i += 2;
+      if (i < s.size() && s[i] == '_') ++i;  // "0x_1f" is valid
+    }
+  }
+  bool last_underscore = false;
+  for (; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '_') {
+      if (last_underscore || t.digits.empty()) return std::nullopt;
+      last_underscore = true;
+      continue;
+    }
+    if (DigitValue(c) >= t.base) break;
+    t.digits.push_back(c);
+    last_underscore = false;
+  }
+  if (t.digits.empty() || last_underscore) return std::nullopt;
+  while (i < s.size() && CSpace(s[i])) ++i;
+  if (i != s.size()) return std::nullopt;
+  if (base == 0 && !prefixed && t.digits.size() > 1 && t.digits[0] == '0' &&
+      t.digits.find_first_not_of('0') != std::string::npos) {
+    return std::nullopt;  // "010" is no base-0 literal
+  }
+  return t;
 }
 
 // The names Python 3 maps when it reads a protocol 0-2 pickle written by Python 2
@@ -82,11 +179,16 @@ class Machine {
       : in_(data, size, base), arena_(arena), resolver_(resolver), globals_(globals), protocol_(protocol),
         values_start_(arena.size()) {}
 
-  Value* Run(uint64_t& consumed) {
+  // Reads to STOP. When reading stops early, the lexical pass lists the names in the rest of the
+  // stream (see unpickler.h); `lexical_stop` says where that pass itself ended before STOP.
+  Value* Run(uint64_t& consumed, std::string& lexical_stop) {
     try {
       return Loop(consumed);
     } catch (Error& e) {
       if (e.message().rfind("@ ", 0) != 0) e.AddContext("@ " + std::to_string(op_offset_));
+      const size_t first = globals_.size();
+      lexical_stop = LexicalPass(op_position_);
+      JudgeLexicalGlobals(first, e);
       throw;
     }
   }
@@ -171,12 +273,19 @@ class Machine {
     if (slot == nullptr) Fail(ErrorCode::kCorrupt, OpName() + " of memo index " + std::to_string(index) + ", which is not set");
     Push(*slot);
   }
-  uint64_t DecimalIndex(std::string_view line) const {
-    std::string_view t = Trim(line);
+  // PUT / GET text: int(s, 10) (a sign, underscores and spaces are fine). Python refuses a
+  // negative PUT and finds no negative GET; nullopt stands for that.
+  std::optional<uint64_t> TextMemoIndex(std::string_view line) const {
+    std::string_view s = UpToNul(line);
+    std::optional<IntText> t = line.empty() ? std::nullopt : ParsePythonInt(s, 10);
+    if (!t) Fail(ErrorCode::kCorrupt, OpName() + " has a bad memo index '" + std::string(s.substr(0, 40)) + "'");
+    size_t nz = t->digits.find_first_not_of('0');
+    std::string_view digits = nz == std::string::npos ? std::string_view("0") : std::string_view(t->digits).substr(nz);
+    if (t->negative && digits != "0") return std::nullopt;
     uint64_t v = 0;
-    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    if (t.empty() || ec != std::errc() || end != t.data() + t.size()) {
-      Fail(ErrorCode::kCorrupt, OpName() + " has a bad memo index '" + std::string(t.substr(0, 40)) + "'");
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || v > static_cast<uint64_t>(INT64_MAX)) {
+      Fail(ErrorCode::kCorrupt, OpName() + " memo index '" + std::string(s.substr(0, 40)) + "' is too large");
     }
     return v;
   }
@@ -193,6 +302,20 @@ class Machine {
     Value* v = Checked(resolver_.Global(module, name, allowed, arena_), "a global");
     globals_.back().allowed = allowed;
     return v;
+  }
+  // EXT1/2/4: Python looks the code up in copyreg's extension registry, which maps it to any
+  // module.name registered at run time; the file holds no name, so a strict reader refuses it
+  // and a scan lists it as a global of its own kind.
+  Value* ExtensionGlobal(uint32_t code) {
+    PickleGlobal g{"", "", op_offset_, false};
+    g.via = PickleGlobalVia::kExtension;
+    g.extension_code = code;
+    globals_.push_back(g);
+    if (!resolver_.permissive()) Fail(ErrorCode::kRefused, ExtensionText(OpName(), code));
+    return arena_.Global("copyreg extension " + std::to_string(code));
+  }
+  static std::string ExtensionText(const std::string& op, uint32_t code) {
+    return "refused " + op + " " + std::to_string(code) + ": a name from copyreg's extension registry (not in the file)";
   }
   Value* Call(Value* callable, Value* args) {
     if (args->kind != ValueKind::kTuple) {
@@ -211,24 +334,108 @@ class Machine {
   }
 
   // ---- containers ----
+  // Python's SETITEM(S), APPEND(S) and ADDITEMS call __setitem__, extend/append and add on
+  // whatever object is below the items. Plain data is changed as Python would change it; an
+  // inert object (permissive resolvers) records the items; anything else Python would refuse
+  // too, so a strict reader refuses it and a permissive one leaves the target as it is, reading
+  // on (a scan must reach every name after it).
   bool ObjectTarget(const Value* target) const {
     return target->kind == ValueKind::kObject && resolver_.permissive();
   }
-  [[noreturn]] void WrongTarget(const Value* target, const char* expected) const {
-    Fail(ErrorCode::kRefused, OpName() + " onto a " + KindText(target) + " (only a " + expected + " takes it)");
+  void WrongTarget(const Value* target, const std::string& why) const {
+    if (resolver_.permissive()) return;
+    Fail(ErrorCode::kRefused, OpName() + " onto a " + KindText(target) + ": " + why);
+  }
+  static bool IsByteArray(const Value* v) { return v->kind == ValueKind::kBytes && v->type_name == "bytearray"; }
+  // A Python index (int or bool) into a sequence of `size`, negative counting from the end.
+  static std::optional<size_t> SequenceIndex(const Value* key, size_t size) {
+    int64_t i;
+    if (key->kind == ValueKind::kBool) i = key->boolean ? 1 : 0;
+    else if (key->kind == ValueKind::kInt && key->big_int.empty()) i = key->integer;
+    else return std::nullopt;
+    if (i < 0) i += static_cast<int64_t>(size);
+    if (i < 0 || static_cast<uint64_t>(i) >= size) return std::nullopt;
+    return static_cast<size_t>(i);
+  }
+  static std::optional<uint8_t> ByteValue(const Value* v) {
+    if (v->kind == ValueKind::kBool) return v->boolean ? 1 : 0;
+    if (v->kind == ValueKind::kInt && v->big_int.empty() && v->integer >= 0 && v->integer <= 255) {
+      return static_cast<uint8_t>(v->integer);
+    }
+    return std::nullopt;
   }
   void SetItems(const std::vector<Value*>& items, size_t first) {
     if ((items.size() - first) % 2 != 0) Fail(ErrorCode::kCorrupt, OpName() + " with an odd number of items");
     Value* target = Top();
-    if (target->kind != ValueKind::kDict && !ObjectTarget(target)) WrongTarget(target, "dict");
     AddReferences((items.size() - first) / 2);
-    for (size_t i = first; i < items.size(); i += 2) keys_.SetItem(target, items[i], items[i + 1]);
+    if (target->kind == ValueKind::kDict || ObjectTarget(target)) {
+      for (size_t i = first; i < items.size(); i += 2) keys_.SetItem(target, items[i], items[i + 1]);
+      return;
+    }
+    for (size_t i = first; i < items.size(); i += 2) {
+      if (target->kind == ValueKind::kList) {
+        std::optional<size_t> at = SequenceIndex(items[i], target->items.size());
+        if (!at) return WrongTarget(target, "the index is not an int within the list");
+        target->items[*at] = items[i + 1];
+      } else if (IsByteArray(target)) {
+        std::optional<size_t> at = SequenceIndex(items[i], target->text.size());
+        std::optional<uint8_t> byte = ByteValue(items[i + 1]);
+        if (!at || !byte) return WrongTarget(target, "a bytearray item takes an index within it and an int 0..255");
+        target->text[*at] = static_cast<char>(*byte);
+      } else {
+        return WrongTarget(target, "it has no __setitem__ for data");
+      }
+    }
   }
   void Appends(std::vector<Value*>& items) {
     Value* target = Top();
-    if (target->kind != ValueKind::kList && !ObjectTarget(target)) WrongTarget(target, "list");
     AddReferences(items.size());
-    target->items.insert(target->items.end(), items.begin(), items.end());
+    if (target->kind == ValueKind::kList || ObjectTarget(target)) {
+      target->items.insert(target->items.end(), items.begin(), items.end());
+      return;
+    }
+    if (IsByteArray(target)) {  // bytearray.extend: every item an int 0..255, or nothing changes
+      std::string added;
+      for (const Value* v : items) {
+        std::optional<uint8_t> byte = ByteValue(v);
+        if (!byte) return WrongTarget(target, "bytearray.extend takes ints 0..255, not a " + KindText(v));
+        added.push_back(static_cast<char>(*byte));
+      }
+      target->text += added;
+      return;
+    }
+    WrongTarget(target, "it has no append/extend for data");
+  }
+  void AddItems(const std::vector<Value*>& items) {
+    Value* target = Top();
+    AddReferences(items.size());
+    if (target->kind == ValueKind::kSet) {
+      for (Value* v : items) keys_.AddItem(target, v);
+    } else if (ObjectTarget(target)) {
+      target->items.insert(target->items.end(), items.begin(), items.end());
+    } else {
+      WrongTarget(target, "it has no add for data");
+    }
+  }
+  // BUILD. Objects without __setstate__ (all plain data) take Python's default: a 2-tuple state
+  // is (state, slotstate); a None part changes nothing, the slot dict sets attributes. Inert
+  // objects, globals and tensors get the whole state from the resolver (their class decides).
+  Value* BuildState(Value* object, Value* state) {
+    const bool plain = object->kind != ValueKind::kObject && object->kind != ValueKind::kGlobal &&
+                       object->kind != ValueKind::kTensor;
+    if (!plain || state->kind != ValueKind::kTuple || state->items.size() != 2) {
+      return Checked(resolver_.Build(object, state, arena_), "BUILD");
+    }
+    Value* dict_state = state->items[0];
+    Value* slot_state = state->items[1];
+    if (slot_state->kind != ValueKind::kDict && slot_state->kind != ValueKind::kNone) {
+      Fail(ErrorCode::kCorrupt, "BUILD slot state is a " + KindText(slot_state) + ", not a dict");
+    }
+    if (dict_state->kind != ValueKind::kNone) object = Checked(resolver_.Build(object, dict_state, arena_), "BUILD");
+    if (slot_state->kind == ValueKind::kDict && !slot_state->entries.empty()) {
+      object = Checked(resolver_.Build(object, slot_state, arena_), "BUILD");
+    }
+    return object;
   }
   Value* MakeSet(ValueKind kind, const std::vector<Value*>& items) {
     Value* s = arena_.New(kind);
@@ -238,45 +445,54 @@ class Machine {
   }
 
   // ---- scalars ----
-  Value* DecimalInt(std::string_view text) {
-    std::string_view t = Trim(text);
-    bool negative = false;
-    if (!t.empty() && (t[0] == '-' || t[0] == '+')) {
-      negative = t[0] == '-';
-      t.remove_prefix(1);
-    }
-    if (t.empty()) Fail(ErrorCode::kCorrupt, OpName() + " has no digits");
-    for (char c : t) {
-      if (c < '0' || c > '9') Fail(ErrorCode::kCorrupt, OpName() + " has a non-digit '" + std::string(1, c) + "'");
-    }
-    if (t.size() > kMaxPickleIntDigits) {
-      Fail(ErrorCode::kLimit, OpName() + " has " + std::to_string(t.size()) + " digits, more than " +
-                                  std::to_string(kMaxPickleIntDigits) + " (kMaxPickleIntDigits)");
-    }
-    // Magnitude in base 2^32 limbs, little-endian: mag = mag * 10^k + chunk, 9 digits at a time.
-    std::vector<uint32_t> mag;
-    for (size_t i = 0; i < t.size();) {
-      size_t k = std::min<size_t>(9, t.size() - i);
-      uint32_t chunk = 0, scale = 1;
-      for (size_t j = 0; j < k; ++j, ++i) {
-        chunk = chunk * 10 + static_cast<uint32_t>(t[i] - '0');
-        scale *= 10;
-      }
-      uint64_t carry = chunk;
-      for (auto& limb : mag) {
-        uint64_t cur = uint64_t{limb} * scale + carry;
-        limb = static_cast<uint32_t>(cur);
-        carry = cur >> 32;
-      }
-      if (carry != 0) mag.push_back(static_cast<uint32_t>(carry));
-    }
+  // An int from Python's text forms (see ParsePythonInt), as little-endian two's complement.
+  Value* MakeInt(const IntText& t) {
+    const std::string& d = t.digits;
     std::vector<uint8_t> bytes;
-    bytes.reserve(mag.size() * 4 + 1);
-    for (uint32_t limb : mag) {
-      for (int s = 0; s < 32; s += 8) bytes.push_back(static_cast<uint8_t>(limb >> s));
+    if (t.base == 10) {
+      if (d.size() > kMaxPickleIntDigits) {
+        Fail(ErrorCode::kLimit, OpName() + " has " + std::to_string(d.size()) + " digits, more than " +
+                                    std::to_string(kMaxPickleIntDigits) + " (kMaxPickleIntDigits)");
+      }
+      // Magnitude in base 2^32 limbs: mag = mag * 10^k + chunk, 9 digits at a time.
+      std::vector<uint32_t> mag;
+      for (size_t i = 0; i < d.size();) {
+        size_t k = std::min<size_t>(9, d.size() - i);
+        uint32_t chunk = 0, scale = 1;
+        for (size_t j = 0; j < k; ++j, ++i) {
+          chunk = chunk * 10 + static_cast<uint32_t>(d[i] - '0');
+          scale *= 10;
+        }
+        uint64_t carry = chunk;
+        for (auto& limb : mag) {
+          uint64_t cur = uint64_t{limb} * scale + carry;
+          limb = static_cast<uint32_t>(cur);
+          carry = cur >> 32;
+        }
+        if (carry != 0) mag.push_back(static_cast<uint32_t>(carry));
+      }
+      bytes.reserve(mag.size() * 4 + 1);
+      for (uint32_t limb : mag) {
+        for (int s = 0; s < 32; s += 8) bytes.push_back(static_cast<uint8_t>(limb >> s));
+      }
+    } else {
+      // Power-of-two bases (2, 8, 16): each digit is a fixed number of bits, packed from the end.
+      const unsigned bits = t.base == 2 ? 1 : t.base == 8 ? 3 : 4;
+      if (d.size() > kMaxPickleIntBytes * 8 / bits) {
+        Fail(ErrorCode::kLimit, OpName() + " has more than " + std::to_string(kMaxPickleIntBytes) +
+                                    " bytes of digits (kMaxPickleIntBytes)");
+      }
+      bytes.assign((d.size() * bits + 7) / 8, 0);
+      uint64_t bit = 0;
+      for (size_t i = d.size(); i-- > 0; bit += bits) {
+        auto v = static_cast<unsigned>(DigitValue(d[i]));
+        for (unsigned b = 0; b < bits; ++b) {
+          if (v >> b & 1u) bytes[(bit + b) / 8] |= static_cast<uint8_t>(1u << ((bit + b) % 8));
+        }
+      }
     }
     bytes.push_back(0);  // room for the sign bit
-    if (negative) {
+    if (t.negative) {
       unsigned carry = 1;
       for (auto& b : bytes) {
         unsigned v = static_cast<uint8_t>(~b) + carry;
@@ -286,8 +502,31 @@ class Machine {
     }
     return arena_.BigInt(std::move(bytes));
   }
+  // INT: strtol(s, 0) first, then int(s, 0); a 2-character line of value 0 or 1 is a bool
+  // (Python 2's "I00"/"I01", and so also "+1", "-0").
+  Value* TextInt(std::string_view line) {
+    if (line.empty()) Fail(ErrorCode::kCorrupt, "INT has an empty line");
+    std::string_view s = UpToNul(line);
+    int64_t x = 0;
+    if (StrtolWhole(s, x)) {
+      if (line.size() == 2 && (x == 0 || x == 1)) return arena_.Bool(x == 1);
+      return arena_.Int(x);
+    }
+    std::optional<IntText> t = ParsePythonInt(s, 0);
+    if (!t) Fail(ErrorCode::kCorrupt, "INT has a bad literal '" + std::string(s.substr(0, 40)) + "'");
+    return MakeInt(*t);
+  }
+  // LONG: int(s, 0) after dropping Python 2's trailing 'L'.
+  Value* TextLong(std::string_view line) {
+    if (line.empty()) Fail(ErrorCode::kCorrupt, "LONG has an empty line");
+    if (line.back() == 'L') line.remove_suffix(1);
+    std::string_view s = UpToNul(line);
+    std::optional<IntText> t = ParsePythonInt(s, 0);
+    if (!t) Fail(ErrorCode::kCorrupt, "LONG has a bad literal '" + std::string(s.substr(0, 40)) + "'");
+    return MakeInt(*t);
+  }
   Value* TextFloat(std::string_view text) {
-    std::string_view t = Trim(text);
+    std::string_view t = Trim(UpToNul(text));
     if (!t.empty() && t[0] == '+') t.remove_prefix(1);
     double d = 0;
     auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
@@ -413,6 +652,251 @@ class Machine {
 
   Value* Loop(uint64_t& consumed);
 
+  // ---- the lexical pass ----
+  // What the pass knows of a stack entry: a literal str (a STACK_GLOBAL operand), a MARK, or
+  // anything else. Only the top of the stack matters, so the shadow keeps the newest entries.
+  struct Token {
+    enum Kind : uint8_t { kOther, kStr, kMark } kind = kOther;
+    std::string text;
+  };
+  static constexpr size_t kShadowEntries = 64;
+  void ShadowPush(std::vector<Token>& shadow, Token t) const {
+    if (shadow.size() == kShadowEntries) shadow.erase(shadow.begin());
+    shadow.push_back(std::move(t));
+  }
+  static Token ShadowPop(std::vector<Token>& shadow) {
+    if (shadow.empty()) return {};
+    Token t = std::move(shadow.back());
+    shadow.pop_back();
+    return t;
+  }
+  static void ShadowPopMark(std::vector<Token>& shadow) {
+    while (!shadow.empty() && shadow.back().kind != Token::kMark) shadow.pop_back();
+    if (!shadow.empty()) shadow.pop_back();
+  }
+  static Token StrToken(std::string text) {
+    if (pickle_utf8::FirstInvalid(text) != pickle_utf8::kValid) return {};
+    return {Token::kStr, std::move(text)};
+  }
+  void ListLexical(PickleGlobal g) {
+    if (g.offset == stop_listed_at_) return;  // the opcode reading stopped at, already listed
+    if (++lexical_listed_ > kMaxPickleLexicalGlobals) {
+      Fail(ErrorCode::kLimit, "more than " + std::to_string(kMaxPickleLexicalGlobals) +
+                                  " names after reading stopped (kMaxPickleLexicalGlobals)");
+    }
+    g.after_stop = true;
+    globals_.push_back(std::move(g));
+  }
+  void ListLexicalName(std::string module, std::string name) {
+    // Python decodes names as UTF-8 and stops at one that is not: no such name can be imported.
+    if (pickle_utf8::FirstInvalid(module) != pickle_utf8::kValid || pickle_utf8::FirstInvalid(name) != pickle_utf8::kValid) {
+      return;
+    }
+    if (current_protocol_ < 3) RenamePython2(module, name);
+    ListLexical(PickleGlobal{std::move(module), std::move(name), op_offset_, false});
+  }
+  // Walks from `from` to STOP reading only opcodes and their operands, listing every global a
+  // Python unpickler could still reach. Linear in the bytes left, memory bounded by the memo
+  // and listing caps. Returns "" when it reached STOP or the end of the data, else where and why
+  // it stopped (an unknown opcode or a malformed operand: Python stops there too).
+  std::string LexicalPass(uint64_t from) {
+    if (!globals_.empty() && globals_.back().offset == op_offset_) stop_listed_at_ = op_offset_;
+    std::vector<Token> shadow;
+    for (size_t i = stack_.size() > kShadowEntries ? stack_.size() - kShadowEntries : 0; i < stack_.size(); ++i) {
+      shadow.push_back(stack_[i]->kind == ValueKind::kStr ? Token{Token::kStr, stack_[i]->text} : Token{});
+    }
+    // Memo entries the pass saw written; others come from the machine's memo.
+    std::unordered_map<uint64_t, Token> memo;
+    uint64_t memo_count = memo_size_;
+    const auto memo_get = [&](uint64_t index) -> Token {
+      if (auto it = memo.find(index); it != memo.end()) return it->second;
+      Value** slot = MemoSlot(index);
+      if (slot != nullptr && (*slot)->kind == ValueKind::kStr) return {Token::kStr, (*slot)->text};
+      return {};
+    };
+    // Only str entries are kept (and entries that hide a str of the machine's memo), so the
+    // pass's memory follows the literal strings of the file, not its memo opcodes. MEMOIZE's
+    // index counts new entries; a count gone astray can only mislabel an operand, and a
+    // STACK_GLOBAL is listed either way.
+    const auto memo_put = [&](uint64_t index) {
+      Value** slot = MemoSlot(index);
+      if (slot == nullptr && memo.find(index) == memo.end()) ++memo_count;
+      Token top = shadow.empty() ? Token{} : shadow.back();
+      if (top.kind == Token::kStr || (slot != nullptr && (*slot)->kind == ValueKind::kStr)) {
+        if (memo.size() >= kMaxPickleMemoEntries) {
+          Fail(ErrorCode::kLimit, "more than " + std::to_string(kMaxPickleMemoEntries) + " memo entries (kMaxPickleMemoEntries)");
+        }
+        memo[index] = std::move(top);
+      } else {
+        memo.erase(index);
+      }
+    };
+    try {
+      in_.Seek(from);
+      for (;;) {
+        op_offset_ = in_.offset();
+        if (in_.at_end()) return "";
+        op_ = in_.U8();
+        switch (op_) {
+          case op::kStop: return "";
+          case op::kMark: ShadowPush(shadow, {Token::kMark, {}}); break;
+          case op::kPop: ShadowPop(shadow); break;
+          case op::kPopMark: ShadowPopMark(shadow); break;
+          case op::kDup: ShadowPush(shadow, shadow.empty() ? Token{} : shadow.back()); break;
+          // Literal strings: the operands STACK_GLOBAL may take.
+          case op::kShortBinUnicode: ShadowPush(shadow, StrToken(std::string(Sized(in_.U8())))); break;
+          case op::kBinUnicode: ShadowPush(shadow, StrToken(std::string(Sized(in_.U32())))); break;
+          case op::kBinUnicode8: ShadowPush(shadow, StrToken(std::string(Sized(in_.U64())))); break;
+          case op::kShortBinString: ShadowPush(shadow, StrToken(std::string(Sized(in_.U8())))); break;
+          case op::kBinString: {
+            int32_t n = in_.I32();
+            if (n < 0) Fail(ErrorCode::kCorrupt, "BINSTRING has a negative byte count");
+            ShadowPush(shadow, StrToken(std::string(Sized(static_cast<uint64_t>(n)))));
+            break;
+          }
+          case op::kString: ShadowPush(shadow, StrToken(EscapeDecode(in_.Line()))); break;
+          case op::kUnicode: ShadowPush(shadow, StrToken(RawUnicodeEscapeDecode(in_.Line()))); break;
+          // Memo.
+          case op::kPut: {
+            std::optional<uint64_t> index = TextMemoIndex(in_.Line());
+            if (!index) Fail(ErrorCode::kCorrupt, "negative PUT index");
+            memo_put(*index);
+            break;
+          }
+          case op::kBinPut: memo_put(in_.U8()); break;
+          case op::kLongBinPut: memo_put(in_.U32()); break;
+          case op::kMemoize: memo_put(memo_count); break;
+          case op::kGet: {
+            std::optional<uint64_t> index = TextMemoIndex(in_.Line());
+            ShadowPush(shadow, index ? memo_get(*index) : Token{});
+            break;
+          }
+          case op::kBinGet: ShadowPush(shadow, memo_get(in_.U8())); break;
+          case op::kLongBinGet: ShadowPush(shadow, memo_get(in_.U32())); break;
+          // Names.
+          case op::kGlobal:
+          case op::kInst: {
+            std::string module(in_.Line());
+            std::string name(in_.Line());
+            if (op_ == op::kInst) ShadowPopMark(shadow);
+            ListLexicalName(std::move(module), std::move(name));
+            ShadowPush(shadow, {});
+            break;
+          }
+          case op::kStackGlobal: {
+            Token name = ShadowPop(shadow);
+            Token module = ShadowPop(shadow);
+            if (module.kind == Token::kStr && name.kind == Token::kStr) {
+              ListLexicalName(std::move(module.text), std::move(name.text));
+            } else {
+              PickleGlobal g{"", "", op_offset_, false};
+              g.via = PickleGlobalVia::kComputed;
+              ListLexical(std::move(g));
+            }
+            ShadowPush(shadow, {});
+            break;
+          }
+          case op::kExt1:
+          case op::kExt2:
+          case op::kExt4: {
+            PickleGlobal g{"", "", op_offset_, false};
+            g.via = PickleGlobalVia::kExtension;
+            g.extension_code = op_ == op::kExt1 ? in_.U8() : op_ == op::kExt2 ? in_.U16() : in_.U32();
+            ListLexical(std::move(g));
+            ShadowPush(shadow, {});
+            break;
+          }
+          // Everything else: operands skipped, stack effect kept where it is fixed.
+          case op::kProto: {
+            uint8_t p = in_.U8();
+            if (p > op::kHighestProtocol) Fail(ErrorCode::kUnsupported, "unsupported pickle protocol " + std::to_string(p));
+            current_protocol_ = p;
+            break;
+          }
+          case op::kFrame: in_.U64(); break;
+          case op::kInt:
+          case op::kLong:
+          case op::kFloat:
+          case op::kPersId: in_.Line(); ShadowPush(shadow, {}); break;
+          case op::kBinInt: in_.Skip(4); ShadowPush(shadow, {}); break;
+          case op::kBinInt1: in_.Skip(1); ShadowPush(shadow, {}); break;
+          case op::kBinInt2: in_.Skip(2); ShadowPush(shadow, {}); break;
+          case op::kBinFloat: in_.Skip(8); ShadowPush(shadow, {}); break;
+          case op::kLong1: in_.Skip(in_.U8()); ShadowPush(shadow, {}); break;
+          case op::kLong4: {
+            int32_t n = in_.I32();
+            if (n < 0) Fail(ErrorCode::kCorrupt, "LONG4 has a negative byte count");
+            in_.Skip(static_cast<uint64_t>(n));
+            ShadowPush(shadow, {});
+            break;
+          }
+          case op::kShortBinBytes: in_.Skip(in_.U8()); ShadowPush(shadow, {}); break;
+          case op::kBinBytes: in_.Skip(in_.U32()); ShadowPush(shadow, {}); break;
+          case op::kBinBytes8:
+          case op::kByteArray8: in_.Skip(in_.U64()); ShadowPush(shadow, {}); break;
+          case op::kNone:
+          case op::kNewTrue:
+          case op::kNewFalse:
+          case op::kEmptyTuple:
+          case op::kEmptyList:
+          case op::kEmptyDict:
+          case op::kEmptySet:
+          case op::kNextBuffer: ShadowPush(shadow, {}); break;
+          case op::kTuple:
+          case op::kList:
+          case op::kDict:
+          case op::kFrozenSet:
+          case op::kObj: ShadowPopMark(shadow); ShadowPush(shadow, {}); break;
+          case op::kSetItems:
+          case op::kAppends:
+          case op::kAddItems: ShadowPopMark(shadow); break;
+          case op::kTuple1:
+          case op::kBinPersId:
+          case op::kReadonlyBuffer: ShadowPop(shadow); ShadowPush(shadow, {}); break;
+          case op::kTuple2:
+          case op::kReduce:
+          case op::kBuild:
+          case op::kNewObj: ShadowPop(shadow); ShadowPop(shadow); ShadowPush(shadow, {}); break;
+          case op::kTuple3:
+          case op::kNewObjEx: for (int k = 0; k < 3; ++k) ShadowPop(shadow); ShadowPush(shadow, {}); break;
+          case op::kAppend: ShadowPop(shadow); break;
+          case op::kSetItem: ShadowPop(shadow); ShadowPop(shadow); break;
+          default: Fail(ErrorCode::kCorrupt, "unknown opcode " + Hex2(op_));
+        }
+      }
+    } catch (const Error& e) {
+      return "@ " + std::to_string(op_offset_) + ": " + e.message();
+    }
+  }
+  // The names the lexical pass listed, judged by the resolver as if reading had reached them.
+  // A strict resolver's refusal replaces the error reading stopped with: the payload is named,
+  // not the construct in front of it (unless reading stopped at a refused name already).
+  void JudgeLexicalGlobals(size_t first, Error& stopped) {
+    const bool stopped_at_name = stopped.code() == ErrorCode::kRefused &&
+                                 stopped.message().find("refused global") != std::string::npos;
+    for (size_t i = first; i < globals_.size(); ++i) {
+      PickleGlobal& g = globals_[i];
+      if (g.via == PickleGlobalVia::kComputed) continue;
+      std::string refusal;
+      if (g.via == PickleGlobalVia::kExtension) {
+        if (!resolver_.permissive()) refusal = ExtensionText("EXT", g.extension_code);
+      } else {
+        try {
+          bool allowed = true;
+          resolver_.Global(g.module, g.name, allowed, arena_);
+          g.allowed = allowed;
+        } catch (const Error& r) {
+          if (r.code() != ErrorCode::kRefused) throw;
+          refusal = r.message();
+        }
+      }
+      if (!refusal.empty() && !stopped_at_name) {
+        throw Error(ErrorCode::kRefused, "@ " + std::to_string(g.offset) + ": " + refusal +
+                                             " (found past where reading stopped, " + stopped.message() + ")");
+      }
+    }
+  }
+
   ByteReader in_;
   ValueArena& arena_;
   PickleResolver& resolver_;
@@ -420,6 +904,7 @@ class Machine {
   int& protocol_;
   size_t values_start_;
   uint64_t op_offset_ = 0;
+  uint64_t op_position_ = 0;
   uint8_t op_ = 0;
   int current_protocol_ = 0;
   uint64_t references_ = 0;
@@ -428,12 +913,15 @@ class Machine {
   std::vector<Value*> memo_dense_;
   std::unordered_map<uint64_t, Value*> memo_sparse_;
   uint64_t memo_size_ = 0;
+  uint64_t lexical_listed_ = 0;
+  uint64_t stop_listed_at_ = UINT64_MAX;  // offset of a name the machine listed where it stopped
   KeyIndex keys_;
 };
 
 Value* Machine::Loop(uint64_t& consumed) {
   for (;;) {
     op_offset_ = in_.offset();
+    op_position_ = in_.position();
     if (in_.at_end()) Fail(ErrorCode::kCorrupt, in_.position() == 0 ? "empty pickle" : "pickle ends without STOP");
     op_ = in_.U8();
     switch (op_) {
@@ -457,19 +945,8 @@ Value* Machine::Loop(uint64_t& consumed) {
       case op::kDup: Push(Top()); break;
 
       // ---- numbers ----
-      case op::kInt: {
-        std::string_view line = in_.Line();
-        if (line == "00") Push(arena_.Bool(false));
-        else if (line == "01") Push(arena_.Bool(true));
-        else Push(DecimalInt(line));
-        break;
-      }
-      case op::kLong: {
-        std::string_view line = in_.Line();
-        if (!line.empty() && line.back() == 'L') line.remove_suffix(1);
-        Push(DecimalInt(line));
-        break;
-      }
+      case op::kInt: Push(TextInt(in_.Line())); break;
+      case op::kLong: Push(TextLong(in_.Line())); break;
       case op::kBinInt: Push(arena_.Int(in_.I32())); break;
       case op::kBinInt1: Push(arena_.Int(in_.U8())); break;
       case op::kBinInt2: Push(arena_.Int(in_.U16())); break;
@@ -562,22 +1039,25 @@ Value* Machine::Loop(uint64_t& consumed) {
       }
       case op::kSetItems: SetItems(PopMark(), 0); break;
       case op::kEmptySet: Push(arena_.New(ValueKind::kSet)); break;
-      case op::kAddItems: {
-        std::vector<Value*> items = PopMark();
-        Value* target = Top();
-        if (target->kind != ValueKind::kSet) WrongTarget(target, "set");
-        AddReferences(items.size());
-        for (Value* v : items) keys_.AddItem(target, v);
-        break;
-      }
+      case op::kAddItems: AddItems(PopMark()); break;
       case op::kFrozenSet: Push(MakeSet(ValueKind::kFrozenSet, PopMark())); break;
 
       // ---- memo ----
-      case op::kPut: Put(DecimalIndex(in_.Line())); break;
+      case op::kPut: {
+        std::optional<uint64_t> index = TextMemoIndex(in_.Line());
+        if (!index) Fail(ErrorCode::kCorrupt, "negative PUT index");
+        Put(*index);
+        break;
+      }
       case op::kBinPut: Put(in_.U8()); break;
       case op::kLongBinPut: Put(in_.U32()); break;
       case op::kMemoize: Put(memo_size_); break;  // like Python: len(memo), whatever PUT did before
-      case op::kGet: Get(DecimalIndex(in_.Line())); break;
+      case op::kGet: {
+        std::optional<uint64_t> index = TextMemoIndex(in_.Line());
+        if (!index) Fail(ErrorCode::kCorrupt, "GET of a negative memo index");
+        Get(*index);
+        break;
+      }
       case op::kBinGet: Get(in_.U8()); break;
       case op::kLongBinGet: Get(in_.U32()); break;
 
@@ -633,7 +1113,7 @@ Value* Machine::Loop(uint64_t& consumed) {
         if (kwargs->kind != ValueKind::kDict) {
           Fail(ErrorCode::kCorrupt, "NEWOBJ_EX keyword arguments must be a dict, not " + KindText(kwargs));
         }
-        if (!kwargs->entries.empty()) {
+        if (!kwargs->entries.empty() && !resolver_.permissive()) {
           Fail(ErrorCode::kUnsupported, "NEWOBJ_EX with keyword arguments (calling " + KindText(cls) + ")");
         }
         Push(Call(cls, args));
@@ -642,8 +1122,7 @@ Value* Machine::Loop(uint64_t& consumed) {
       case op::kBuild: {
         Value* state = Pop();
         Value* object = Pop();
-        Value* built = Checked(resolver_.Build(object, state, arena_), "BUILD");
-        Push(built);
+        Push(BuildState(object, state));
         break;
       }
       case op::kPersId: {
@@ -663,9 +1142,9 @@ Value* Machine::Loop(uint64_t& consumed) {
       case op::kExt1:
       case op::kExt2:
       case op::kExt4: {
-        uint64_t code = op_ == op::kExt1 ? in_.U8() : op_ == op::kExt2 ? in_.U16() : in_.U32();
-        Fail(ErrorCode::kRefused, OpName() + " " + std::to_string(code) +
-                                      ": extension-registry names are not supported (the name is not in the file)");
+        uint32_t code = op_ == op::kExt1 ? in_.U8() : op_ == op::kExt2 ? in_.U16() : in_.U32();
+        Push(ExtensionGlobal(code));
+        break;
       }
 
       // ---- framing ----
@@ -698,7 +1177,7 @@ Unpickler::Unpickler(const uint8_t* data, uint64_t size, ValueArena& arena, Pick
 
 Value* Unpickler::Load() {
   Machine machine(data_, size_, base_offset_, arena_, resolver_, globals_, protocol_);
-  return machine.Run(consumed_);
+  return machine.Run(consumed_, lexical_stop_);
 }
 
 }  // namespace trove

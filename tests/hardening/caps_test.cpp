@@ -131,6 +131,18 @@ TEST(Caps, PickleIntDigits) {
   EXPECT_NE(e.message().find("kMaxPickleIntDigits"), std::string::npos) << e.message();
 }
 
+TEST(Caps, PickleLexicalGlobals) {
+  // Reading stops at a bad INT; the rest names one global per 10 bytes. The lexical pass lists
+  // up to the cap, then says where it stopped instead of growing without bound.
+  std::string p = "\x80\x02I12a\n0" + Repeat("cfoo\nBar\n0"s, kMaxPickleLexicalGlobals + 1) + "N.";
+  ValueArena arena;
+  DataResolver resolver(/*permissive=*/true);
+  Unpickler u(reinterpret_cast<const uint8_t*>(p.data()), p.size(), arena, resolver);
+  EXPECT_THROW(u.Load(), Error);
+  EXPECT_EQ(u.globals().size(), kMaxPickleLexicalGlobals);
+  EXPECT_NE(u.lexical_stop().find("kMaxPickleLexicalGlobals"), std::string::npos) << u.lexical_stop();
+}
+
 TEST(Caps, PickleReferences) {
   // A list of 4096 Nones, memoized, then list(L) over and over: each REDUCE copies 4096 slots for
   // 6 bytes of pickle, so a small file asks for more slots than the cap allows.

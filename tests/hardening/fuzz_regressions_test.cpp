@@ -14,6 +14,7 @@
 
 extern "C" {
 int TroveFuzzEntry_open_fuzz(const uint8_t* data, size_t size);
+int TroveFuzzEntry_pickle_grammar_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_header_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_pack_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pt_reader_fuzz(const uint8_t* data, size_t size);
@@ -61,6 +62,7 @@ struct Target {
 
 const Target kTargets[] = {
     {"open_fuzz", TroveFuzzEntry_open_fuzz},
+    {"pickle_grammar_fuzz", TroveFuzzEntry_pickle_grammar_fuzz},
     {"pskd_header_fuzz", TroveFuzzEntry_pskd_header_fuzz},
     {"pskd_pack_fuzz", TroveFuzzEntry_pskd_pack_fuzz},
     {"pt_reader_fuzz", TroveFuzzEntry_pt_reader_fuzz},

@@ -190,9 +190,9 @@ TEST_F(Hostile, NestedPickleStaysBytes) {
 
 TEST_F(Hostile, ExtensionRegistryAndOutOfBandBuffersAreRefused) {
   ExpectError("\x80\x02\x82\x05."s, ErrorCode::kRefused,
-              "@ 2: EXT1 5: extension-registry names are not supported (the name is not in the file)");
+              "@ 2: refused EXT1 5: a name from copyreg's extension registry (not in the file)");
   ExpectError("\x80\x02\x84\x01\x02\x03\x04."s, ErrorCode::kRefused,
-              "@ 2: EXT4 67305985: extension-registry names are not supported (the name is not in the file)");
+              "@ 2: refused EXT4 67305985: a name from copyreg's extension registry (not in the file)");
   ExpectError("\x80\x05\x97."s, ErrorCode::kRefused, "@ 2: NEXT_BUFFER: no out-of-band buffers are supplied");
 }
 
@@ -216,16 +216,16 @@ TEST_F(Hostile, KnownNamesWithArgumentsThatAreNotDataAreRefused) {
 // ---- container type confusion (CVE-2026-24747's class) ----
 
 TEST_F(Hostile, ContainerOpcodesCheckTheirTarget) {
-  ExpectError("](K\x01K\x02u."s, ErrorCode::kRefused, "@ 6: SETITEMS onto a list (only a dict takes it)");
-  ExpectError("]K\x01K\x02s."s, ErrorCode::kRefused, "@ 5: SETITEM onto a list (only a dict takes it)");
-  ExpectError("}K\x01" "a."s, ErrorCode::kRefused, "@ 3: APPEND onto a dict (only a list takes it)");
-  ExpectError("}(K\x01" "e."s, ErrorCode::kRefused, "@ 4: APPENDS onto a dict (only a list takes it)");
-  ExpectError("](K\x01\x90."s, ErrorCode::kRefused, "@ 4: ADDITEMS onto a list (only a set takes it)");
-  ExpectError(")K\x01K\x02s."s, ErrorCode::kRefused, "@ 5: SETITEM onto a tuple (only a dict takes it)");
-  ExpectError("\x8f(K\x01" "e."s, ErrorCode::kRefused, "@ 4: APPENDS onto a set (only a list takes it)");
-  ExpectError("X\x01\x00\x00\x00" "aK\x01K\x02s."s, ErrorCode::kRefused, "@ 10: SETITEM onto a str (only a dict takes it)");
+  ExpectError("](K\x01K\x02u."s, ErrorCode::kRefused, "@ 6: SETITEMS onto a list: the index is not an int within the list");
+  ExpectError("]K\x01K\x02s."s, ErrorCode::kRefused, "@ 5: SETITEM onto a list: the index is not an int within the list");
+  ExpectError("}K\x01" "a."s, ErrorCode::kRefused, "@ 3: APPEND onto a dict: it has no append/extend for data");
+  ExpectError("}(K\x01" "e."s, ErrorCode::kRefused, "@ 4: APPENDS onto a dict: it has no append/extend for data");
+  ExpectError("](K\x01\x90."s, ErrorCode::kRefused, "@ 4: ADDITEMS onto a list: it has no add for data");
+  ExpectError(")K\x01K\x02s."s, ErrorCode::kRefused, "@ 5: SETITEM onto a tuple: it has no __setitem__ for data");
+  ExpectError("\x8f(K\x01" "e."s, ErrorCode::kRefused, "@ 4: APPENDS onto a set: it has no append/extend for data");
+  ExpectError("X\x01\x00\x00\x00" "aK\x01K\x02s."s, ErrorCode::kRefused, "@ 10: SETITEM onto a str: it has no __setitem__ for data");
   ExpectError("\x80\x04\x8f(K\x01\x91(K\x02\x90."s, ErrorCode::kRefused,
-              "@ 10: ADDITEMS onto a frozenset (only a set takes it)");
+              "@ 10: ADDITEMS onto a frozenset: it has no add for data");
 }
 
 TEST_F(Hostile, ObjectTargetsAreFilledOnlyWhenPermissive) {
@@ -252,7 +252,7 @@ TEST_F(Hostile, ObjectTargetsAreFilledOnlyWhenPermissive) {
   } maker;
   o = Run(p, maker);
   EXPECT_EQ(o.code, ErrorCode::kRefused);
-  EXPECT_EQ(o.message, "@ 16: SETITEMS onto a object 'foo.Bar' (only a dict takes it)");
+  EXPECT_EQ(o.message, "@ 16: SETITEMS onto a object 'foo.Bar': it has no __setitem__ for data");
 }
 
 // ---- structure ----
@@ -270,7 +270,7 @@ TEST_F(Hostile, StructuralErrorsAreCorrupt) {
   ExpectError("(K\x01K\x02K\x03" "d.", ErrorCode::kCorrupt, "@ 7: DICT with an odd number of items");
   ExpectError("h\x05.", ErrorCode::kCorrupt, "@ 0: BINGET of memo index 5, which is not set");
   ExpectError("j\x00\x00\x00\x01."s, ErrorCode::kCorrupt, "@ 0: LONG_BINGET of memo index 16777216, which is not set");
-  ExpectError("g-1\n.", ErrorCode::kCorrupt, "@ 0: GET has a bad memo index '-1'");
+  ExpectError("g-1\n.", ErrorCode::kCorrupt, "@ 0: GET of a negative memo index");
   ExpectError("q\x00."s, ErrorCode::kCorrupt, "@ 0: stack underflow in BINPUT");
   ExpectError("\xff", ErrorCode::kCorrupt, "@ 0: unknown opcode 0xff");
   ExpectError("N\x99.", ErrorCode::kCorrupt, "@ 1: unknown opcode 0x99");
@@ -282,8 +282,8 @@ TEST_F(Hostile, StructuralErrorsAreCorrupt) {
   ExpectError("S'\\x4'\n.", ErrorCode::kCorrupt, "@ 0: STRING has an invalid \\x escape");
   ExpectError("Vab\\u12\n.", ErrorCode::kCorrupt, "@ 0: UNICODE has a truncated \\u escape");
   ExpectError("V\\U00110000\n.", ErrorCode::kCorrupt, "@ 0: UNICODE escape \\U out of range");
-  ExpectError("I12a\n.", ErrorCode::kCorrupt, "@ 0: INT has a non-digit 'a'");
-  ExpectError("L\n.", ErrorCode::kCorrupt, "@ 0: LONG has no digits");
+  ExpectError("I12a\n.", ErrorCode::kCorrupt, "@ 0: INT has a bad literal '12a'");
+  ExpectError("L\n.", ErrorCode::kCorrupt, "@ 0: LONG has an empty line");
   ExpectError("F1e999\n.", ErrorCode::kCorrupt, "@ 0: FLOAT literal '1e999' is out of range");
   ExpectError("Fabc\n.", ErrorCode::kCorrupt, "@ 0: FLOAT has a bad literal 'abc'");
   ExpectError("cos\nsystem", ErrorCode::kCorrupt, "@ 0: unterminated line at offset 4");
@@ -344,10 +344,10 @@ TEST_F(Hostile, HugeIntegersHitTheirCaps) {
 }
 
 TEST_F(Hostile, MemoIndicesAreHashedNotAllocated) {
-  Outcome o = Strict("Nr\xff\xff\xff\xff" "0j\xff\xff\xff\xff" "p18446744073709551615\n0g18446744073709551615\n."s);
+  Outcome o = Strict("Nr\xff\xff\xff\xff" "0j\xff\xff\xff\xff" "p9223372036854775807\n0g9223372036854775807\n."s);
   ASSERT_TRUE(o.ok) << o.message;
   EXPECT_EQ(o.value->kind, ValueKind::kNone);
-  ExpectError("Ng18446744073709551616\n.", ErrorCode::kCorrupt, "@ 1: GET has a bad memo index '18446744073709551616'");
+  ExpectError("Ng9223372036854775808\n.", ErrorCode::kCorrupt, "@ 1: GET memo index '9223372036854775808' is too large");
 }
 
 TEST_F(Hostile, MemoEntriesAreCapped) {

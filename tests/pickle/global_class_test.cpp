@@ -1,0 +1,48 @@
+// The global classifier grades what a name resolves to: attribute chains reach their target,
+// data classes of the same modules stay unknown.
+#include <gtest/gtest.h>
+
+#include "pickle/global_class.h"
+
+namespace trove {
+namespace {
+
+TEST(GlobalClass, ChainsResolveToTheirTarget) {
+  struct Case { const char* dotted; GlobalClass klass; const char* target; };
+  const Case cases[] = {
+      {"os.system", GlobalClass::kExec, "os.system"},
+      {"posix.system", GlobalClass::kExec, "posix.system"},
+      {"torch.serialization.os.system", GlobalClass::kExec, "os.system"},
+      {"torch.serialization.os", GlobalClass::kExec, "os"},
+      {"numpy.os.system", GlobalClass::kExec, "os.system"},
+      {"os.path.os.system", GlobalClass::kExec, "os.path"},
+      {"builtins.eval", GlobalClass::kExec, "builtins.eval"},
+      {"builtins.getattr", GlobalClass::kReflection, "builtins.getattr"},
+      {"builtins.open", GlobalClass::kFiles, "builtins.open"},
+      {"operator.methodcaller", GlobalClass::kReflection, "operator.methodcaller"},
+      {"functools.partial", GlobalClass::kReflection, "functools.partial"},
+      {"torch.load", GlobalClass::kDeserialize, "torch.load"},
+      {"torch.serialization.pickle.loads", GlobalClass::kDeserialize, "pickle.loads"},
+      {"numpy.load", GlobalClass::kDeserialize, "numpy.load"},
+      {"torch.hub.load", GlobalClass::kDeserialize, "torch.hub.load"},
+      {"webbrowser.open", GlobalClass::kNetwork, "webbrowser.open"},
+      {"ctypes.CDLL", GlobalClass::kNativeCode, "ctypes.CDLL"},
+      {"copyreg.add_extension", GlobalClass::kReflection, "copyreg.add_extension"},
+  };
+  for (const auto& c : cases) {
+    GlobalVerdict v = ClassifyGlobal(c.dotted);
+    EXPECT_EQ(GlobalClassName(v.klass), GlobalClassName(c.klass)) << c.dotted;
+    EXPECT_EQ(v.target, c.target) << c.dotted;
+  }
+}
+
+TEST(GlobalClass, DataClassesAndLookalikesStayUnknown) {
+  for (const char* dotted : {"collections.OrderedDict", "io.BytesIO", "types.SimpleNamespace", "pathlib.PosixPath",
+                             "copyreg._reconstructor", "numpy.core.multiarray._reconstruct", "mypkg.code.Model",
+                             "mypkg.types.Config", "osx.system", "torch.nn.modules.linear.Linear", "__main__.Net"}) {
+    EXPECT_EQ(ClassifyGlobal(dotted).klass, GlobalClass::kUnknown) << dotted;
+  }
+}
+
+}  // namespace
+}  // namespace trove
