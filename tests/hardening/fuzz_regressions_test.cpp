@@ -13,7 +13,9 @@
 #include <vector>
 
 extern "C" {
+int TroveFuzzEntry_convert_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_open_fuzz(const uint8_t* data, size_t size);
+int TroveFuzzEntry_print_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_header_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_pack_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pt_reader_fuzz(const uint8_t* data, size_t size);
@@ -60,7 +62,9 @@ struct Target {
 };
 
 const Target kTargets[] = {
+    {"convert_fuzz", TroveFuzzEntry_convert_fuzz},
     {"open_fuzz", TroveFuzzEntry_open_fuzz},
+    {"print_fuzz", TroveFuzzEntry_print_fuzz},
     {"pskd_header_fuzz", TroveFuzzEntry_pskd_header_fuzz},
     {"pskd_pack_fuzz", TroveFuzzEntry_pskd_pack_fuzz},
     {"pt_reader_fuzz", TroveFuzzEntry_pt_reader_fuzz},

@@ -56,7 +56,8 @@ class PlainTorchData {
     std::vector<std::pair<const Value*, size_t>> work{{root, 0}};
     Value* out = Map(root, 0);
     while (!work.empty()) {
-      const auto [src, link] = work.back();
+      const Value* src = work.back().first;
+      const size_t link = work.back().second;
       work.pop_back();
       Value* dst = copies_.at(src);
       if (!pending_.erase(src)) continue;
