@@ -71,14 +71,29 @@ std::string DecodeKeyComponent(std::string_view encoded);
 std::string JoinKeyPath(const std::vector<std::string>& encoded_components);
 std::vector<std::string> SplitKeyPath(std::string_view key_path);
 // The component a dict key stands for: str as is, int in decimal, bool as True/False, None as
-// None, other kinds in a Python-like repr.
+// None, other kinds in a Python-like repr. Built without recursion; a key nested deeper than
+// kMaxValueDepth or spelling more than kMaxKeyTextBytes is Error(kLimit).
 std::string KeyComponentText(const Value& key);
+
+// Nesting beyond which a value tree is refused (Error(kLimit)). torch.save cannot write more than
+// about 500 levels (Python's recursion limit stops its pickler; tests/python/test_hostile_depth.py),
+// real checkpoints nest a few dozen; deeper trees come only from crafted files, and the cap keeps
+// the per-leaf cost of every walk (its key path) bounded.
+inline constexpr size_t kMaxValueDepth = 10'000;
+// The longest text one key stands for. Tuple keys shared through the pickle memo can spell a text
+// exponential in the file's size; no checkpoint names a tensor with a megabyte.
+inline constexpr size_t kMaxKeyTextBytes = size_t{1} << 20;
 
 // Walks the tree from `root` and lists every tensor under its key path, in tree order, through
 // dicts (by key), lists/tuples (by index) and object nodes (their state, then args). A tensor
 // reached by two paths is listed under both. The walk is iterative and bounded: it stops with
-// Error(kLimit) after kMaxTreeVisits nodes (memo-DAG "billion laughs") and never loops on cycles.
+// Error(kLimit) after kMaxTreeVisits nodes (memo-DAG "billion laughs"), below kMaxValueDepth
+// levels, or once the key paths of the nodes visited add up to kMaxTreePathBytes; it never loops
+// on cycles.
 inline constexpr uint64_t kMaxTreeVisits = 10'000'000;  // far above any real checkpoint's node count
+// Key path bytes one walk may spell, summed over the nodes it visits: shared subtrees under long
+// keys would otherwise make paths of gigabytes from a small file. 4M nodes x 64 B paths fit.
+inline constexpr uint64_t kMaxTreePathBytes = uint64_t{256} << 20;
 std::vector<NamedTensor> CollectTensors(const Value* root);
 
 // The value an object node merely wraps, or null: tensordict's NonTensorData stands for its

@@ -196,8 +196,14 @@ nlohmann::ordered_json DoubleJson(double d) {
   return d;
 }
 
-std::string ScalarText(const Value& v, size_t max_chars) {
-  if (const Value* inner = StandsFor(v)) return ScalarText(*inner, max_chars);
+std::string ScalarText(const Value& wrapped, size_t max_chars) {
+  // A wrapper shows the value it stands for; wrappers of wrappers unwind in a loop.
+  const Value* shown = &wrapped;
+  for (int hops = 0; const Value* inner = StandsFor(*shown); ++hops) {
+    if (hops == kMaxPrintDepth) return "...";
+    shown = inner;
+  }
+  const Value& v = *shown;
   switch (v.kind) {
     case ValueKind::kNone: return "None";
     case ValueKind::kBool: return v.boolean ? "True" : "False";

@@ -157,7 +157,9 @@ std::vector<std::string> SplitKeyPath(std::string_view key_path) {
   return parts;
 }
 
-std::string KeyComponentText(const Value& key) {
+namespace {
+
+std::string ScalarKeyText(const Value& key) {
   switch (key.kind) {
     case ValueKind::kStr: return key.text;
     case ValueKind::kInt: return key.IntToString();
@@ -169,18 +171,52 @@ std::string KeyComponentText(const Value& key) {
       return buf;
     }
     case ValueKind::kBytes: return "b'" + key.text + "'";
-    case ValueKind::kTuple: {
-      std::string s = "(";
-      for (size_t i = 0; i < key.items.size(); ++i) {
-        if (i) s += ", ";
-        s += KeyComponentText(*key.items[i]);
-      }
-      if (key.items.size() == 1) s += ",";
-      return s + ")";
-    }
     case ValueKind::kGlobal: case ValueKind::kObject: return key.type_name;
     default: return std::string(KindName(key.kind));
   }
+}
+
+[[noreturn]] void FailTooDeep() {
+  Fail(ErrorCode::kLimit, "value nesting deeper than kMaxValueDepth (" + std::to_string(kMaxValueDepth) + ")");
+}
+
+}  // namespace
+
+std::string KeyComponentText(const Value& key) {
+  // Tuples as (a, b) and (a,), written with an explicit stack of open tuples: a key is file data
+  // and may nest as deep as the pickle stack allows.
+  struct Open {
+    const Value* tuple;
+    size_t next = 0;
+  };
+  std::vector<Open> open;
+  std::string out;
+  const Value* v = &key;
+  while (v != nullptr) {
+    if (v->kind == ValueKind::kTuple) {
+      if (open.size() >= kMaxValueDepth) FailTooDeep();
+      out += '(';
+      open.push_back({v});
+    } else {
+      out += ScalarKeyText(*v);
+    }
+    if (out.size() > kMaxKeyTextBytes) {
+      Fail(ErrorCode::kLimit, "a key longer than kMaxKeyTextBytes (" + std::to_string(kMaxKeyTextBytes) + ")");
+    }
+    v = nullptr;
+    while (v == nullptr && !open.empty()) {
+      Open& o = open.back();
+      if (o.next < o.tuple->items.size()) {
+        if (o.next > 0) out += ", ";
+        v = o.tuple->items[o.next++];
+      } else {
+        if (o.tuple->items.size() == 1) out += ',';
+        out += ')';
+        open.pop_back();
+      }
+    }
+  }
+  return out;
 }
 
 const Value* StandsFor(const Value& node) {
@@ -200,51 +236,57 @@ std::vector<NamedTensor> CollectTensors(const Value* root) {
 
 void ForEachLeaf(const Value* root, const std::function<void(const std::string& path, const Value& leaf)>& fn) {
   if (root == nullptr) return;
-  // Depth-first with an explicit stack: the stack *is* the current path, so memory is O(depth)
-  // and a path string is built only when a tensor is found. `on_path` breaks cycles.
+  // Depth-first with an explicit stack: the stack *is* the current path, kept spelled out in
+  // `path` (each frame remembers where its component starts), so a leaf costs O(1) beyond its
+  // callback whatever its depth. `on_path` breaks cycles.
   struct Frame {
     const Value* node;
     size_t next = 0;          // next child to visit
-    std::string component;    // encoded key of this node in its parent
-    bool transparent = false; // object state/args: no component of its own
+    size_t path_size = 0;     // path.size() before this node's component
   };
   std::vector<Frame> stack;
+  std::string path;
   std::unordered_set<const Value*> on_path;
-  uint64_t visits = 0;
-  auto path_of_top = [&] {
-    std::string path;
-    bool first = true;
-    for (const Frame& f : stack) {
-      if (f.transparent) continue;
-      if (!first) path += '/';
-      path += f.component;
-      first = false;
-    }
-    return path;
-  };
-  auto push = [&](const Value* node, std::string component, bool transparent) {
-    if (const Value* inner = StandsFor(*node)) node = inner;
+  uint64_t visits = 0, path_bytes = 0;
+  // Appends a node's component (none for transparent object state/args) and checks the bounds.
+  auto enter = [&](const std::string& component, bool transparent) {
     if (++visits > kMaxTreeVisits) {
       Fail(ErrorCode::kLimit, "value tree has more than kMaxTreeVisits (" + std::to_string(kMaxTreeVisits) +
                                   ") paths to walk (shared subtrees repeated too often)");
     }
+    if (stack.size() >= kMaxValueDepth) FailTooDeep();
+    const size_t before = path.size();
+    if (!transparent) {
+      if (!path.empty()) path += '/';
+      path += component;
+    }
+    path_bytes += path.size();
+    if (path_bytes > kMaxTreePathBytes) {
+      Fail(ErrorCode::kLimit, "key paths of the value tree add up to more than kMaxTreePathBytes (" +
+                                  std::to_string(kMaxTreePathBytes) + ") (shared subtrees under long keys)");
+    }
+    return before;
+  };
+  auto push = [&](const Value* node, const std::string& component, bool transparent) {
+    if (const Value* inner = StandsFor(*node)) node = inner;
     const bool walk = node->kind == ValueKind::kDict || node->kind == ValueKind::kList ||
                       node->kind == ValueKind::kTuple || node->kind == ValueKind::kObject;
+    if (walk && on_path.count(node)) return;  // a cycle: the node contains itself
+    const size_t before = enter(component, transparent);
     if (!walk) {
-      stack.push_back({node, 0, std::move(component), transparent});
-      fn(path_of_top(), *node);
-      stack.pop_back();
+      fn(path, *node);
+      path.resize(before);
       return;
     }
-    if (!on_path.insert(node).second) return;  // a cycle: the node contains itself
-    stack.push_back({node, 0, std::move(component), transparent});
+    on_path.insert(node);
+    stack.push_back({node, 0, before});
   };
   push(root, "", true);
+  std::string component;
   while (!stack.empty()) {
     const Value* v = stack.back().node;
     const size_t i = stack.back().next++;
     const Value* child = nullptr;
-    std::string component;
     bool transparent = false;
     bool done = false;
     switch (v->kind) {
@@ -278,9 +320,10 @@ void ForEachLeaf(const Value* root, const std::function<void(const std::string& 
     }
     if (done) {
       on_path.erase(v);
+      path.resize(stack.back().path_size);
       stack.pop_back();
     } else if (child) {
-      push(child, std::move(component), transparent);
+      push(child, component, transparent);
     }
   }
 }

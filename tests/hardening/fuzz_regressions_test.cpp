@@ -13,8 +13,10 @@
 #include <vector>
 
 extern "C" {
+int TroveFuzzEntry_convert_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_open_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pickle_grammar_fuzz(const uint8_t* data, size_t size);
+int TroveFuzzEntry_print_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_header_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_pack_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pt_reader_fuzz(const uint8_t* data, size_t size);
@@ -61,8 +63,10 @@ struct Target {
 };
 
 const Target kTargets[] = {
+    {"convert_fuzz", TroveFuzzEntry_convert_fuzz},
     {"open_fuzz", TroveFuzzEntry_open_fuzz},
     {"pickle_grammar_fuzz", TroveFuzzEntry_pickle_grammar_fuzz},
+    {"print_fuzz", TroveFuzzEntry_print_fuzz},
     {"pskd_header_fuzz", TroveFuzzEntry_pskd_header_fuzz},
     {"pskd_pack_fuzz", TroveFuzzEntry_pskd_pack_fuzz},
     {"pt_reader_fuzz", TroveFuzzEntry_pt_reader_fuzz},

@@ -44,24 +44,27 @@ std::string ArchiveName(const std::string& path) {
 }
 
 // Builds the tree torch will get: a copy in `arena` sharing nothing with the source arena, with
-// node identity preserved (a node shared in the source is shared in the copy).
+// node identity preserved (a node shared in the source is shared in the copy). The walk is
+// iterative, and a node's key path (for errors and tensor names) is a link to its parent's,
+// spelled out only when needed: a deep tree costs memory linear in its nodes, not their depth.
 class PlainTorchData {
  public:
   explicit PlainTorchData(ValueArena& arena) : arena_(arena) {}
 
   Value* Convert(const Value* root) {
-    std::vector<std::pair<const Value*, std::string>> work{{root, ""}};
-    Value* out = Map(root, "");
+    links_.push_back({kNoLink, ""});
+    std::vector<std::pair<const Value*, size_t>> work{{root, 0}};
+    Value* out = Map(root, 0);
     while (!work.empty()) {
       const Value* src = work.back().first;
-      const std::string path = work.back().second;
+      const size_t link = work.back().second;
       work.pop_back();
       Value* dst = copies_.at(src);
       if (!pending_.erase(src)) continue;
-      auto child = [&](const Value* c, const std::string& component) {
-        std::string p = path.empty() ? component : path + "/" + component;
-        Value* mapped = Map(c, p);
-        if (pending_.count(c)) work.push_back({c, p});
+      auto child = [&](const Value* c, std::string component) {
+        links_.push_back({link, std::move(component)});
+        Value* mapped = Map(c, links_.size() - 1);
+        if (pending_.count(c)) work.push_back({c, links_.size() - 1});
         return mapped;
       };
       if (src->kind == ValueKind::kDict) {
@@ -77,33 +80,62 @@ class PlainTorchData {
   }
 
  private:
-  Value* Map(const Value* src, const std::string& path) {
+  static constexpr size_t kNoLink = static_cast<size_t>(-1);
+  struct Link {
+    size_t parent;
+    std::string component;
+  };
+
+  std::string PathOf(size_t link) const {
+    std::vector<const std::string*> parts;
+    for (size_t l = link; l != kNoLink && links_[l].parent != kNoLink; l = links_[l].parent) {
+      parts.push_back(&links_[l].component);
+    }
+    std::string path;
+    for (size_t i = parts.size(); i-- > 0;) {
+      if (!path.empty()) path += '/';
+      path += *parts[i];
+    }
+    return path;
+  }
+
+  Value* Map(const Value* src, size_t link) {
     auto it = copies_.find(src);
     if (it != copies_.end()) return it->second;
-    const Value* s = src;
-    if (const Value* inner = StandsFor(*s)) {
-      Value* v = Map(inner, path);
-      copies_.emplace(src, v);
+    if (StandsFor(*src)) {
+      // A wrapper is written as the value it stands for; wrappers of wrappers unwind in a loop.
+      std::vector<const Value*> wrappers;
+      const Value* s = src;
+      for (const Value* inner; (inner = StandsFor(*s)) != nullptr; s = inner) {
+        if (wrappers.size() == kMaxValueDepth) {
+          Fail(ErrorCode::kLimit, "'" + PathOf(link) + "': value nesting deeper than kMaxValueDepth (" +
+                                      std::to_string(kMaxValueDepth) + ")");
+        }
+        wrappers.push_back(s);
+      }
+      Value* v = Map(s, link);  // s wraps nothing: this recursion is one level
+      for (const Value* w : wrappers) copies_.emplace(w, v);
       return v;
     }
+    const Value* s = src;
     Value* d = nullptr;
     switch (s->kind) {
       case ValueKind::kObject:
-        Fail(ErrorCode::kUnsupported, "'" + path + "': a " + s->type_name + " object cannot be written to a .pt file");
+        Fail(ErrorCode::kUnsupported, "'" + PathOf(link) + "': a " + s->type_name + " object cannot be written to a .pt file");
       case ValueKind::kGlobal: {
         size_t dot = s->type_name.rfind('.');
         bool allowed = false;
         TorchResolver check(/*permissive=*/true);
         ValueArena scratch;
         if (dot != std::string::npos) check.Global(s->type_name.substr(0, dot), s->type_name.substr(dot + 1), allowed, scratch);
-        if (!allowed) Fail(ErrorCode::kRefused, "'" + path + "': the name '" + s->type_name + "' is not in trove's allowlist");
+        if (!allowed) Fail(ErrorCode::kRefused, "'" + PathOf(link) + "': the name '" + s->type_name + "' is not in trove's allowlist");
         d = arena_.Global(s->type_name);
         break;
       }
       case ValueKind::kTensor:
         d = arena_.New(ValueKind::kTensor);
         d->tensor = s->tensor;
-        tensor_paths_.emplace(d, path);
+        tensor_links_.emplace(d, link);
         break;
       case ValueKind::kDict: {
         std::string cls = s->type_name == "collections.OrderedDict" || s->type_name == "collections.Counter" ? s->type_name : "dict";
@@ -125,10 +157,13 @@ class PlainTorchData {
   }
 
  public:
-  std::unordered_map<const Value*, std::string> tensor_paths_;
+  std::unordered_map<const Value*, size_t> tensor_links_;  // tensor node of the copy -> its link
+  // The key path of a tensor node of the copy.
+  std::string PathOfTensor(const Value* node) const { return PathOf(tensor_links_.at(node)); }
 
  private:
   ValueArena& arena_;
+  std::vector<Link> links_;  // [0] is the root
   std::unordered_map<const Value*, Value*> copies_;
   std::unordered_set<const Value*> pending_;
 };
@@ -145,7 +180,7 @@ void WritePt(const Document& doc, const std::string& path, const ConvertOptions&
   // Which views may share one record: all views of a source storage with one dtype, a whole
   // number of elements, little-endian, not a cast.
   std::map<int64_t, std::vector<const TensorView*>> by_storage;
-  for (const auto& [node, p] : plain.tensor_paths_)
+  for (const auto& [node, link] : plain.tensor_links_)
     if (node->tensor->storage_index >= 0 && !node->tensor->cast_source) by_storage[node->tensor->storage_index].push_back(node->tensor);
   auto shareable = [&](const TensorView* v) {
     if (v->cast_source || v->storage_index < 0 || v->byte_order == ByteOrder::kBig || !v->has_data) return false;
@@ -199,8 +234,9 @@ void WritePt(const Document& doc, const std::string& path, const ConvertOptions&
     }
     if (node.kind != ValueKind::kTensor) return std::nullopt;
     const TensorView* v = node.tensor;
-    const std::string& key = plain.tensor_paths_.at(&node);
-    if (!Info(v->dtype).readable) Fail(ErrorCode::kUnsupported, "'" + key + "': quantized tensors cannot be written");
+    if (!Info(v->dtype).readable) {
+      Fail(ErrorCode::kUnsupported, "'" + plain.PathOfTensor(&node) + "': quantized tensors cannot be written");
+    }
     PickleOverride o;
     o.module = "torch._utils";
     Value* hooks = arena.Dict("collections.OrderedDict");

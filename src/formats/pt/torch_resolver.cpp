@@ -11,6 +11,12 @@ namespace {
 // and `integer` = index into storages_.
 constexpr std::string_view kStorageHandle = "<storage>";
 
+constexpr std::string_view kRebuildFromType = "torch._tensor._rebuild_from_type_v2";
+// torch writes _rebuild_from_type_v2 once around a tensor subclass's own rebuild call; a few
+// layers leave room for wrappers of wrappers. Longer chains come only from crafted files, and
+// each REDUCE of a memo-shared chain would otherwise walk it again.
+constexpr size_t kMaxRebuildFromTypeNesting = 8;
+
 bool Starts(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 [[noreturn]] void Bad(const std::string& fn, const std::string& what) {
@@ -62,7 +68,7 @@ Value* TorchResolver::Global(const std::string& module, const std::string& name,
     for (const char* fn : kRebuild)
       if (name == fn) return arena.Global(dotted);
   }
-  if (dotted == "torch._tensor._rebuild_from_type_v2" || dotted == "torch.Size" || dotted == "torch.device" ||
+  if (dotted == kRebuildFromType || dotted == "torch.Size" || dotted == "torch.device" ||
       dotted == "torch.Tensor" || dotted == "torch.nn.parameter.Parameter" ||
       dotted == "torch.serialization._get_layout" || dotted == "torch.storage.UntypedStorage" ||
       dotted == "torch.storage.TypedStorage") {
@@ -223,13 +229,31 @@ Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
     views_.push_back(t->tensor);
     return t;
   }
-  if (fn == "torch._tensor._rebuild_from_type_v2") {
-    const auto& a = Args(args, fn);
-    if (a.size() != 4) Bad(fn, "wrong number of arguments");
-    Value* inner = Call(a[0], a[2], arena);
-    if (inner->kind == ValueKind::kTensor) {
-      if (a[1]->kind == ValueKind::kGlobal && a[1]->type_name != "torch.Tensor") inner->type_name = a[1]->type_name;
-      if (a[3]->kind == ValueKind::kDict && !a[3]->entries.empty()) inner->state = a[3];
+  if (fn == kRebuildFromType) {
+    // _rebuild_from_type_v2(func, new_type, args, state) = func(*args) as new_type with state.
+    // Its func may be itself: the chain is unwound in a loop (innermost call first, then each
+    // layer's type and state outwards, as Python applies them) and its length is capped.
+    std::vector<const std::vector<Value*>*> layers;
+    Value* inner_fn = callable;
+    Value* inner_args = args;
+    while (inner_fn->kind == ValueKind::kGlobal && inner_fn->type_name == kRebuildFromType) {
+      if (layers.size() == kMaxRebuildFromTypeNesting) {
+        Fail(ErrorCode::kLimit, fn + " nested deeper than kMaxRebuildFromTypeNesting (" +
+                                    std::to_string(kMaxRebuildFromTypeNesting) + ")");
+      }
+      const auto& a = Args(inner_args, fn);
+      if (a.size() != 4) Bad(fn, "wrong number of arguments");
+      layers.push_back(&a);
+      inner_fn = a[0];
+      inner_args = a[2];
+    }
+    Value* inner = Call(inner_fn, inner_args, arena);  // not _rebuild_from_type_v2: no further nesting
+    for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+      const auto& a = **layer;
+      if (inner->kind == ValueKind::kTensor) {
+        if (a[1]->kind == ValueKind::kGlobal && a[1]->type_name != "torch.Tensor") inner->type_name = a[1]->type_name;
+        if (a[3]->kind == ValueKind::kDict && !a[3]->entries.empty()) inner->state = a[3];
+      }
     }
     return inner;
   }

@@ -193,50 +193,81 @@ Value* JsonToValue(const Json& root, ValueArena& arena) {
 
 namespace {
 
-Json ValueToJsonAt(const Value& value, const std::string& where, int depth) {
-  if (depth > kMaxMetaJsonDepth) {
-    Fail(ErrorCode::kLimit, where + ": value nested deeper than kMaxMetaJsonDepth (" +
-                                std::to_string(kMaxMetaJsonDepth) + ")");
-  }
-  auto refuse = [&](const std::string& why) -> Json {
-    Fail(ErrorCode::kUnsupported, where + ": " + why + " cannot be stored exactly as JSON");
-  };
-  switch (value.kind) {
-    case ValueKind::kNone: return nullptr;
-    case ValueKind::kBool: return value.boolean;
-    case ValueKind::kInt:
-      if (value.is_big_int()) return refuse("an int beyond 64 bits (" + value.IntToString() + ")");
-      return value.integer;
-    case ValueKind::kFloat:
-      if (!std::isfinite(value.real)) return refuse("a non-finite float");
-      return value.real;
-    case ValueKind::kStr: return value.text;
-    case ValueKind::kList: {
-      Json arr = Json::array();
-      for (size_t i = 0; i < value.items.size(); ++i)
-        arr.push_back(ValueToJsonAt(*value.items[i], where + "[" + std::to_string(i) + "]", depth + 1));
-      return arr;
+// Recursion stays below kMaxMetaJsonDepth. The position inside the value is kept as a trail of
+// parts and spelled out only in an error, so a deep value under long keys costs no quadratic
+// text; `budget` bounds the nodes one conversion visits (a value shared through the pickle memo
+// would otherwise be expanded once per path, exponentially), and each visited node adds at least
+// a byte to the JSON, so more than kMaxMetaJsonBytes of them would make a meta.json no reader takes.
+class JsonOfValue {
+ public:
+  explicit JsonOfValue(const std::string& where) : where_(where) {}
+
+  Json Convert(const Value& value, int depth) {
+    if (depth > kMaxMetaJsonDepth) {
+      Fail(ErrorCode::kLimit, Where() + ": value nested deeper than kMaxMetaJsonDepth (" +
+                                  std::to_string(kMaxMetaJsonDepth) + ")");
     }
-    case ValueKind::kDict: {
-      Json obj = Json::object();
-      for (const auto& [k, v] : value.entries) {
-        if (k->kind != ValueKind::kStr) return refuse("a dict with a non-str key");
-        if (obj.contains(k->text)) return refuse("a dict with a repeated key");
-        obj[k->text] = ValueToJsonAt(*v, where + "." + k->text, depth + 1);
+    if (++visited_ > kMaxMetaJsonBytes) {
+      Fail(ErrorCode::kLimit, Where() + ": value larger than kMaxMetaJsonBytes (" + std::to_string(kMaxMetaJsonBytes) +
+                                  ") as JSON");
+    }
+    switch (value.kind) {
+      case ValueKind::kNone: return nullptr;
+      case ValueKind::kBool: return value.boolean;
+      case ValueKind::kInt:
+        if (value.is_big_int()) Refuse("an int beyond 64 bits (" + value.IntToString() + ")");
+        return value.integer;
+      case ValueKind::kFloat:
+        if (!std::isfinite(value.real)) Refuse("a non-finite float");
+        return value.real;
+      case ValueKind::kStr: return value.text;
+      case ValueKind::kList: {
+        Json arr = Json::array();
+        for (size_t i = 0; i < value.items.size(); ++i) {
+          trail_.push_back("[" + std::to_string(i) + "]");
+          arr.push_back(Convert(*value.items[i], depth + 1));
+          trail_.pop_back();
+        }
+        return arr;
       }
-      return obj;
+      case ValueKind::kDict: {
+        Json obj = Json::object();
+        for (const auto& [k, v] : value.entries) {
+          if (k->kind != ValueKind::kStr) Refuse("a dict with a non-str key");
+          if (obj.contains(k->text)) Refuse("a dict with a repeated key");
+          trail_.push_back("." + k->text);
+          obj[k->text] = Convert(*v, depth + 1);
+          trail_.pop_back();
+        }
+        return obj;
+      }
+      default: Refuse(std::string("a value of kind ") + std::string(KindName(value.kind)));
     }
-    default: return refuse(std::string("a value of kind ") + std::string(KindName(value.kind)));
   }
-}
+
+ private:
+  std::string Where() const {
+    std::string w = where_;
+    for (const auto& part : trail_) w += part;
+    return w;
+  }
+  [[noreturn]] void Refuse(const std::string& why) const {
+    Fail(ErrorCode::kUnsupported, Where() + ": " + why + " cannot be stored exactly as JSON");
+  }
+
+  const std::string& where_;
+  std::vector<std::string> trail_;
+  uint64_t visited_ = 0;
+};
 
 }  // namespace
 
-Json ValueToJson(const Value& value, const std::string& where) { return ValueToJsonAt(value, where, 0); }
+Json ValueToJson(const Value& value, const std::string& where) { return JsonOfValue(where).Convert(value, 0); }
 
 bool JsonCanHold(const Value& value) {
   try {
-    ValueToJsonAt(value, "", 0);
+    const std::string where;
+    JsonOfValue(where).Convert(value, 0);
     return true;
   } catch (const Error&) {
     return false;

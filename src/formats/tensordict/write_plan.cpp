@@ -253,6 +253,10 @@ class Planner {
 
   Json PlanLeaf(const TensorView& t, const std::string& enc, const std::string& kpath, PlannedDir& dir,
                 std::map<std::string, std::string>& names) {
+    if (++leaves_ > kMaxLeaves) {
+      Fail(ErrorCode::kLimit, Display(kpath) + ": more than kMaxLeaves (" + std::to_string(kMaxLeaves) +
+                                  ") tensors to write (a tensordict reader would refuse them)");
+    }
     CheckWritableDType(t.dtype, Display(kpath));
     if (!t.has_data) Fail(ErrorCode::kUnsupported, Display(kpath) + ": a tensor without data (meta tensor)");
     ValidateSource(t, kpath);
@@ -404,13 +408,22 @@ class Planner {
     Finish(dir, meta);
   }
 
-  static void Finish(PlannedDir& dir, const Json& meta) {
+  // Every planned directory ends here. A tree whose subtrees are shared (pickle memo) plans one
+  // directory per path to them, so the count is bounded by what the reader accepts.
+  void Finish(PlannedDir& dir, const Json& meta) {
+    if (++levels_ > kMaxLevels) {
+      Fail(ErrorCode::kLimit, "more than kMaxLevels (" + std::to_string(kMaxLevels) +
+                                  ") levels to write (a tensordict reader would refuse them)");
+    }
     dir.meta.name = "meta.json";
     dir.meta.bytes = DumpCompact(meta);
     dir.meta.size = dir.meta.bytes.size();
     std::sort(dir.files.begin(), dir.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     std::sort(dir.dirs.begin(), dir.dirs.end(), [](const auto& a, const auto& b) { return a->name < b->name; });
   }
+
+  uint64_t levels_ = 0;
+  uint64_t leaves_ = 0;
 };
 
 }  // namespace

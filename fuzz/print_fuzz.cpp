@@ -1,0 +1,64 @@
+// libFuzzer target for what shows a value tree: key encoding, `trove info` (text and --json),
+// `trove diff` of a file with itself, `trove scan --json`. The input is a pickle, wrapped as the
+// data.pkl of a .pt (fuzz/pickle_in_pt.h) and run through the real command line with stdout
+// discarded; the same pickle, loaded by the permissive data-only VM without any reader's checks,
+// is also described and turned into JSON directly (a library user may print any tree).
+// A crash, sanitizer report, leak or hang is a finding; error exits are expected.
+#include <unistd.h>
+
+#include <cstdint>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/value_printer.h"
+#include "pickle_in_pt.h"
+#include "trove/document.h"
+#include "trove/error.h"
+#include "trove/unpickler.h"
+
+namespace {
+
+void RunTrove(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  std::ostringstream sink, errors;
+  std::streambuf* out = std::cout.rdbuf(sink.rdbuf());
+  std::streambuf* err = std::cerr.rdbuf(errors.rdbuf());
+  (void)trove::cli::TroveMain(static_cast<int>(argv.size()), argv.data());
+  std::cout.rdbuf(out);
+  std::cerr.rdbuf(err);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string path = "/dev/shm/trove-print-fuzz-" + std::to_string(::getpid()) + ".pt";
+  if (trove_fuzz::WritePickleAsPt(path, data, size)) {
+    for (const char* permissive : {"", "--permissive"}) {
+      std::vector<std::string> info{"trove", "info", path};
+      if (*permissive) info.push_back(permissive);
+      RunTrove(info);
+      info.push_back("--json");
+      RunTrove(info);
+    }
+    RunTrove({"trove", "diff", path, path});
+    RunTrove({"trove", "scan", path, "--json"});
+  }
+  trove::ValueArena arena;
+  trove::DataResolver resolver(/*permissive=*/true);
+  trove::Unpickler unpickler(data, size, arena, resolver);
+  try {
+    const trove::Value* root = unpickler.Load();
+    (void)trove::cli::DescribeValues(root, 200);
+    (void)trove::cli::ValueToJson(root).dump(2);
+    trove::ForEachLeaf(root, [](const std::string& key, const trove::Value& leaf) {
+      (void)trove::cli::ScalarText(leaf);
+      (void)key;
+    });
+  } catch (const trove::Error&) {
+  }
+  return 0;
+}
