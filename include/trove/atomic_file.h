@@ -86,7 +86,8 @@ class SourceGuard {
 // Error(kIo, "interrupted by SIG...") at their next step (ThrowIfInterrupted), the writers'
 // destructors remove their temporaries, and the program should then exit with 128 +
 // InterruptSignal(). A second signal ends the process at once (a temporary tree it leaves is an
-// orphan that the next writer in that directory removes).
+// orphan that the next writer in that directory removes). SIGALRM is taken too: after a signal
+// it interrupts, every second, a blocking call the main thread entered just after the signal.
 void InstallWriteSignalHandlers();
 
 // The signal recorded during a write, or 0.

@@ -158,6 +158,15 @@ void OnWriteSignal(int sig) {
     g_nudged = 1;
     ::pthread_kill(g_main_thread, sig);
   }
+  // The signal may have come just before the main thread entered a blocking call, which then
+  // would not return: SIGALRM interrupts it again every second until the write loop sees g_signal.
+  ::alarm(1);
+}
+
+void OnNudge(int) {
+  if (g_signal == 0) return;
+  if (::pthread_equal(::pthread_self(), g_main_thread) == 0) ::pthread_kill(g_main_thread, SIGALRM);
+  ::alarm(1);
 }
 
 const char* SignalName(int sig) {
@@ -237,6 +246,8 @@ void InstallWriteSignalHandlers() {
   // the signal at once.
   action.sa_flags = 0;
   for (int sig : kWriteSignals) ::sigaction(sig, &action, nullptr);
+  action.sa_handler = OnNudge;
+  ::sigaction(SIGALRM, &action, nullptr);
 }
 
 int InterruptSignal() { return g_signal; }

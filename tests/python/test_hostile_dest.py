@@ -405,3 +405,41 @@ def test_verify_and_presk_agree_on_pskd(tmp_path, case):
     if p.code != 0:
         assert verdict_code(v.text + v.errtext) == verdict_code(p.errtext), (v, p)
     assert (case == "good" or case == "reals-good") == (v.code == 0), v
+
+
+def open_files(pid):
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:  # closed meanwhile
+            pass
+    return links
+
+
+def test_signal_while_waiting_for_input_removes_temporary(tmp_path):
+    """presk reading text from a FIFO whose writer stalls, its output open: SIGTERM stops the
+    wait, removes the output's temporary and exits 128 + SIGTERM."""
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out.psk.d"
+    p = subprocess.Popen([tool("presk"), "data", "pack", "--type", "idx[4][3]", fifo, "-o", out],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    feeder = open(fifo, "w")  # held open: presk waits for more input
+    try:
+        feeder.write("1 2 3\n")
+        feeder.flush()
+        deadline = time.monotonic() + SIGNAL_WAIT_SECONDS
+        while time.monotonic() < deadline:  # until its output's unnamed temporary is open
+            if any(link.startswith(str(tmp_path)) and "(deleted)" in link for link in open_files(p.pid)):
+                break
+            time.sleep(0.005)
+        else:
+            raise AssertionError("presk never opened its output")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=SIGNAL_WAIT_SECONDS)
+    finally:
+        feeder.close()
+    assert p.returncode == 128 + signal.SIGTERM, (p.returncode, err)
+    assert b"interrupted by SIGTERM" in err
+    assert not out.exists() and temporaries(tmp_path) == []
