@@ -384,6 +384,7 @@ PSKD_CASES = {
     "open-type": pskd_bytes("idx[4][n]", 1, bytes([1, 2, 3])),
     "bad-version": b"PSKD" + struct.pack("<HI", 99, 4) + b"R[2]" + struct.pack("<Q", 0),
     "reals-good": pskd_bytes("ℝ[2]", 1, struct.pack("<2d", 1.5, -2)),
+    "params": pskd_bytes("params MiniGPT", 1, bytes(16)),  # header only: the layout needs the program
 }
 
 
@@ -404,7 +405,7 @@ def test_verify_and_presk_agree_on_pskd(tmp_path, case):
     assert (v.code == 0) == (p.code == 0), (v, p)
     if p.code != 0:
         assert verdict_code(v.text + v.errtext) == verdict_code(p.errtext), (v, p)
-    assert (case == "good" or case == "reals-good") == (v.code == 0), v
+    assert (case in ("good", "reals-good", "params")) == (v.code == 0), v
 
 
 def open_files(pid):
