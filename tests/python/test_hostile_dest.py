@@ -444,3 +444,23 @@ def test_signal_while_waiting_for_input_removes_temporary(tmp_path):
     assert p.returncode == 128 + signal.SIGTERM, (p.returncode, err)
     assert b"interrupted by SIGTERM" in err
     assert not out.exists() and temporaries(tmp_path) == []
+
+
+def test_refresh_checksums_leaves_an_archive_it_cannot_make_sound(tmp_path):
+    """A compressed leaf whose deflate stream is damaged cannot get a right CRC: the command
+    fails naming it and the archive stays byte for byte as it was."""
+    src = tmp_path / "m.pt"
+    torch.save({"w": torch.zeros(4096)}, src)
+    archive = tmp_path / "a.tdz"
+    subprocess.run([tool("trove"), "convert", src, archive, "--compression", "deflate"], check=True)
+    with zipfile.ZipFile(archive) as z:
+        leaf = next(i for i in z.infolist() if i.filename.endswith(".memmap"))
+        assert leaf.compress_type == zipfile.ZIP_DEFLATED
+    data = bytearray(archive.read_bytes())
+    name_len, extra_len = struct.unpack_from("<HH", data, leaf.header_offset + 26)
+    start = leaf.header_offset + 30 + name_len + extra_len
+    data[start:start + 8] = b"\xff" * 8
+    archive.write_bytes(bytes(data))
+    r = run_hostile("trove", "refresh-checksums", archive, watch=tmp_path, expect={2})
+    assert leaf.filename in r.errtext, r
+    assert archive.read_bytes() == bytes(data)
