@@ -28,6 +28,7 @@ struct ConvertOptions {
   std::optional<uint64_t> vocab;        // .psk.d: the N of idx[N] for integer leaves (else max+1)
   std::string compression = "stored";   // .tdz: stored, deflate, bzip2, lzma
   Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
+  Replace replace = Replace::kOwnKind;               // kAnything: --force (trove/atomic_file.h)
   ReadOptions read;
   // Called with (bytes written, bytes total) as tensors stream; may be empty.
   std::function<void(uint64_t, uint64_t)> progress;

@@ -157,6 +157,9 @@ class PskdFile {
   std::span<const uint8_t> Sample(uint64_t index) const;
   // Every index of sample i below its bound, else E9004 naming sample, leaf and element.
   void CheckIndices(uint64_t index) const;
+  // CheckIndices for every sample: the whole verdict of presk data on the file's data (nothing
+  // for a params type, whose layout needs the program). `trove verify` uses it too.
+  void CheckData() const;
 
  private:
   PskdFile() = default;
@@ -199,7 +202,8 @@ class SampleEncoder {
 // Commit(). Destroying an uncommitted writer leaves no file.
 class PskdWriter {
  public:
-  PskdWriter(const std::string& path, SampleType type, Durability durability = Durability::kReplaceSafe);
+  PskdWriter(const std::string& path, SampleType type, Durability durability = Durability::kReplaceSafe,
+             Replace replace = Replace::kOwnKind);
   ~PskdWriter();
   PskdWriter(const PskdWriter&) = delete;
   PskdWriter& operator=(const PskdWriter&) = delete;

@@ -30,6 +30,7 @@ struct TensordictWriteOptions {
   // Archives only: how `.memmap` payloads are stored. meta.json and pickles are always stored.
   ZipMethod compression = ZipMethod::kStored;
   Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
+  Replace replace = Replace::kOwnKind;               // kAnything: --force (trove/atomic_file.h)
 };
 
 // Reads a tensordict directory or a .tdz archive (detected by content: a directory, or a zip
@@ -47,8 +48,10 @@ void WriteTdz(const Document& doc, const std::string& path, const TensordictWrit
 void PackTdz(const std::string& dir, const std::string& archive, const TensordictWriteOptions& options = {});
 // Extracts an archive into `dir` (built under a temporary name, then renamed into place).
 // Names that would leave `dir` are refused; nothing is ever written outside it.
+// An existing `dir` is replaced only as CheckDestination allows (an empty directory or a
+// tensordict; anything with kAnything), never the archive or a directory containing it.
 void UnpackTdz(const std::string& archive, const std::string& dir,
-               Durability durability = Durability::kReplaceSafe);
+               Durability durability = Durability::kReplaceSafe, Replace replace = Replace::kOwnKind);
 
 // In-place editing (the spec's mode="r+"): overwrites `size` bytes at `offset` inside the stored
 // payload of the leaf at `key_path` (a Document key path, e.g. "next/obs"). The leaf must be
@@ -57,8 +60,10 @@ void UnpackTdz(const std::string& archive, const std::string& dir,
 void WriteTdzLeafInPlace(const std::string& archive, std::string_view key_path, uint64_t offset, const void* data,
                          uint64_t size);
 
-// Recomputes every entry's CRC-32 and rewrites the stale ones in place (local header, data
-// descriptor when the entry has one, central directory). Returns the names of the entries fixed.
+// Recomputes every entry's CRC-32 and rewrites the stale ones (local header unless it holds zeros
+// for a data descriptor, data descriptor, central directory; zip64 too) in a copy that replaces
+// the archive atomically once the zip reader accepts it with every CRC right; otherwise the
+// archive is left as it was and Error(kCorrupt) says why. Returns the names of the entries fixed.
 std::vector<std::string> RefreshTdzChecksums(const std::string& archive);
 
 // Names of the entries whose payload does not match their CRC-32 (for `trove verify`).

@@ -85,7 +85,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::string src, dst, to, dtype, compression = "stored", a_path, b_path;
   static std::vector<std::string> keys;
   static uint64_t vocab = 0;
-  static bool json = false, permissive = false, sync = false;
+  static bool json = false, permissive = false, sync = false, force = false;
   static double rtol = 0, atol = 0;
 
   auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz and .psk.d");
@@ -99,7 +99,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
   convert->add_flag("--permissive", permissive, "Read unknown pickle globals as inert objects (they are not written)");
   convert->add_flag("--sync", sync, kSyncFlagHelp);
-  convert->footer("The output appears only when complete (an existing one is replaced safely). Examples:\n"
+  convert->add_flag("--force", force, kForceFlagHelp);
+  convert->footer("The output appears only when complete. An existing output is replaced (atomically) only when\n"
+                  "it is what convert writes there: a file for a file format, a tensordict directory (or an empty\n"
+                  "one) for --to tensordict; anything else is refused unless --force. Examples:\n"
                   "  trove convert model.pt model.tdz\n"
                   "  trove convert model.pt out --to tensordict --keys 'encoder/**'\n"
                   "  trove convert model.pt half.pt --dtype bfloat16");
@@ -109,6 +112,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.compression = compression;
     opts.read.permissive = permissive;
     opts.durability = DurabilityFromSyncFlag(sync);
+    opts.replace = ReplaceFromForceFlag(force);
     if (vocab) opts.vocab = vocab;
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);
@@ -116,6 +120,12 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       opts.floating_dtype = *d;
     }
     Format target = TargetFormat(dst, to);
+    // Refused before anything is read (the writer checks again when it starts).
+    {
+      SourceGuard source(src);
+      CheckDestination(dst, target == Format::kTensordictDir ? OutputKind::kDirectory : OutputKind::kFile,
+                       opts.replace);
+    }
     // A source truncated by another program while we copy it: an error (the output never
     // appears, as for any failed write), not a SIGBUS death.
     RunGuardingTruncation([&] {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,6 +41,8 @@ struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::string> options;
   std::set<std::string> flags;
+  // The input files (positionals, --vocab): no output of the command may replace one of them.
+  std::vector<std::unique_ptr<SourceGuard>> sources;
 
   bool Has(const std::string& name) const { return options.count(name) > 0; }
   const std::string& Get(const std::string& name) const { return options.at(name); }
@@ -76,6 +79,8 @@ Args ParseArgs(const std::string& command, const std::vector<std::string>& words
     }
     args.positional.push_back(word);
   }
+  for (const std::string& input : args.positional) args.sources.push_back(std::make_unique<SourceGuard>(input));
+  if (args.Has("--vocab")) args.sources.push_back(std::make_unique<SourceGuard>(args.Get("--vocab")));
   if (args.positional.size() != positionals) {
     Fail(ErrorCode::kUsage, command + ": expected " + std::to_string(positionals) + " file argument" +
                                 (positionals == 1 ? "" : "s") + ", got " + std::to_string(args.positional.size()));
@@ -328,17 +333,18 @@ int RunPreskData(const std::vector<std::string>& args) {
   } catch (const Error& e) {
     std::fflush(stdout);
     PrintError(e);
-    return kExitError;
+    return ExitStatusAfterSignals(kExitError);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "presk data: error: %s\n", e.what());
-    return kExitError;
+    return ExitStatusAfterSignals(kExitError);
   }
   std::fflush(stdout);
-  return status;
+  return ExitStatusAfterSignals(status);
 }
 
 int PreskMain(int argc, char** argv) {
+  InstallWriteSignalHandlers();
   std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty() || words[0] == "--help" || words[0] == "-h") {
     std::fprintf(words.empty() ? stderr : stdout, "usage: presk data COMMAND ... (presk data --help)\n");

@@ -26,7 +26,7 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   // (statics would carry a previous parse's --compression into the next one).
   struct Args {
     std::string dir, archive, compression;
-    bool sync = false;
+    bool sync = false, force = false;
   };
   auto args = std::make_shared<Args>();
   std::string& dir = args->dir;
@@ -40,22 +40,26 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
                                                   "64-byte aligned)")
       ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
   pack->add_flag("--sync", args->sync, kSyncFlagHelp);
+  pack->add_flag("--force", args->force, kForceFlagHelp);
   pack->footer("Examples:\n  trove pack replay_buffer/ rb.tdz\n  trove pack replay_buffer/ rb.tdz --compression lzma");
   pack->callback([exit_code, args] {
     TensordictWriteOptions options;
     options.compression = CompressionFromName(args->compression);
     options.durability = DurabilityFromSyncFlag(args->sync);
+    options.replace = ReplaceFromForceFlag(args->force);
     PackTdz(args->dir, args->archive, options);
     *exit_code = kExitOk;
   });
 
   auto* unpack = app.add_subcommand("unpack", "Extract a .tdz archive into a directory");
   unpack->add_option("archive", archive, ".tdz archive")->required();
-  unpack->add_option("dir", dir, "Directory to create (replaced atomically)")->required();
+  unpack->add_option("dir", dir, "Directory to create (an existing tensordict or empty one is replaced atomically)")
+      ->required();
   unpack->add_flag("--sync", args->sync, kSyncFlagHelp);
+  unpack->add_flag("--force", args->force, kForceFlagHelp);
   unpack->footer("Example:\n  trove unpack rb.tdz replay_buffer/");
   unpack->callback([exit_code, args] {
-    UnpackTdz(args->archive, args->dir, DurabilityFromSyncFlag(args->sync));
+    UnpackTdz(args->archive, args->dir, DurabilityFromSyncFlag(args->sync), ReplaceFromForceFlag(args->force));
     *exit_code = kExitOk;
   });
 

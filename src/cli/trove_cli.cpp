@@ -14,6 +14,7 @@ namespace trove::cli {
 bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
 int TroveMain(int argc, char** argv) {
+  InstallWriteSignalHandlers();
   // `trove data ...` is `presk data ...`: hand the words over untouched.
   if (argc >= 2 && std::string(argv[1]) == "data") {
     std::vector<std::string> args(argv + 2, argv + argc);
@@ -53,15 +54,15 @@ int TroveMain(int argc, char** argv) {
   } catch (const Error& e) {
     std::fflush(stdout);
     std::cerr << "trove: error: " << e.message() << '\n';
-    return kExitError;
+    return ExitStatusAfterSignals(kExitError);
   } catch (const std::bad_alloc&) {
     std::cerr << "trove: error: out of memory\n";
     return kExitError;
   } catch (const std::exception& e) {
     std::cerr << "trove: error: " << e.what() << '\n';
-    return kExitError;
+    return ExitStatusAfterSignals(kExitError);
   }
-  return exit_code;
+  return ExitStatusAfterSignals(exit_code);
 }
 
 }  // namespace trove::cli

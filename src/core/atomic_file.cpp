@@ -1,14 +1,21 @@
 #include "trove/atomic_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <random>
 
 #include "core/write_behind.h"
@@ -48,19 +55,34 @@ void FsyncDir(const std::string& dir) {
   }
 }
 
-// Removes what earlier writers of `destination` left when they died without cleaning up
-// (SIGKILL, power loss): a directory writer's temporary tree, or a file writer's hidden name
-// (a replacing Commit links the file there just before renaming it over the destination). A
-// live writer holds an flock on its tree or file, so only orphans are taken; failures are ignored
-// (an orphan is only wasted space, never visible as the destination).
+constexpr char kTempMark[] = ".trove-tmp-";
+constexpr size_t kTempSuffixDigits = 8;
+
+// Whether `name` is a hidden temporary some trove writer names (HiddenSibling):
+// `.NAME.trove-tmp-XXXXXXXX`, eight hex digits.
+bool IsTemporaryName(const std::string& name) {
+  const size_t mark = sizeof kTempMark - 1;
+  if (name.size() < 1 + mark + kTempSuffixDigits || name[0] != '.') return false;
+  const size_t at = name.size() - kTempSuffixDigits - mark;
+  if (name.compare(at, mark, kTempMark) != 0) return false;
+  for (size_t i = name.size() - kTempSuffixDigits; i < name.size(); ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(name[i]))) return false;
+  return true;
+}
+
+// Removes what earlier writers in `destination`'s directory left when they died without
+// cleaning up (SIGKILL, power loss): a directory writer's temporary tree, or a file writer's hidden
+// name (a replacing Commit links the file there just before renaming it over the destination),
+// whatever destination they were writing. A live writer holds an flock on its tree or file, so
+// only orphans are taken; failures are ignored (an orphan is only wasted space, never visible as
+// a destination).
 void RemoveOrphans(const std::string& destination) {
   fs::path dest(destination);
-  const std::string prefix = "." + dest.filename().string() + ".trove-tmp-";
   fs::path parent = dest.parent_path().empty() ? fs::path(".") : dest.parent_path();
   std::error_code ec;
   for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.compare(0, prefix.size(), prefix) != 0 || name.size() != prefix.size() + 8) continue;
+    if (!IsTemporaryName(name)) continue;
     std::error_code sec;
     if (it->is_symlink(sec)) continue;
     const bool tree = it->is_directory(sec);
@@ -75,11 +97,168 @@ void RemoveOrphans(const std::string& destination) {
   }
 }
 
+// ---- The destination rule.
+
+// The absolute path with every symlink resolved (as far as it exists) and no trailing slash.
+std::string Canonical(const std::string& path) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(path, ec);
+  if (ec) return path;
+  fs::path c = fs::weakly_canonical(abs, ec);
+  std::string out = (ec ? abs.lexically_normal() : c).string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+// Whether `dir` is `path` or a directory containing it (both canonical).
+bool IsSelfOrParent(const std::string& dir, const std::string& path) {
+  if (dir == path) return true;
+  if (dir == "/") return true;
+  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+}
+
+struct SourceRegistry {
+  std::mutex mutex;
+  std::map<std::string, int> sources;  // canonical path -> live guards
+};
+
+SourceRegistry& Sources() {
+  static SourceRegistry* r = new SourceRegistry;  // never destroyed: guards may outlive statics
+  return *r;
+}
+
+// Whether a directory is what a directory writer may replace: empty, or a tensordict (its root
+// holds a regular file meta.json).
+bool IsReplaceableDirectory(const std::string& dir) {
+  struct stat meta {};
+  if (::stat((fs::path(dir) / "meta.json").c_str(), &meta) == 0 && S_ISREG(meta.st_mode)) return true;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  return !ec && it == fs::directory_iterator();
+}
+
+// ---- Signals during writes.
+
+std::atomic<int> g_live_writers{0};
+volatile sig_atomic_t g_signal = 0;
+volatile sig_atomic_t g_nudged = 0;  // the handler's own pthread_kill of the main thread
+pthread_t g_main_thread;
+
+constexpr int kWriteSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+
+void OnWriteSignal(int sig) {
+  const bool on_main = ::pthread_equal(::pthread_self(), g_main_thread) != 0;
+  if (on_main && g_nudged) {
+    g_nudged = 0;  // only there to make a blocking call on the main thread return EINTR
+    return;
+  }
+  if (g_live_writers.load() == 0 || g_signal != 0) ::_exit(128 + sig);
+  g_signal = sig;
+  if (!on_main) {
+    g_nudged = 1;
+    ::pthread_kill(g_main_thread, sig);
+  }
+  // The signal may have come just before the main thread entered a blocking call, which then
+  // would not return: SIGALRM interrupts it again every second until the write loop sees g_signal.
+  ::alarm(1);
+}
+
+void OnNudge(int) {
+  if (g_signal == 0) return;
+  if (::pthread_equal(::pthread_self(), g_main_thread) == 0) ::pthread_kill(g_main_thread, SIGALRM);
+  ::alarm(1);
+}
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
+    default: return "a signal";
+  }
+}
+
+// Counts a live writer for the signal handler (see InstallWriteSignalHandlers).
+struct LiveWriter {
+  static void Enter() { g_live_writers.fetch_add(1); }
+  static void Leave() { g_live_writers.fetch_sub(1); }
+};
+
 }  // namespace
 
-AtomicFile::AtomicFile(std::string destination, Durability durability) : destination_(std::move(destination)) {
-  if (destination_.empty()) Fail(ErrorCode::kUsage, "empty output path");
-  if (fs::is_directory(destination_)) Fail(ErrorCode::kIo, destination_ + ": is a directory");
+void CheckDestination(const std::string& destination, OutputKind kind, Replace replace) {
+  if (destination.empty()) Fail(ErrorCode::kUsage, "empty output path");
+  auto refuse = [&](const std::string& why) {
+    Fail(ErrorCode::kRefused, destination + ": " + why + "; nothing was written");
+  };
+  const std::string target = Canonical(destination);
+  if (target == "/") refuse("is the root directory");
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  if (!ec && IsSelfOrParent(target, Canonical(cwd.string())))
+    refuse("is the working directory or a directory containing it");
+  {
+    SourceRegistry& r = Sources();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (const auto& [source, guards] : r.sources) {
+      if (target == source) refuse("is a source of this command");
+      if (IsSelfOrParent(target, source)) refuse("contains '" + source + "', a source of this command");
+    }
+  }
+  struct stat link {};
+  if (::lstat(destination.c_str(), &link) != 0) return;  // new (or unreachable: the writer says why)
+  if (replace == Replace::kAnything) return;
+  struct stat st {};
+  const bool resolves = ::stat(destination.c_str(), &st) == 0;
+  const std::string hint = " (--force replaces it)";
+  if (kind == OutputKind::kFile) {
+    // A dangling symlink only loses the link, as `cp` would replace it.
+    if (!resolves && S_ISLNK(link.st_mode)) return;
+    if (resolves && S_ISREG(st.st_mode)) return;
+    refuse(std::string(S_ISDIR(st.st_mode) ? "is a directory" : "exists and is not a regular file") +
+           ", not a file trove writes" + hint);
+  }
+  if (!resolves || !S_ISDIR(st.st_mode)) refuse("exists and is not a directory" + hint);
+  if (!IsReplaceableDirectory(destination))
+    refuse("is a directory that is not a tensordict (no meta.json) and not empty" + hint);
+}
+
+SourceGuard::SourceGuard(const std::string& path) : canonical_(Canonical(path)) {
+  SourceRegistry& r = Sources();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  ++r.sources[canonical_];
+}
+
+SourceGuard::~SourceGuard() {
+  SourceRegistry& r = Sources();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.sources.find(canonical_);
+  if (it != r.sources.end() && --it->second == 0) r.sources.erase(it);
+}
+
+void InstallWriteSignalHandlers() {
+  g_main_thread = ::pthread_self();
+  struct sigaction action {};
+  action.sa_handler = OnWriteSignal;
+  sigemptyset(&action.sa_mask);
+  // No SA_RESTART: a blocking read or write on the main thread returns EINTR, so the loops see
+  // the signal at once.
+  action.sa_flags = 0;
+  for (int sig : kWriteSignals) ::sigaction(sig, &action, nullptr);
+  action.sa_handler = OnNudge;
+  ::sigaction(SIGALRM, &action, nullptr);
+}
+
+int InterruptSignal() { return g_signal; }
+
+void ThrowIfInterrupted() {
+  if (const int sig = g_signal) Fail(ErrorCode::kIo, std::string("interrupted by ") + SignalName(sig));
+}
+
+AtomicFile::AtomicFile(std::string destination, Durability durability, Replace replace)
+    : destination_(std::move(destination)), replace_(replace) {
+  CheckDestination(destination_, OutputKind::kFile, replace);
   std::error_code ec;
   sync_ = durability == Durability::kDurable || fs::exists(fs::symlink_status(destination_, ec));
   RemoveOrphans(destination_);
@@ -98,12 +277,14 @@ AtomicFile::AtomicFile(std::string destination, Durability durability) : destina
   // Marks the file as ours for as long as this writer lives, under any name it gets (see
   // RemoveOrphans).
   ::flock(fd_, LOCK_EX | LOCK_NB);
+  LiveWriter::Enter();
   buffer_.reserve(kWriteBufferBytes);
 }
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+  LiveWriter::Leave();
 }
 
 void AtomicFile::Flush() {
@@ -134,6 +315,7 @@ void AtomicFile::WriteAt(uint64_t offset, const void* data, uint64_t size) {
   Flush();
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
+    ThrowIfInterrupted();
     ssize_t n = ::pwrite(fd_, p, static_cast<size_t>(size), static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -145,8 +327,15 @@ void AtomicFile::WriteAt(uint64_t offset, const void* data, uint64_t size) {
   }
 }
 
+std::string AtomicFile::PathForReading() {
+  Flush();
+  if (!temp_path_.empty()) return temp_path_;
+  return "/proc/self/fd/" + std::to_string(fd_);
+}
+
 void AtomicFile::Commit() {
   Flush();
+  ThrowIfInterrupted();
   // A destination made while we wrote is replaced too, so what it holds is protected as well.
   std::error_code ec;
   if (!sync_ && fs::exists(fs::symlink_status(destination_, ec))) sync_ = true;
@@ -178,7 +367,20 @@ void AtomicFile::Commit() {
     }
     if (temp_path_.empty()) FailErrno(destination_, EEXIST);
   }
-  if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
+  struct stat old {};
+  if (replace_ == Replace::kAnything && ::lstat(destination_.c_str(), &old) == 0 && S_ISDIR(old.st_mode)) {
+    // --force over a directory: rename cannot replace one with a file, so swap the two in one
+    // step, then remove the old tree (now under the hidden name).
+    if (::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, destination_.c_str(), RENAME_EXCHANGE) != 0) {
+      int err = errno;
+      ::unlink(temp_path_.c_str());
+      temp_path_.clear();
+      FailErrno(destination_, err);
+    }
+    committed_ = true;
+    std::error_code rec;
+    fs::remove_all(temp_path_, rec);
+  } else if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
     int err = errno;
     ::unlink(temp_path_.c_str());
     temp_path_.clear();
@@ -190,13 +392,12 @@ void AtomicFile::Commit() {
   if (sync_) FsyncDir(ParentDir(destination_));
 }
 
-AtomicDirectory::AtomicDirectory(std::string destination, Durability durability)
+AtomicDirectory::AtomicDirectory(std::string destination, Durability durability, Replace replace)
     : destination_(std::move(destination)) {
   while (!destination_.empty() && destination_.size() > 1 && destination_.back() == '/') destination_.pop_back();
-  if (destination_.empty()) Fail(ErrorCode::kUsage, "empty output path");
-  const bool exists = fs::exists(destination_);
-  if (exists && !fs::is_directory(destination_))
-    Fail(ErrorCode::kIo, destination_ + ": exists and is not a directory");
+  CheckDestination(destination_, OutputKind::kDirectory, replace);
+  std::error_code ec;
+  const bool exists = fs::exists(fs::symlink_status(destination_, ec));
   sync_ = durability == Durability::kDurable || exists;
   RemoveOrphans(destination_);
   for (int attempt = 0; attempt < 16; ++attempt) {
@@ -206,6 +407,7 @@ AtomicDirectory::AtomicDirectory(std::string destination, Durability durability)
       // Marks the tree as ours for as long as this process lives (see RemoveOrphans).
       lock_fd_ = ::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_EX | LOCK_NB);
+      LiveWriter::Enter();
       return;
     }
     if (errno != EEXIST) FailErrno(destination_, errno);
@@ -219,12 +421,14 @@ AtomicDirectory::~AtomicDirectory() {
     fs::remove_all(temp_path_, ec);
   }
   if (lock_fd_ >= 0) ::close(lock_fd_);
+  if (!temp_path_.empty()) LiveWriter::Leave();
 }
 
 void AtomicDirectory::Commit() {
+  ThrowIfInterrupted();
   std::error_code ec;
   // A destination made meanwhile is replaced: protect it as if it had been there from the start.
-  const bool exists = fs::exists(destination_);
+  const bool exists = fs::exists(fs::symlink_status(destination_, ec));
   if (sync_ || exists) {
     // The files are durable before they become visible: one syncfs for the whole tree (a
     // per-file fsync costs a journal commit per file).

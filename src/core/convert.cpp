@@ -103,6 +103,8 @@ void Convert(const std::string& source, const std::string& destination, Format t
 }
 
 void ConvertDocument(const Document& doc, const std::string& destination, Format target, const ConvertOptions& options) {
+  // The writers refuse the source, and any directory containing it, as their destination.
+  SourceGuard source(doc.path);
   WithContext(destination, [&] {
     switch (target) {
       case Format::kPt:
@@ -112,6 +114,7 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
       case Format::kTdz: {
         TensordictWriteOptions td;
         td.durability = options.durability;
+        td.replace = options.replace;
         const std::string& c = options.compression;
         td.compression = c == "deflate" ? ZipMethod::kDeflate : c == "bzip2" ? ZipMethod::kBzip2
                        : c == "lzma" ? ZipMethod::kLzma : ZipMethod::kStored;
@@ -123,6 +126,7 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
         PskdWriteOptions p;
         p.vocab = options.vocab;
         p.durability = options.durability;
+        p.replace = options.replace;
         WritePskd(doc, destination, p);
         return;
       }

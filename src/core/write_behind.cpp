@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "trove/atomic_file.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
 
@@ -115,21 +116,28 @@ void WriteBehind(int fd, uint64_t end, uint64_t& started, bool complete) {
 
 void WriteOut(int fd, const uint8_t* data, uint64_t size, const std::string& name, uint64_t& written,
               uint64_t* writeback_started) {
-  const uint64_t copied = CopyMappedBytes(fd, data, size, name);
-  data += copied;
-  size -= copied;
-  written += copied;
-  if (writeback_started) WriteBehind(fd, written, *writeback_started);
+  // Steps of this size keep a signal's wait for the write loop short (ThrowIfInterrupted).
+  constexpr uint64_t kStepBytes = uint64_t{64} << 20;
+  bool kernel_copies = true;
   while (size > 0) {
-    // Bounded requests: write(2) moves at most about 2 GiB per call anyway.
-    const ssize_t n = ::write(fd, data, static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30)));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Fail(ErrorCode::kIo, name + ": " + std::strerror(errno));
+    ThrowIfInterrupted();
+    const uint64_t step = std::min(size, kStepBytes);
+    uint64_t n = 0;
+    if (kernel_copies) {
+      n = CopyMappedBytes(fd, data, step, name);
+      kernel_copies = n == step;  // else the kernel cannot copy from there: write(2) the rest
+    }
+    if (n == 0) {
+      const ssize_t w = ::write(fd, data, static_cast<size_t>(step));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        Fail(ErrorCode::kIo, name + ": " + std::strerror(errno));
+      }
+      n = static_cast<uint64_t>(w);
     }
     data += n;
-    size -= static_cast<uint64_t>(n);
-    written += static_cast<uint64_t>(n);
+    size -= n;
+    written += n;
     if (writeback_started) WriteBehind(fd, written, *writeback_started);
   }
 }

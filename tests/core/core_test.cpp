@@ -218,6 +218,7 @@ TEST(AtomicFileTest, AppearsOnlyOnCommitAndKeepsOldFile) {
   {
     AtomicDirectory d((dir / "tree").string());
     std::ofstream(fs::path(d.path()) / "a") << "1";
+    std::ofstream(fs::path(d.path()) / "meta.json") << "{}";  // what makes it replaceable: a tensordict
     d.Commit();
   }
   {

@@ -218,4 +218,9 @@ void PskdFile::CheckIndices(uint64_t index) const {
   }
 }
 
+void PskdFile::CheckData() const {
+  if (type().is_params) return;
+  for (uint64_t i = 0; i < count(); ++i) CheckIndices(i);
+}
+
 }  // namespace trove::pskd

@@ -115,7 +115,7 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
   pskd::SampleType type = pskd::ParseSampleType(text);
   type.SetEncodings(encodings);
 
-  pskd::PskdWriter writer(path, type, opts.durability);
+  pskd::PskdWriter writer(path, type, opts.durability, opts.replace);
   pskd::SampleEncoder encoder(writer.type());
   for (int64_t s = 0; s < count; ++s) {
     encoder.Reset();

@@ -20,6 +20,7 @@ struct PskdWriteOptions {
   // The bound N of every integer leaf; unset: each leaf's max + 1.
   std::optional<uint64_t> vocab;
   Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
+  Replace replace = Replace::kOwnKind;
 };
 
 void WritePskd(const Document& doc, const std::string& path, const PskdWriteOptions& opts);

@@ -104,9 +104,10 @@ void SampleEncoder::PutReal(double value) {
   Advance();
 }
 
-PskdWriter::PskdWriter(const std::string& path, SampleType type, Durability durability) : type_(std::move(type)) {
+PskdWriter::PskdWriter(const std::string& path, SampleType type, Durability durability, Replace replace)
+    : type_(std::move(type)) {
   if (type_.is_params) FailPskd(PskdCode::kNotClosedType, "params " + type_.params_name + ": the leaf layout needs the program");
-  out_ = std::make_unique<AtomicFile>(path, durability);
+  out_ = std::make_unique<AtomicFile>(path, durability, replace);
   std::vector<uint8_t> header = EncodeHeader(type_, 0);
   out_->Write(header.data(), header.size());
 }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "trove/atomic_file.h"
 #include "trove/pskd.h"
 
 namespace trove::pskd {
@@ -70,7 +71,10 @@ std::string_view TextInput::Next() {
     while (!eof_ && filled < buffer_.size()) {
       ssize_t n = ::read(fd_, buffer_.data() + filled, buffer_.size() - filled);
       if (n < 0) {
-        if (errno == EINTR) continue;
+        if (errno == EINTR) {
+          ThrowIfInterrupted();  // a signal during a write: stop waiting for input
+          continue;
+        }
         FailPskd(PskdCode::kTruncated, path_ + ": read: " + std::strerror(errno));
       }
       if (n == 0) {

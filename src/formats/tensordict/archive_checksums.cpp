@@ -1,13 +1,11 @@
-// CRC-32 maintenance of a .tdz archive: checking them, and re-stamping them in place after
-// mode="r+" edits (tensordict's refresh_archive_checksums).
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <map>
+// CRC-32 maintenance of a .tdz archive: checking them, and re-stamping them after mode="r+"
+// edits (tensordict's refresh_archive_checksums) in a copy that replaces the archive only once
+// the zip reader accepts it.
+#include <string>
+#include <vector>
 
 #include "core/byte_reader.h"
+#include "trove/atomic_file.h"
 #include "trove/error.h"
 #include "trove/tensordict.h"
 #include "trove/zip_reader.h"
@@ -15,69 +13,35 @@
 namespace trove {
 namespace {
 
-constexpr uint32_t kCentralHeaderSig = 0x02014b50;
-constexpr uint32_t kEndSig = 0x06054b50;
-constexpr uint32_t kZip64LocatorSig = 0x07064b50;
-constexpr uint32_t kZip64EndSig = 0x06064b50;
-constexpr uint32_t kDataDescriptorSig = 0x08074b50;
+constexpr uint32_t kDescriptorSig = 0x08074b50;
 constexpr uint16_t kFlagDataDescriptor = 0x0008;
+constexpr uint64_t kLocalCrcField = 14;    // in a local header: signature, version, flags, method, time, date
+constexpr uint64_t kCentralCrcField = 16;  // in a central header: the same plus "version made by"
 
-// Where each entry's CRC field sits in the central directory, by name. ZipReader has already
-// validated the archive; this walk only locates fields, with every read bounds-checked.
-std::map<std::string, uint64_t> CentralCrcOffsets(const SharedBytes& bytes) {
-  const uint64_t size = bytes.size();
-  if (size < 22) Fail(ErrorCode::kCorrupt, "too short for a zip end record");
-  uint64_t end = UINT64_MAX;
-  const uint64_t lowest = size > 22 + 65535 ? size - 22 - 65535 : 0;
-  for (uint64_t at = size - 22 + 1; at-- > lowest;) {
-    ByteReader r(bytes.data() + at, 4, at);
-    if (r.U32() == kEndSig) {
-      end = at;
-      break;
-    }
-  }
-  if (end == UINT64_MAX) Fail(ErrorCode::kCorrupt, "no zip end record");
-  ByteReader er(bytes.data(), size);
-  er.Seek(end + 10);
-  uint64_t count = er.U16();
-  er.Skip(4);
-  uint64_t cd_offset = er.U32();
-  if ((cd_offset == 0xFFFFFFFFu || count == 0xFFFF) && end >= 20) {
-    ByteReader lr(bytes.data(), size);
-    lr.Seek(end - 20);
-    if (lr.U32() == kZip64LocatorSig) {
-      lr.Skip(4);
-      uint64_t z64 = lr.U64();
-      ByteReader zr(bytes.data(), size);
-      zr.Seek(z64);
-      if (zr.U32() != kZip64EndSig) Fail(ErrorCode::kCorrupt, "bad zip64 end record");
-      zr.Skip(8 + 2 + 2 + 4 + 4);
-      zr.Skip(8);
-      count = zr.U64();
-      zr.Skip(8);
-      cd_offset = zr.U64();
-    }
-  }
-  std::map<std::string, uint64_t> out;
-  ByteReader cr(bytes.data(), size);
-  cr.Seek(cd_offset);
-  for (uint64_t i = 0; i < count; ++i) {
-    const uint64_t header = cr.position();
-    if (cr.U32() != kCentralHeaderSig) Fail(ErrorCode::kCorrupt, "bad central directory header");
-    cr.Skip(24);
-    uint64_t name_len = cr.U16(), extra_len = cr.U16(), comment_len = cr.U16();
-    cr.Skip(12);
-    std::string name(cr.Bytes(name_len));
-    cr.Skip(extra_len + comment_len);
-    out[name] = header + 16;
-  }
-  return out;
+void StoreU32(uint8_t out[4], uint32_t value) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(value >> (8 * i));
 }
 
-void PatchU32(int fd, uint64_t offset, uint32_t value, const std::string& path) {
-  uint8_t le[4] = {static_cast<uint8_t>(value), static_cast<uint8_t>(value >> 8), static_cast<uint8_t>(value >> 16),
-                   static_cast<uint8_t>(value >> 24)};
-  if (::pwrite(fd, le, 4, static_cast<off_t>(offset)) != 4) Fail(ErrorCode::kIo, path + ": " + std::strerror(errno));
+// Where the CRC field of `e`'s data descriptor is: the descriptor right after the payload, with or
+// without its signature and with 4- or 8-byte sizes, in the one form that matches the central
+// directory (the zip reader accepted the archive, so one does).
+uint64_t DescriptorCrcOffset(const SharedBytes& bytes, const ZipEntry& e) {
+  const uint64_t at = e.data_offset + e.compressed_size;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const bool with_sig = (attempt & 1) == 0;
+    const bool wide = (attempt < 2) == e.zip64;
+    const uint64_t len = (with_sig ? 4 : 0) + 4 + (wide ? 16 : 8);
+    if (at > bytes.size() || len > bytes.size() - at) continue;
+    ByteReader r(bytes.data(), bytes.size());
+    r.Seek(at);
+    if (with_sig && r.U32() != kDescriptorSig) continue;
+    const uint64_t crc_at = r.position();
+    const uint32_t crc = r.U32();
+    const uint64_t csize = wide ? r.U64() : r.U32();
+    const uint64_t usize = wide ? r.U64() : r.U32();
+    if (crc == e.crc32 && csize == e.compressed_size && usize == e.uncompressed_size) return crc_at;
+  }
+  Fail(ErrorCode::kCorrupt, "entry '" + e.name + "': its data descriptor was not found");
 }
 
 }  // namespace
@@ -99,39 +63,47 @@ std::vector<std::string> RefreshTdzChecksums(const std::string& archive) {
     ZipReader zip(file);
     std::vector<std::pair<const ZipEntry*, uint32_t>> stale;
     for (const ZipEntry& e : zip.entries()) {
+      ThrowIfInterrupted();
       SharedBytes payload = zip.Read(e);
       uint32_t crc = Crc32(payload.data(), payload.size());
       if (crc != e.crc32) stale.emplace_back(&e, crc);
     }
     std::vector<std::string> fixed;
     if (stale.empty()) return fixed;
-    auto central = CentralCrcOffsets(file->bytes());
-    int fd = ::open(archive.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) Fail(ErrorCode::kIo, std::strerror(errno));
-    try {
-      for (const auto& [e, crc] : stale) {
-        auto c = central.find(e->name);
-        if (c == central.end()) Fail(ErrorCode::kCorrupt, "entry '" + e->name + "' not found in the central directory");
-        if (e->flags & kFlagDataDescriptor) {
-          ByteReader dr(file->data(), file->size());
-          dr.Seek(e->data_offset + e->compressed_size);
-          uint64_t at = dr.position();
-          if (dr.U32() == kDataDescriptorSig) at += 4;
-          ByteReader check(file->data(), file->size());
-          check.Seek(at);
-          check.Need(4);
-          PatchU32(fd, at, crc, archive);
-        } else {
-          PatchU32(fd, e->local_header_offset + 14, crc, archive);
-        }
-        PatchU32(fd, c->second, crc, archive);
-        fixed.push_back(e->name);
-      }
-    } catch (...) {
-      ::close(fd);
-      throw;
+    // Every place the archive records an entry's CRC, located through what the reader parsed
+    // (so zip64 and every layout it accepts): the local header unless it holds the all-zero
+    // values a data descriptor allows, the data descriptor, and the central directory.
+    const SharedBytes bytes = file->bytes();
+    std::vector<std::pair<uint64_t, uint32_t>> patches;
+    for (const auto& [e, crc] : stale) {
+      ByteReader local(bytes.data(), bytes.size());
+      local.Seek(e->local_header_offset + kLocalCrcField);
+      const uint32_t lcrc = local.U32(), lcsize = local.U32(), lusize = local.U32();
+      if (lcrc != 0 || lcsize != 0 || lusize != 0) patches.emplace_back(e->local_header_offset + kLocalCrcField, crc);
+      if (e->flags & kFlagDataDescriptor) patches.emplace_back(DescriptorCrcOffset(bytes, *e), crc);
+      patches.emplace_back(e->central_offset + kCentralCrcField, crc);
+      fixed.push_back(e->name);
     }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) Fail(ErrorCode::kIo, std::strerror(errno));
+    // A copy with the new values replaces the archive, and only once the reader accepts it with
+    // every CRC right: an archive that cannot be made sound is left as it was.
+    AtomicFile out(archive);
+    out.Write(bytes.data(), bytes.size());
+    for (const auto& [offset, crc] : patches) {
+      uint8_t le[4];
+      StoreU32(le, crc);
+      out.WriteAt(offset, le, sizeof le);
+    }
+    {
+      ZipReader check(MappedFile::Open(out.PathForReading()));
+      if (check.entries().size() != zip.entries().size())
+        Fail(ErrorCode::kCorrupt, "the rewritten archive lists a different number of entries; left as it was");
+      for (const ZipEntry& e : check.entries()) {
+        ThrowIfInterrupted();
+        if (!check.CheckCrc(e))
+          Fail(ErrorCode::kCorrupt, "entry '" + e.name + "': CRC-32 still wrong after the rewrite; archive left as it was");
+      }
+    }
+    out.Commit();
     return fixed;
   });
 }

@@ -153,7 +153,7 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
 void WriteTdz(const Document& doc, const std::string& path, const TensordictWriteOptions& options) {
   WithContext(path, [&] {
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
-    AtomicFile out(path, options.durability);
+    AtomicFile out(path, options.durability, options.replace);
     ZipWriter zip(out, ZipLayout::kTensordict);
     EmitPlannedDir(*plan, "", zip, options.compression);
     zip.Finish();
@@ -162,6 +162,7 @@ void WriteTdz(const Document& doc, const std::string& path, const TensordictWrit
 }
 
 void PackTdz(const std::string& dir, const std::string& archive, const TensordictWriteOptions& options) {
+  SourceGuard source(dir);
   int root = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root < 0) Fail(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, dir + ": " + std::strerror(errno));
   try {
@@ -169,7 +170,7 @@ void PackTdz(const std::string& dir, const std::string& archive, const Tensordic
     if (::fstatat(root, "meta.json", &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       Fail(ErrorCode::kNotFound, dir + ": no meta.json (not a tensordict directory)");
     }
-    AtomicFile out(archive, options.durability);
+    AtomicFile out(archive, options.durability, options.replace);
     ZipWriter zip(out, ZipLayout::kTensordict);
     std::vector<uint8_t> buffer(kPackChunkBytes);
     WithContext(archive, [&] { PackDir(root, dir, "", 0, zip, options.compression, buffer); });

@@ -246,6 +246,7 @@ TEST_F(WriteDirTest, PickledNotReadIsNotSilentlyConverted) {
 
 TEST_F(WriteDirTest, ReplacingAnExistingDirectoryIsAtomic) {
   Write("out/stale.memmap", "old");
+  Write("out/meta.json", "{}");  // a tensordict: what a directory writer may replace
   WriteTensordictDir(SampleDoc(), P("out"));
   EXPECT_FALSE(fs::exists(P("out/stale.memmap")));  // orphans of an older save do not survive
   EXPECT_TRUE(fs::exists(P("out/meta.json")));
