@@ -204,6 +204,34 @@ uint64_t ZipPrefixBytes(const uint8_t* data, uint64_t size) {
   return 0;
 }
 
+// The archive Python's zipfile reads when an end record puts the central directory `prefix` bytes
+// further on than its offset says (it takes them for data glued before the archive and reads
+// every entry that much further on): its pickles are scanned, labelled "zipfile view". Returns
+// false when zipfile would not read an archive there either.
+bool ScanZipfileView(CheckReport& report, const std::shared_ptr<MappedFile>& file, uint64_t prefix, uint64_t* entries,
+                     uint64_t* first_local) {
+  std::unique_ptr<ZipReader> zip;
+  try {
+    zip = std::make_unique<ZipReader>(file->bytes().Slice(prefix, file->size() - prefix), ZipDisagreement::kReport);
+  } catch (const Error&) {
+    return false;
+  }
+  *entries = zip->entries().size();
+  *first_local = UINT64_MAX;
+  for (const auto& e : zip->entries()) *first_local = std::min(*first_local, e.local_header_offset);
+  for (const auto& e : zip->entries()) {
+    if (!NamedLikePickle(e.name)) continue;
+    const std::string label = prefix > 0 ? "zipfile view (+" + std::to_string(prefix) + "): " + e.name : e.name;
+    try {
+      SharedBytes bytes = zip->Read(e);
+      ScanPickle(report, label, bytes.data(), bytes.size(), 0);
+    } catch (const Error& err) {
+      report.findings.push_back({Severity::kMedium, label, e.data_offset, err.message()});
+    }
+  }
+  return true;
+}
+
 // Findings for a file whose first bytes are not a zip but whose end is one: zip readers (Python's
 // zipfile, scanners) and start-of-file readers (torch's legacy loader, pickle.load) see two
 // different files. Also scans a leading pickle, which torch.load would run before anything else.
@@ -214,26 +242,15 @@ void ScanPolyglot(CheckReport& report, const std::shared_ptr<MappedFile>& file, 
                                "run it before checking anything"});
     ScanPickle(report, "pickle 1", file->data(), file->size(), 0);
   }
-  try {
-    const uint64_t prefix = ZipPrefixBytes(file->data(), file->size());
-    ZipReader zip(file->bytes().Slice(prefix, file->size() - prefix), ZipDisagreement::kReport);
-    uint64_t first = UINT64_MAX;
-    for (const auto& e : zip.entries()) first = std::min(first, e.local_header_offset);
-    report.findings.push_back({Severity::kHigh, "", first == UINT64_MAX ? prefix : prefix + first,
-                               "polyglot: the file is also a zip archive (" + std::to_string(zip.entries().size()) +
-                                   " entries) that zip readers see instead of what its first bytes say"});
-    for (const auto& e : zip.entries()) {
-      if (!NamedLikePickle(e.name)) continue;
-      try {
-        SharedBytes bytes = zip.Read(e);
-        ScanPickle(report, e.name, bytes.data(), bytes.size(), 0);
-      } catch (const Error& err) {
-        report.findings.push_back({Severity::kMedium, e.name, e.data_offset, err.message()});
-      }
-    }
-  } catch (const Error&) {
-    // Not a zip at all (the usual case), or one no zip reader would accept either.
-  }
+  const uint64_t prefix = ZipPrefixBytes(file->data(), file->size());
+  const size_t at = report.findings.size();
+  uint64_t entries = 0, first = UINT64_MAX;
+  // Not a zip at all (the usual case), or one no zip reader would accept either: nothing to say.
+  if (!ScanZipfileView(report, file, prefix, &entries, &first)) return;
+  report.findings.insert(report.findings.begin() + static_cast<std::ptrdiff_t>(at),
+                         {Severity::kHigh, "", first == UINT64_MAX ? prefix : prefix + first,
+                          "polyglot: the file is also a zip archive (" + std::to_string(entries) +
+                              " entries) that zip readers see instead of what its first bytes say"});
 }
 
 // The value a pickle makes, read with the scanning resolver (nothing is run); nullptr when it
@@ -514,6 +531,20 @@ CheckReport Scan(const std::string& path) {
   }
   auto file = MappedFile::Open(path);
   if (IsZipFormat(format)) {
+    // Python's zipfile shifts every offset when the end records leave room for data before the
+    // archive; torch's reader does not. Both views are scanned.
+    if (const uint64_t shift = ZipPrefixBytes(file->data(), file->size()); shift > 0) {
+      const size_t at = report.findings.size();
+      uint64_t entries = 0, first = 0;
+      if (ScanZipfileView(report, file, shift, &entries, &first)) {
+        report.findings.insert(report.findings.begin() + static_cast<std::ptrdiff_t>(at),
+                               {Severity::kCritical, "", shift,
+                                "zip readers disagree: Python's zipfile reads every entry " + std::to_string(shift) +
+                                    " bytes further on than torch's reader (it takes them for data before the "
+                                    "archive) and sees " + std::to_string(entries) + " entries there; scanned as "
+                                    "'zipfile view'"});
+      }
+    }
     std::unique_ptr<ZipReader> zip;
     try {
       // Read as torch reads it, with every point where zip readers part ways listed.
