@@ -82,6 +82,9 @@ class ZipReader {
   const std::vector<ZipProblem>& case_collisions() const { return case_collisions_; }
   // kReport only: where common readers disagree (empty under kRefuse: the constructor threw).
   const std::vector<ZipProblem>& disagreements() const { return disagreements_; }
+  // kReport only: entries Python's zipfile reads past the central directory's entry count (torch
+  // does not see them; Read() reads them). Not in entries(), Find() or FindIgnoringCase().
+  const std::vector<ZipEntry>& zipfile_extra_entries() const { return zipfile_extra_; }
   const MappedFile& file() const { return *file_; }
   const std::shared_ptr<MappedFile>& shared_file() const { return file_; }  // null for in-memory
   const SharedBytes& bytes() const { return bytes_; }                        // the whole archive
@@ -105,6 +108,7 @@ class ZipReader {
   std::vector<ZipProblem> anomalies_;
   std::vector<ZipProblem> disagreements_;
   std::vector<ZipProblem> case_collisions_;
+  std::vector<ZipEntry> zipfile_extra_;
 };
 
 // CRC-32 (zip polynomial) of a byte range, continuing from `crc` (0 to start).

@@ -601,6 +601,16 @@ CheckReport Scan(const std::string& path) {
         ScanPickle(report, e.name, bytes.data(), bytes.size(), 0);
       }
     }
+    for (const auto& e : zip->zipfile_extra_entries()) {
+      if (!NamedLikePickle(e.name)) continue;
+      const std::string label = "zipfile view: " + e.name;
+      try {
+        SharedBytes bytes = zip->Read(e);
+        ScanPickle(report, label, bytes.data(), bytes.size(), 0);
+      } catch (const Error& err) {
+        report.findings.push_back({Severity::kMedium, label, e.data_offset, err.message()});
+      }
+    }
     if (format == Format::kTdz) CheckStructure(report, path);
     return report;
   }

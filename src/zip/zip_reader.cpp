@@ -121,7 +121,8 @@ class Parser {
          std::function<void(uint64_t, uint64_t)> release = nullptr)
       : data_(data), size_(size), file_(data, size), mode_(mode), release_(std::move(release)) {}
 
-  void Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies, std::vector<ZipProblem>* disagreements);
+  void Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies, std::vector<ZipProblem>* disagreements,
+           std::vector<ZipEntry>* zipfile_extra);
 
  private:
   void Note(std::string entry, uint64_t offset, std::string message) {
@@ -158,6 +159,7 @@ class Parser {
   std::vector<Extent> extents_;
   std::vector<ZipProblem> anomalies_;
   std::vector<ZipProblem> disagreements_;
+  std::vector<ZipEntry> zipfile_extra_;  // kReport: entries past the count that zipfile reads
   uint64_t dropped_ = 0;
   uint64_t dropped_disagreements_ = 0;
   // The central directory and where the end records begin.
@@ -552,7 +554,7 @@ void Parser::CheckExtents() {
 }
 
 void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies,
-                 std::vector<ZipProblem>* disagreements) {
+                 std::vector<ZipProblem>* disagreements, std::vector<ZipEntry>* zipfile_extra) {
   ReadEnd(FindEnd());
   const std::string cwhere = "central directory @ " + std::to_string(cd_offset_);
   if (count_ > kMaxZipEntries) {
@@ -587,6 +589,18 @@ void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomal
     Disagree(ErrorCode::kCorrupt, "", cd.offset(),
              cwhere + ": " + std::to_string(cd.remaining()) + " bytes after the last of its " + std::to_string(count_) +
                  " entries: Python's zipfile reads them as more entries, torch's reader stops at the count");
+    // What zipfile would see there, for a scanner to look at; it stops at the first entry that
+    // does not parse (zipfile would refuse the archive there).
+    for (uint64_t i = count_; cd.remaining() >= kCentralSize && entries_.size() + zipfile_extra_.size() < kMaxZipEntries; ++i) {
+      try {
+        ZipEntry e = ReadCentral(cd, i);
+        uint64_t end = 0;
+        CheckLocal(e, &end);
+        zipfile_extra_.push_back(std::move(e));
+      } catch (const Error&) {
+        break;
+      }
+    }
   }
   uint64_t touched_from = size_, touched_to = 0;  // what the checks since the last release touched
   for (size_t i = 0; i < entries_.size(); ++i) {
@@ -622,6 +636,7 @@ void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomal
   *entries = std::move(entries_);
   *anomalies = std::move(anomalies_);
   *disagreements = std::move(disagreements_);
+  *zipfile_extra = std::move(zipfile_extra_);
 }
 
 }  // namespace
@@ -658,7 +673,7 @@ void ZipReader::Parse(ZipDisagreement mode) {
   // it touched as it goes, and all of it at the end; payloads fault back in when read.
   std::function<void(uint64_t, uint64_t)> release;
   if (bytes_.mapped()) release = [this](uint64_t from, uint64_t to) { bytes_.Release(from, to - from); };
-  Parser(bytes_.data(), bytes_.size(), mode, release).Run(&entries_, &anomalies_, &disagreements_);
+  Parser(bytes_.data(), bytes_.size(), mode, release).Run(&entries_, &anomalies_, &disagreements_, &zipfile_extra_);
   // The end records and the central directory were read too.
   if (release) release(0, bytes_.size());
   sorted_.resize(entries_.size());
