@@ -111,15 +111,20 @@ def case_duplicate_names():
     return plain(torch_like([("archive/data.pkl", BENIGN), ("archive/data.pkl", hostile()), ("archive/version", b"3\n")]))
 
 
-def case_end_record_in_comment():
+def case_end_record_in_comment(padding=b""):
     # A benign archive whose comment is a second, hostile archive (offsets absolute in the file):
-    # the last end-record signature is the hostile one.
+    # the last end-record signature is the hostile one. With padding after it, only the benign
+    # record's comment reaches the end of the file.
     outer = torch_like([("archive/data.pkl", BENIGN), ("archive/version", b"3\n")])
     outer_cd = outer.central()
     head = bytes(outer.body) + outer_cd
     inner = torch_like([("archive/data.pkl", hostile()), ("archive/version", b"3\n")], base=len(head) + 22)
-    inner_bytes = plain(inner)
+    inner_bytes = plain(inner) + padding
     return head + end_record(outer.count(), len(outer_cd), len(outer.body), comment=inner_bytes)
+
+
+def case_end_record_in_padded_comment():
+    return case_end_record_in_comment(padding=b"\0" * 8)
 
 
 def case_truncated_end_signature():
@@ -208,6 +213,7 @@ CASES = {
     "deflated_case_variant": (case_deflated_case_variant, False),
     "duplicate_names": (case_duplicate_names, True),
     "end_record_in_comment": (case_end_record_in_comment, True),
+    "end_record_in_padded_comment": (case_end_record_in_padded_comment, True),
     "truncated_end_signature": (case_truncated_end_signature, True),
     "zip64_extensible_data": (case_zip64_extensible_data, True),
     "zip64_locator_elsewhere": (case_zip64_locator_elsewhere, True),
