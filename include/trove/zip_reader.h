@@ -85,6 +85,10 @@ class ZipReader {
   // kReport only: entries Python's zipfile reads past the central directory's entry count (torch
   // does not see them; Read() reads them). Not in entries(), Find() or FindIgnoringCase().
   const std::vector<ZipEntry>& zipfile_extra_entries() const { return zipfile_extra_; }
+  // kReport only: entries refused on their own (a name with '..' or NUL, encryption, an unknown
+  // method, another disk, inconsistent stored sizes), left out of entries(); the others are read
+  // (torch's reader would open them), so a scanner still sees every pickle.
+  const std::vector<ZipProblem>& refused_entries() const { return refused_; }
   const MappedFile& file() const { return *file_; }
   const std::shared_ptr<MappedFile>& shared_file() const { return file_; }  // null for in-memory
   const SharedBytes& bytes() const { return bytes_; }                        // the whole archive
@@ -109,6 +113,7 @@ class ZipReader {
   std::vector<ZipProblem> disagreements_;
   std::vector<ZipProblem> case_collisions_;
   std::vector<ZipEntry> zipfile_extra_;
+  std::vector<ZipProblem> refused_;
 };
 
 // CRC-32 (zip polynomial) of a byte range, continuing from `crc` (0 to start).

@@ -563,6 +563,11 @@ CheckReport Scan(const std::string& path) {
     }
     // Readers that see different archives or bytes: whatever trove scans, torch or another tool
     // may run something else.
+    // Path tricks (".." and absolute names), encryption and unknown methods: the entry is not
+    // read; the rest of the archive, which torch's reader would still open, is scanned.
+    for (const auto& r : zip->refused_entries()) {
+      report.findings.push_back({Severity::kHigh, r.entry, r.offset, "zip entry refused: " + r.message});
+    }
     for (const auto& d : zip->disagreements()) {
       report.findings.push_back({Severity::kCritical, d.entry, d.offset, "zip readers disagree: " + d.message});
     }

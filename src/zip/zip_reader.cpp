@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -122,7 +123,7 @@ class Parser {
       : data_(data), size_(size), file_(data, size), mode_(mode), release_(std::move(release)) {}
 
   void Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies, std::vector<ZipProblem>* disagreements,
-           std::vector<ZipEntry>* zipfile_extra);
+           std::vector<ZipEntry>* zipfile_extra, std::vector<ZipProblem>* refused);
 
  private:
   void Note(std::string entry, uint64_t offset, std::string message) {
@@ -144,7 +145,14 @@ class Parser {
   }
   uint64_t FindEnd();
   void ReadEnd(uint64_t eocd);
-  ZipEntry ReadCentral(ByteReader& cd, uint64_t index);
+  // The entry, or nullopt when it is refused on its own (a name, flag, method or disk trove does
+  // not read) and the mode is kReport: then the refusal is listed and the other entries read on.
+  std::optional<ZipEntry> ReadCentral(ByteReader& cd, uint64_t index);
+  void RefuseEntry(ErrorCode code, const std::string& name, uint64_t offset, const std::string& what, bool* refused) {
+    if (mode_ == ZipDisagreement::kRefuse) EntryFail(code, name, offset, what);
+    if (refused_.size() < kMaxAnomalies) refused_.push_back({name, offset, Where(name, offset) + ": " + what});
+    *refused = true;
+  }
   void CheckLocal(ZipEntry& e, uint64_t* extent_end);
   uint64_t CheckDescriptor(const ZipEntry& e, uint64_t at);
   std::string_view NameOf(int64_t index) const;
@@ -160,6 +168,7 @@ class Parser {
   std::vector<ZipProblem> anomalies_;
   std::vector<ZipProblem> disagreements_;
   std::vector<ZipEntry> zipfile_extra_;  // kReport: entries past the count that zipfile reads
+  std::vector<ZipProblem> refused_;      // kReport: entries refused on their own
   uint64_t dropped_ = 0;
   uint64_t dropped_disagreements_ = 0;
   // The central directory and where the end records begin.
@@ -325,7 +334,7 @@ void Parser::ReadEnd(uint64_t eocd) {
   end_start_ = z_end;
 }
 
-ZipEntry Parser::ReadCentral(ByteReader& cd, uint64_t index) {
+std::optional<ZipEntry> Parser::ReadCentral(ByteReader& cd, uint64_t index) {
   const uint64_t at = cd.offset();
   const std::string where = "central directory entry #" + std::to_string(index) + " @ " + std::to_string(at);
   ZipEntry e;
@@ -351,15 +360,18 @@ ZipEntry Parser::ReadCentral(ByteReader& cd, uint64_t index) {
     extra = cd.Bytes(extra_len);
     cd.Skip(comment_len);
   });
+  bool refused = false;
   if (const char* problem = EntryNameProblem(e.name)) {
-    EntryFail(ErrorCode::kRefused, e.name, at, std::string("refused name: ") + problem);
+    RefuseEntry(ErrorCode::kRefused, e.name, at, std::string("refused name: ") + problem, &refused);
   }
   if ((e.flags & (kFlagEncrypted | kFlagStrongEncryption | kFlagMaskedHeaders)) != 0) {
-    EntryFail(ErrorCode::kRefused, e.name, at, "encrypted entry (flags " + Hex(e.flags) + ")");
+    RefuseEntry(ErrorCode::kRefused, e.name, at, "encrypted entry (flags " + Hex(e.flags) + ")", &refused);
   }
   if (e.method != 0 && e.method != 8 && e.method != 12 && e.method != 14) {
-    EntryFail(ErrorCode::kUnsupported, e.name, at, "compression method " + std::to_string(e.method) + " is not supported");
+    RefuseEntry(ErrorCode::kUnsupported, e.name, at, "compression method " + std::to_string(e.method) + " is not supported",
+                &refused);
   }
+  if (refused) return std::nullopt;
   std::vector<ExtraBlock> blocks;
   const bool extra_ok = SplitExtra(extra, &blocks);
   const bool needs64 = e.uncompressed_size == kMax32 || e.compressed_size == kMax32 ||
@@ -380,11 +392,14 @@ ZipEntry Parser::ReadCentral(ByteReader& cd, uint64_t index) {
   } else if (!extra_ok) {
     Note(e.name, at, "malformed central directory extra field");
   }
-  if (disk != 0) EntryFail(ErrorCode::kUnsupported, e.name, at, "entry on disk " + std::to_string(disk));
+  if (disk != 0) RefuseEntry(ErrorCode::kUnsupported, e.name, at, "entry on disk " + std::to_string(disk), &refused);
   if (e.method == 0 && e.compressed_size != e.uncompressed_size) {
-    EntryFail(ErrorCode::kCorrupt, e.name, at, "stored entry with compressed size " + std::to_string(e.compressed_size) +
-                                                   " but uncompressed size " + std::to_string(e.uncompressed_size));
+    RefuseEntry(ErrorCode::kCorrupt, e.name, at,
+                "stored entry with compressed size " + std::to_string(e.compressed_size) + " but uncompressed size " +
+                    std::to_string(e.uncompressed_size),
+                &refused);
   }
+  if (refused) return std::nullopt;
   // Kept for the local-header comparison (layout blocks excluded).
   e.local_extra = ExtraIds(blocks);
   return e;
@@ -554,7 +569,8 @@ void Parser::CheckExtents() {
 }
 
 void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies,
-                 std::vector<ZipProblem>* disagreements, std::vector<ZipEntry>* zipfile_extra) {
+                 std::vector<ZipProblem>* disagreements, std::vector<ZipEntry>* zipfile_extra,
+                 std::vector<ZipProblem>* refused) {
   ReadEnd(FindEnd());
   const std::string cwhere = "central directory @ " + std::to_string(cd_offset_);
   if (count_ > kMaxZipEntries) {
@@ -583,7 +599,9 @@ void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomal
   entries_.reserve(static_cast<size_t>(count_));
   extents_.reserve(static_cast<size_t>(count_) + 2);
   ByteReader cd(data_ + cd_offset_, cd_size_, cd_offset_);
-  for (uint64_t i = 0; i < count_; ++i) entries_.push_back(ReadCentral(cd, i));
+  for (uint64_t i = 0; i < count_; ++i) {
+    if (std::optional<ZipEntry> e = ReadCentral(cd, i)) entries_.push_back(std::move(*e));
+  }
   if (!cd.at_end()) {
     // zipfile reads entries until the directory's size is used up, whatever the count says.
     Disagree(ErrorCode::kCorrupt, "", cd.offset(),
@@ -593,10 +611,11 @@ void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomal
     // does not parse (zipfile would refuse the archive there).
     for (uint64_t i = count_; cd.remaining() >= kCentralSize && entries_.size() + zipfile_extra_.size() < kMaxZipEntries; ++i) {
       try {
-        ZipEntry e = ReadCentral(cd, i);
+        std::optional<ZipEntry> e = ReadCentral(cd, i);
+        if (!e) continue;
         uint64_t end = 0;
-        CheckLocal(e, &end);
-        zipfile_extra_.push_back(std::move(e));
+        CheckLocal(*e, &end);
+        zipfile_extra_.push_back(std::move(*e));
       } catch (const Error&) {
         break;
       }
@@ -637,6 +656,7 @@ void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomal
   *anomalies = std::move(anomalies_);
   *disagreements = std::move(disagreements_);
   *zipfile_extra = std::move(zipfile_extra_);
+  *refused = std::move(refused_);
 }
 
 }  // namespace
@@ -673,7 +693,7 @@ void ZipReader::Parse(ZipDisagreement mode) {
   // it touched as it goes, and all of it at the end; payloads fault back in when read.
   std::function<void(uint64_t, uint64_t)> release;
   if (bytes_.mapped()) release = [this](uint64_t from, uint64_t to) { bytes_.Release(from, to - from); };
-  Parser(bytes_.data(), bytes_.size(), mode, release).Run(&entries_, &anomalies_, &disagreements_, &zipfile_extra_);
+  Parser(bytes_.data(), bytes_.size(), mode, release).Run(&entries_, &anomalies_, &disagreements_, &zipfile_extra_, &refused_);
   // The end records and the central directory were read too.
   if (release) release(0, bytes_.size());
   sorted_.resize(entries_.size());

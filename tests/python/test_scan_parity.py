@@ -359,3 +359,27 @@ def test_clean_legacy_tar_is_medium_only(tmp_path):
     assert code == 1
     assert all(f["severity"] in ("medium", "info") for f in report["findings"]), report
     assert any("tar checkpoint" in f["message"] for f in report["findings"])
+
+
+@pytest.mark.parametrize("trick", ["dotdot", "encrypted", "method"])
+def test_refused_side_entry_does_not_hide_the_pickle(tmp_path, trick):
+    # An entry trove refuses on its own beside a hostile data.pkl that torch opens all the same:
+    # the scan reports the refused entry and still scans data.pkl (--fail-on critical fails it).
+    z = zc.Zip()
+    z.add("archive/data.pkl", zc.hostile()).add("archive/version", b"3\n")
+    z.add("archive/../junk" if trick == "dotdot" else "archive/junk", b"junk")
+    data = bytearray(zc.plain(z))
+    if trick != "dotdot":
+        cd = data.rfind(b"PK\x01\x02")  # the last directory entry is the junk one
+        if trick == "encrypted":
+            struct.pack_into("<H", data, cd + 8, 1)
+        else:
+            struct.pack_into("<H", data, cd + 10, 99)
+    path = tmp_path / "side.pt"
+    path.write_bytes(bytes(data))
+    assert zc.pickle_globals(zc.torch_view(path)["data.pkl"]) == {"posix.system"}
+    code, report = zc.scan_report(path)
+    assert any("zip entry refused" in f["message"] for f in report["findings"]), report
+    assert "posix.system" in {g["name"] for g in report["globals"]}, report
+    p = subprocess.run([f"{BIN_DIR}/trove", "scan", "--fail-on", "critical", str(path)], capture_output=True, timeout=60)
+    assert p.returncode == 1, p

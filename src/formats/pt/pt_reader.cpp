@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <vector>
 
 #include "core/byte_reader.h"
 #include "formats/pt/torch_resolver.h"
@@ -239,8 +240,11 @@ Format DetectZipFormat(std::shared_ptr<MappedFile> file) {
     for (const auto& e : zip.entries()) {
       if (e.name == "meta.json") return Format::kTdz;
     }
-    for (const auto& e : zip.entries()) {
-      std::string rest = TorchRecordName(e.name);
+    std::vector<std::string_view> names;
+    for (const auto& e : zip.entries()) names.push_back(e.name);
+    for (const auto& r : zip.refused_entries()) names.push_back(r.entry);  // refused by the reader, a record all the same
+    for (std::string_view name : names) {
+      std::string rest = TorchRecordName(name);
       if (rest == "constants.pkl" || rest == "bytecode.pkl" || rest == ".data/version") return Format::kTorchScript;
       if (rest == "data.pkl") has_pkl = true;
     }
