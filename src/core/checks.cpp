@@ -483,7 +483,12 @@ CheckReport Verify(const std::string& path) {
   report.format = std::string(FormatName(format));
   if (format == Format::kUnknown) Fail(ErrorCode::kUnsupported, path + ": not a format trove reads");
   if (IsZipFormat(format)) {
-    ZipReader zip(MappedFile::Open(path));  // an unreadable container throws: exit 2
+    // An unreadable container throws (exit 2); one that zip readers read differently is a problem.
+    ZipReader zip(MappedFile::Open(path), ZipDisagreement::kReport);
+    for (const auto& d : zip.disagreements()) {
+      report.findings.push_back({Severity::kHigh, d.entry, d.offset, "zip readers disagree: " + d.message});
+    }
+    for (const auto& r : zip.refused_entries()) report.findings.push_back({Severity::kHigh, r.entry, r.offset, r.message});
     for (const auto& e : zip.entries()) {
       report.entries_checked++;
       report.bytes_checked += e.compressed_size;
