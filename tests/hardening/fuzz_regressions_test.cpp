@@ -13,6 +13,7 @@
 #include <vector>
 
 extern "C" {
+int TroveFuzzEntry_legacy_tar_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_open_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_header_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_pack_fuzz(const uint8_t* data, size_t size);
@@ -60,6 +61,7 @@ struct Target {
 };
 
 const Target kTargets[] = {
+    {"legacy_tar_fuzz", TroveFuzzEntry_legacy_tar_fuzz},
     {"open_fuzz", TroveFuzzEntry_open_fuzz},
     {"pskd_header_fuzz", TroveFuzzEntry_pskd_header_fuzz},
     {"pskd_pack_fuzz", TroveFuzzEntry_pskd_pack_fuzz},
