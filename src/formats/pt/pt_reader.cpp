@@ -59,6 +59,8 @@ void CollectNamedTensors(Document& doc, TorchResolver& resolver) {
 Document ReadZipPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
   // Where zip readers disagree, --permissive reads the archive as torch does and says so.
   ZipReader zip(file, options.permissive ? ZipDisagreement::kReport : ZipDisagreement::kRefuse);
+  // Entries the reader refuses on their own stay refusals, --permissive or not.
+  if (!zip.refused_entries().empty()) Fail(ErrorCode::kRefused, zip.refused_entries().front().message);
   Document doc;
   for (const ZipProblem& p : zip.disagreements()) doc.warnings.push_back("zip readers disagree: " + p.message);
   for (const ZipProblem& p : zip.case_collisions()) {
