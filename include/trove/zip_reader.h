@@ -6,6 +6,14 @@
 // the file or overlapping each other or the central directory, duplicate names, and names with a
 // ".." component, a leading '/', a backslash or a NUL. Errors name the entry and an offset:
 //   "entry 'archive/data/0' @ 1234: local header name 'x' differs from central directory name ..."
+// Where common readers (torch's miniz, Python's zipfile, unzip) would see different archives or
+// different bytes, the archive is refused (ZipDisagreement::kRefuse, the default) or, for
+// scanners and --permissive readers, read the way torch reads it with each disagreement listed
+// (kReport): which end record (the last signature with a whole record after it), where the zip64
+// end record is (where the locator points; zipfile assumes right before the locator), bytes
+// between the central directory and the end records (zipfile shifts every offset by them),
+// central directory bytes past the entry count, local headers that differ from the central
+// directory, overlapping entries and duplicate names.
 // The constructor reads metadata only (never payload bytes), in time linear in the entries.
 // Stored entries are zero-copy views of the mapping; deflate, bzip2 and lzma entries are
 // decompressed into owned memory, never beyond their declared size (a bomb stops there).
@@ -45,6 +53,9 @@ struct ZipEntry {
   std::string local_extra;          // raw local-header extra field (alignment padding lives here)
 };
 
+// What to do with an archive two common zip readers would read differently.
+enum class ZipDisagreement { kRefuse, kReport };
+
 struct ZipProblem {
   std::string entry;    // empty for archive-level problems
   uint64_t offset = 0;
@@ -55,12 +66,29 @@ class ZipReader {
  public:
   // Parses and checks the archive. Throws Error(kCorrupt/kRefused/kUnsupported/kLimit) naming
   // the entry.
-  explicit ZipReader(std::shared_ptr<MappedFile> file);
+  explicit ZipReader(std::shared_ptr<MappedFile> file, ZipDisagreement mode = ZipDisagreement::kRefuse);
   // The same over bytes already in memory (fuzzing, nested archives); file() must not be used.
-  explicit ZipReader(SharedBytes archive);
+  explicit ZipReader(SharedBytes archive, ZipDisagreement mode = ZipDisagreement::kRefuse);
 
   const std::vector<ZipEntry>& entries() const { return entries_; }
   const ZipEntry* Find(std::string_view name) const;  // exact name, O(log n)
+  // torch's lookup (miniz without MZ_ZIP_FLAG_CASE_SENSITIVE): ASCII case ignored. Among names
+  // that differ only in case (see case_collisions()) the exact spelling wins, else the first in
+  // central-directory order; torch itself may open any of them. O(log n).
+  const ZipEntry* FindIgnoringCase(std::string_view name) const;
+  // Names that differ only in ASCII case, one problem per extra name. A torch archive with any is
+  // read differently by torch (which may open any of them) and by Python's zipfile (which sees
+  // them all); tensordict archives are read case-sensitively, so the caller decides.
+  const std::vector<ZipProblem>& case_collisions() const { return case_collisions_; }
+  // kReport only: where common readers disagree (empty under kRefuse: the constructor threw).
+  const std::vector<ZipProblem>& disagreements() const { return disagreements_; }
+  // kReport only: entries Python's zipfile reads past the central directory's entry count (torch
+  // does not see them; Read() reads them). Not in entries(), Find() or FindIgnoringCase().
+  const std::vector<ZipEntry>& zipfile_extra_entries() const { return zipfile_extra_; }
+  // kReport only: entries refused on their own (a name with '..' or NUL, encryption, an unknown
+  // method, another disk, inconsistent stored sizes), left out of entries(); the others are read
+  // (torch's reader would open them), so a scanner still sees every pickle.
+  const std::vector<ZipProblem>& refused_entries() const { return refused_; }
   const MappedFile& file() const { return *file_; }
   const std::shared_ptr<MappedFile>& shared_file() const { return file_; }  // null for in-memory
   const SharedBytes& bytes() const { return bytes_; }                        // the whole archive
@@ -75,12 +103,17 @@ class ZipReader {
   const std::vector<ZipProblem>& anomalies() const { return anomalies_; }
 
  private:
-  void Parse();
+  void Parse(ZipDisagreement mode);
   std::shared_ptr<MappedFile> file_;
   SharedBytes bytes_;
   std::vector<ZipEntry> entries_;
   std::vector<uint32_t> sorted_;  // indices of entries_ sorted by name
+  std::vector<uint32_t> folded_;  // indices of entries_ sorted by ASCII-lowercased name
   std::vector<ZipProblem> anomalies_;
+  std::vector<ZipProblem> disagreements_;
+  std::vector<ZipProblem> case_collisions_;
+  std::vector<ZipEntry> zipfile_extra_;
+  std::vector<ZipProblem> refused_;
 };
 
 // CRC-32 (zip polynomial) of a byte range, continuing from `crc` (0 to start).

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "formats/pt/legacy_tar.h"
 #include "formats/pt/pt_reader.h"
 #include "formats/pt/torch_resolver.h"
 #include "formats/tensordict/level_reader.h"
@@ -26,6 +27,10 @@ constexpr uint64_t kMaxScanTreeEntries = uint64_t{1} << 22;
 // VM pass; real files have none, and three levels show the trick without letting a file
 // multiply the scan's work.
 constexpr int kMaxNestedPickleDepth = 3;
+// A TorchScript/torch.package record not named like a pickle is checked for one (its first bytes)
+// only up to this size when compressed: the check inflates it, and real pickled resources are
+// small. Stored records of any size are checked (a view, nothing inflated).
+constexpr uint64_t kMaxSniffedRecordBytes = uint64_t{64} << 20;
 
 // A global's grade follows what its name resolves to (pickle/global_class.h): anything that runs
 // code, reaches other names, loads another pickle, touches files or the network is critical,
@@ -76,6 +81,22 @@ bool LooksLikePickle(const uint8_t* data, uint64_t size) {
   return size >= 3 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5;
 }
 
+// Whether an entry's name says pickle to torch's loaders: torch.load opens <top>/data.pkl,
+// torch.jit.load constants.pkl, bytecode.pkl and code/*.debug_pkl, torch.package its *.pkl
+// resources, tensordict its *.pickle sidecars; torch looks names up ignoring ASCII case, so the
+// name is compared lowercased.
+bool NamedLikePickle(std::string_view name) {
+  std::string folded = TorchRecordName(name);
+  return folded.ends_with("pkl") || folded.ends_with(".pickle");
+}
+
+// Records of a TorchScript/torch.package archive that hold raw storage bytes, never a pickle.
+bool IsStorageRecord(std::string_view name) {
+  std::string folded = TorchRecordName(name);
+  return folded.starts_with("data/") || folded.starts_with("constants/") ||
+         (folded.starts_with(".data/") && folded.ends_with(".storage"));
+}
+
 // Passes every question to the resolver a reader would use, and notes what the unpickler asked
 // that no data file needs: BUILD on a global itself (setattr on a class or function: the
 // "BUILD on an allowed global" bypass rewires an allowed name before it is used) and calls of a
@@ -113,7 +134,15 @@ class ScanResolver : public PickleResolver {
   PickleResolver& inner_;
 };
 
-enum class PickleKind { kTorch, kData };
+enum class PickleKind { kTorch, kData, kLegacyTar };
+
+// The legacy tar format's persistent ids are plain storage keys, looked up in what the
+// `storages` member made: inert values to a scanner.
+class LegacyTarResolver : public TorchResolver {
+ public:
+  LegacyTarResolver() : TorchResolver(/*permissive=*/true) {}
+  Value* PersistentLoad(Value* pid, ValueArena& arena) override { return pid != nullptr ? pid : arena.None(); }
+};
 
 void ScanPickle(CheckReport& report, const std::string& entry, const uint8_t* data, uint64_t size, uint64_t base,
                 uint64_t* consumed = nullptr, bool legacy_ids = false, PickleKind kind = PickleKind::kTorch,
@@ -122,7 +151,10 @@ void ScanPickle(CheckReport& report, const std::string& entry, const uint8_t* da
   TorchResolver torch(/*permissive=*/true);
   torch.legacy_persistent_ids = legacy_ids;
   DataResolver plain(/*permissive=*/true);
-  ScanResolver resolver(kind == PickleKind::kTorch ? static_cast<PickleResolver&>(torch) : plain);
+  LegacyTarResolver tar;
+  ScanResolver resolver(kind == PickleKind::kTorch     ? static_cast<PickleResolver&>(torch)
+                        : kind == PickleKind::kLegacyTar ? static_cast<PickleResolver&>(tar)
+                                                         : plain);
   Unpickler u(data, size, arena, resolver, base);
   Value* root = nullptr;
   try {
@@ -197,6 +229,34 @@ uint64_t ZipPrefixBytes(const uint8_t* data, uint64_t size) {
   return 0;
 }
 
+// The archive Python's zipfile reads when an end record puts the central directory `prefix` bytes
+// further on than its offset says (it takes them for data glued before the archive and reads
+// every entry that much further on): its pickles are scanned, labelled "zipfile view". Returns
+// false when zipfile would not read an archive there either.
+bool ScanZipfileView(CheckReport& report, const std::shared_ptr<MappedFile>& file, uint64_t prefix, uint64_t* entries,
+                     uint64_t* first_local) {
+  std::unique_ptr<ZipReader> zip;
+  try {
+    zip = std::make_unique<ZipReader>(file->bytes().Slice(prefix, file->size() - prefix), ZipDisagreement::kReport);
+  } catch (const Error&) {
+    return false;
+  }
+  *entries = zip->entries().size();
+  *first_local = UINT64_MAX;
+  for (const auto& e : zip->entries()) *first_local = std::min(*first_local, e.local_header_offset);
+  for (const auto& e : zip->entries()) {
+    if (!NamedLikePickle(e.name)) continue;
+    const std::string label = prefix > 0 ? "zipfile view (+" + std::to_string(prefix) + "): " + e.name : e.name;
+    try {
+      SharedBytes bytes = zip->Read(e);
+      ScanPickle(report, label, bytes.data(), bytes.size(), 0);
+    } catch (const Error& err) {
+      report.findings.push_back({Severity::kMedium, label, e.data_offset, err.message()});
+    }
+  }
+  return true;
+}
+
 // Findings for a file whose first bytes are not a zip but whose end is one: zip readers (Python's
 // zipfile, scanners) and start-of-file readers (torch's legacy loader, pickle.load) see two
 // different files. Also scans a leading pickle, which torch.load would run before anything else.
@@ -207,25 +267,152 @@ void ScanPolyglot(CheckReport& report, const std::shared_ptr<MappedFile>& file, 
                                "run it before checking anything"});
     ScanPickle(report, "pickle 1", file->data(), file->size(), 0);
   }
+  const uint64_t prefix = ZipPrefixBytes(file->data(), file->size());
+  const size_t at = report.findings.size();
+  uint64_t entries = 0, first = UINT64_MAX;
+  // Not a zip at all (the usual case), or one no zip reader would accept either: nothing to say.
+  if (!ScanZipfileView(report, file, prefix, &entries, &first)) return;
+  report.findings.insert(report.findings.begin() + static_cast<std::ptrdiff_t>(at),
+                         {Severity::kHigh, "", first == UINT64_MAX ? prefix : prefix + first,
+                          "polyglot: the file is also a zip archive (" + std::to_string(entries) +
+                              " entries) that zip readers see instead of what its first bytes say"});
+}
+
+// The value a pickle makes, read with the scanning resolver (nothing is run); nullptr when it
+// cannot be read. `consumed` gets the pickle's length.
+Value* PickleValue(const uint8_t* data, uint64_t size, ValueArena& arena, uint64_t* consumed) {
+  LegacyTarResolver resolver;
+  Unpickler u(data, size, arena, resolver, 0);
   try {
-    const uint64_t prefix = ZipPrefixBytes(file->data(), file->size());
-    ZipReader zip(file->bytes().Slice(prefix, file->size() - prefix));
-    uint64_t first = UINT64_MAX;
-    for (const auto& e : zip.entries()) first = std::min(first, e.local_header_offset);
-    report.findings.push_back({Severity::kHigh, "", first == UINT64_MAX ? prefix : prefix + first,
-                               "polyglot: the file is also a zip archive (" + std::to_string(zip.entries().size()) +
-                                   " entries) that zip readers see instead of what its first bytes say"});
-    for (const auto& e : zip.entries()) {
-      if (!e.name.ends_with(".pkl") && !e.name.ends_with(".pickle")) continue;
-      try {
-        SharedBytes bytes = zip.Read(e);
-        ScanPickle(report, e.name, bytes.data(), bytes.size(), 0);
-      } catch (const Error& err) {
-        report.findings.push_back({Severity::kMedium, e.name, e.data_offset, err.message()});
+    Value* v = u.Load();
+    *consumed = u.consumed();
+    return v;
+  } catch (const Error&) {
+    *consumed = 0;
+    return nullptr;
+  }
+}
+
+// Follows a legacy tar member that interleaves pickles and binary records (`storages`,
+// `tensors`) the way torch.load reads it, scanning every pickle it would run. Where the next
+// pickle cannot be located (an unreadable count or storage type), the rest is reported unscanned.
+void ScanLegacyTarStream(CheckReport& report, const std::string& entry, const uint8_t* data, uint64_t size,
+                         bool storages) {
+  uint64_t at = 0;
+  auto scan_next = [&](ValueArena& arena) -> Value* {
+    uint64_t consumed = 0;
+    ScanPickle(report, entry, data + at, size - at, at, &consumed, false, PickleKind::kLegacyTar);
+    uint64_t again = 0;
+    Value* v = PickleValue(data + at, size - at, arena, &again);
+    if (consumed == 0 || again != consumed) return nullptr;
+    at += consumed;
+    return v;
+  };
+  auto stop = [&](const std::string& why) {
+    report.findings.push_back({Severity::kHigh, entry, at, why + ": the rest of the member (" + std::to_string(size - at) +
+                                                              " bytes) is not scanned; torch.load may run pickles in it"});
+  };
+  auto skip = [&](uint64_t n) {
+    if (n > size - at) return false;
+    at += n;
+    return true;
+  };
+  ValueArena arena;
+  Value* count = scan_next(arena);
+  if (count == nullptr || count->kind != ValueKind::kInt || count->is_big_int() || count->integer < 0) {
+    if (at < size) stop("the record count is not a readable int");
+    return;
+  }
+  // Each record takes at least one byte, so the member's size bounds the loop.
+  for (int64_t i = 0; i < count->integer && at < size; ++i) {
+    ValueArena record_arena;
+    Value* args = scan_next(record_arena);
+    if (args == nullptr || args->kind != ValueKind::kTuple || args->items.size() != 3) {
+      stop("record #" + std::to_string(i) + " is not a readable (key, ..., type) tuple");
+      return;
+    }
+    if (storages) {
+      // The storage's bytes: an int64 element count, then count * element size bytes.
+      const Value* type = args->items[2];
+      std::optional<DType> dtype;
+      if (type->kind == ValueKind::kGlobal) {
+        std::string_view n = type->type_name;
+        dtype = DTypeFromStorageClass(n.substr(n.rfind('.') + 1));
+      }
+      if (!dtype || size - at < 8) {
+        stop("storage #" + std::to_string(i) + " has no known storage type");
+        return;
+      }
+      uint64_t numel = 0;
+      for (int b = 7; b >= 0; --b) numel = numel << 8 | data[at + static_cast<uint64_t>(b)];
+      at += 8;
+      const uint64_t esize = ElementSize(*dtype);
+      if (numel > (size - at) / std::max<uint64_t>(esize, 1) || !skip(numel * esize)) {
+        stop("storage #" + std::to_string(i) + " runs past the end of the member");
+        return;
+      }
+    } else {
+      // A tensor's shape: int32 ndim, 4 bytes, ndim sizes and strides (int64), int64 offset.
+      if (size - at < 8) {
+        stop("tensor #" + std::to_string(i) + " is cut short");
+        return;
+      }
+      uint64_t ndim = 0;
+      for (int b = 3; b >= 0; --b) ndim = ndim << 8 | data[at + static_cast<uint64_t>(b)];
+      at += 8;
+      if (ndim > (size - at) / 16 || !skip(ndim * 16 + 8)) {
+        stop("tensor #" + std::to_string(i) + " runs past the end of the member");
+        return;
       }
     }
-  } catch (const Error&) {
-    // Not a zip at all (the usual case), or one no zip reader would accept either.
+  }
+  // storages ends with the list of storage views, another pickle.
+  if (storages && at < size) scan_next(arena);
+  if (at < size) {
+    report.findings.push_back({Severity::kMedium, entry, at, std::to_string(size - at) + " bytes after the last record torch.load reads"});
+  }
+}
+
+// A pre-0.4 tar checkpoint. torch.load tries Python's tarfile on every file that is not a zip
+// before anything else, extracts `storages` and `tensors` (pickles between binary records) and
+// then unpickles `pickle`; old writers also stored `sys_info`. Every pickle in them is scanned.
+void ScanLegacyTar(CheckReport& report, const std::shared_ptr<MappedFile>& file) {
+  report.findings.push_back({Severity::kMedium, "", 0,
+                             "pre-0.4 tar checkpoint: torch.load runs the pickles in its members; trove does not read it "
+                             "(its pickles are scanned)"});
+  std::vector<TarMember> members;
+  try {
+    members = ListTarMembers(file->data(), file->size());
+  } catch (const Error& e) {
+    report.findings.push_back({Severity::kHigh, "", 0, "tar checkpoint not fully listed: " + e.message()});
+    return;
+  }
+  for (const char* name : {"sys_info", "storages", "tensors", "pickle"}) {
+    std::vector<const TarMember*> found;
+    for (const TarMember& m : members) {
+      if (m.name == name) found.push_back(&m);
+    }
+    if (found.size() > 1) {
+      report.findings.push_back({Severity::kCritical, name, found.back()->header_offset,
+                                 "tar member appears " + std::to_string(found.size()) +
+                                     " times: torch.load (Python's tarfile) uses the last, other tar readers the first; "
+                                     "all are scanned"});
+    }
+    for (const TarMember* m : found) {
+      if (!m->regular()) {
+        report.findings.push_back({Severity::kCritical, name, m->header_offset,
+                                   std::string("tar member is not a regular file (type '") + m->type +
+                                       "'): torch.load extracts it and reads what it points to"});
+        continue;
+      }
+      const uint8_t* data = file->data() + m->data_offset;
+      const std::string entry = std::string(name) + (found.size() > 1 ? " @ " + std::to_string(m->header_offset) : "");
+      if (std::string_view(name) == "storages" || std::string_view(name) == "tensors") {
+        ScanLegacyTarStream(report, entry, data, m->size, std::string_view(name) == "storages");
+      } else {
+        ScanPickle(report, entry, data, m->size, 0, nullptr, false, PickleKind::kLegacyTar);
+      }
+    }
   }
 }
 
@@ -339,7 +526,12 @@ CheckReport Verify(const std::string& path) {
     return report;
   }
   if (IsZipFormat(format)) {
-    ZipReader zip(MappedFile::Open(path));  // an unreadable container throws: exit 2
+    // An unreadable container throws (exit 2); one that zip readers read differently is a problem.
+    ZipReader zip(MappedFile::Open(path), ZipDisagreement::kReport);
+    for (const auto& d : zip.disagreements()) {
+      report.findings.push_back({Severity::kHigh, d.entry, d.offset, "zip readers disagree: " + d.message});
+    }
+    for (const auto& r : zip.refused_entries()) report.findings.push_back({Severity::kHigh, r.entry, r.offset, r.message});
     for (const auto& e : zip.entries()) {
       report.entries_checked++;
       report.bytes_checked += e.compressed_size;
@@ -387,9 +579,24 @@ CheckReport Scan(const std::string& path) {
   }
   auto file = MappedFile::Open(path);
   if (IsZipFormat(format)) {
+    // Python's zipfile shifts every offset when the end records leave room for data before the
+    // archive; torch's reader does not. Both views are scanned.
+    if (const uint64_t shift = ZipPrefixBytes(file->data(), file->size()); shift > 0) {
+      const size_t at = report.findings.size();
+      uint64_t entries = 0, first = 0;
+      if (ScanZipfileView(report, file, shift, &entries, &first)) {
+        report.findings.insert(report.findings.begin() + static_cast<std::ptrdiff_t>(at),
+                               {Severity::kCritical, "", shift,
+                                "zip readers disagree: Python's zipfile reads every entry " + std::to_string(shift) +
+                                    " bytes further on than torch's reader (it takes them for data before the "
+                                    "archive) and sees " + std::to_string(entries) + " entries there; scanned as "
+                                    "'zipfile view'"});
+      }
+    }
     std::unique_ptr<ZipReader> zip;
     try {
-      zip = std::make_unique<ZipReader>(file);
+      // Read as torch reads it, with every point where zip readers part ways listed.
+      zip = std::make_unique<ZipReader>(file, ZipDisagreement::kReport);
     } catch (const Error& e) {
       // Path tricks (".." and absolute names), encrypted entries, overlaps and headers that
       // disagree with the central directory all stop the zip reader: each is reported here.
@@ -402,29 +609,76 @@ CheckReport Scan(const std::string& path) {
       bool usual = a.message.find("use a data descriptor") != std::string::npos;
       report.findings.push_back({usual ? Severity::kInfo : Severity::kMedium, a.entry, a.offset, a.message});
     }
+    // Readers that see different archives or bytes: whatever trove scans, torch or another tool
+    // may run something else.
+    // Path tricks (".." and absolute names), encryption and unknown methods: the entry is not
+    // read; the rest of the archive, which torch's reader would still open, is scanned.
+    for (const auto& r : zip->refused_entries()) {
+      report.findings.push_back({Severity::kHigh, r.entry, r.offset, "zip entry refused: " + r.message});
+    }
+    for (const auto& d : zip->disagreements()) {
+      report.findings.push_back({Severity::kCritical, d.entry, d.offset, "zip readers disagree: " + d.message});
+    }
+    if (format != Format::kTdz) {
+      for (const auto& c : zip->case_collisions()) {
+        report.findings.push_back({Severity::kCritical, c.entry, c.offset, "zip readers disagree: " + c.message});
+      }
+    }
     for (const auto& e : zip->entries()) {
-      std::string_view n = e.name;
-      size_t slash = n.find('/');
-      std::string_view rest = slash == std::string_view::npos ? n : n.substr(slash + 1);
+      const std::string rest = TorchRecordName(e.name);
       if (rest == "constants.pkl" || rest == "bytecode.pkl" || rest.starts_with("code/") || rest == ".data/version") {
         report.findings.push_back({Severity::kHigh, e.name, e.data_offset, "TorchScript/torch.package record: the archive carries code"});
       }
-      if (n.ends_with(".pkl") || n.ends_with(".pickle")) {
-        SharedBytes bytes;
-        try {
-          bytes = zip->Read(e);
-        } catch (const Error& err) {
-          report.findings.push_back({Severity::kMedium, e.name, e.data_offset, err.message()});
-          continue;
-        }
-        if (format == Format::kTdz && IsPickledSidecar(e.name)) {
-          ScanSidecar(report, e.name, bytes);
-        } else {
-          ScanPickle(report, e.name, bytes.data(), bytes.size(), 0);
-        }
+      // Every entry whose name torch's loaders (ignoring case) or tensordict would unpickle, and
+      // in TorchScript/torch.package archives every other record that starts like a pickle
+      // (torch.package loads pickled resources by any name).
+      const bool named = NamedLikePickle(e.name);
+      const bool sniff = !named && format == Format::kTorchScript && !IsStorageRecord(e.name);
+      if (!named && !sniff) continue;
+      if (sniff && e.method != static_cast<uint16_t>(ZipMethod::kStored) && e.uncompressed_size > kMaxSniffedRecordBytes) {
+        report.findings.push_back({Severity::kMedium, e.name, e.data_offset,
+                                   "compressed record larger than kMaxSniffedRecordBytes: not checked for a pickle"});
+        continue;
+      }
+      SharedBytes bytes;
+      try {
+        bytes = zip->Read(e);
+      } catch (const Error& err) {
+        report.findings.push_back({Severity::kMedium, e.name, e.data_offset, err.message()});
+        continue;
+      }
+      if (sniff && !LooksLikePickle(bytes.data(), bytes.size())) continue;
+      if (format == Format::kTdz && IsPickledSidecar(e.name)) {
+        ScanSidecar(report, e.name, bytes);
+      } else {
+        ScanPickle(report, e.name, bytes.data(), bytes.size(), 0);
+      }
+    }
+    for (const auto& e : zip->zipfile_extra_entries()) {
+      if (!NamedLikePickle(e.name)) continue;
+      const std::string label = "zipfile view: " + e.name;
+      try {
+        SharedBytes bytes = zip->Read(e);
+        ScanPickle(report, label, bytes.data(), bytes.size(), 0);
+      } catch (const Error& err) {
+        report.findings.push_back({Severity::kMedium, label, e.data_offset, err.message()});
       }
     }
     if (format == Format::kTdz) CheckStructure(report, path);
+    return report;
+  }
+  // torch.load hands every file that does not start as a zip to Python's tarfile first, whatever
+  // its magic: a file tarfile accepts is read as a legacy tar checkpoint.
+  const bool tar = LooksLikeTar(file->data(), file->size());
+  if (tar) ScanLegacyTar(report, file);
+  if (format == Format::kPtTar) {
+    if (!tar) {
+      // A ustar header tarfile rejects: torch.load goes on to unpickle the file from its start.
+      CheckStructure(report, path);
+      ScanPolyglot(report, file, /*scan_leading_pickle=*/true);
+    }
+    report.entries_checked++;
+    report.bytes_checked += file->size();
     return report;
   }
   if (format == Format::kPtLegacy) {

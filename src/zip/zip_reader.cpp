@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +22,12 @@ using namespace zip;
 
 // A hostile archive can make every entry anomalous; past this many the report only counts them.
 constexpr size_t kMaxAnomalies = 1000;
+// Python's zipfile looks for the end record in the last 22 + 65536 bytes. miniz (torch's reader)
+// scans 4 KiB blocks backwards and stops after the block that reaches 65535 + 22 bytes from the
+// end, so it can find a record up to one block further: trove searches that far, and a record
+// only miniz can reach is a disagreement.
+constexpr uint64_t kZipfileEndWindow = kEndSize + (uint64_t{1} << 16);
+constexpr uint64_t kTorchEndWindow = kZipfileEndWindow + 4096;
 
 std::string Hex(uint64_t v) {
   static const char kHex[] = "0123456789abcdef";
@@ -111,10 +118,12 @@ constexpr int64_t kEnd = -2;
 class Parser {
  public:
   // `release`, when given, drops this process's mapping of [from, to) of the archive (see Parse).
-  Parser(const uint8_t* data, uint64_t size, std::function<void(uint64_t, uint64_t)> release = nullptr)
-      : data_(data), size_(size), file_(data, size), release_(std::move(release)) {}
+  Parser(const uint8_t* data, uint64_t size, ZipDisagreement mode,
+         std::function<void(uint64_t, uint64_t)> release = nullptr)
+      : data_(data), size_(size), file_(data, size), mode_(mode), release_(std::move(release)) {}
 
-  void Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies);
+  void Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies, std::vector<ZipProblem>* disagreements,
+           std::vector<ZipEntry>* zipfile_extra, std::vector<ZipProblem>* refused);
 
  private:
   void Note(std::string entry, uint64_t offset, std::string message) {
@@ -124,9 +133,26 @@ class Parser {
       ++dropped_;
     }
   }
+  // Two common readers would see different archives or bytes: an error under kRefuse (with the
+  // code a plain error of that kind has), a listed problem under kReport (then read as torch does).
+  void Disagree(ErrorCode code, std::string entry, uint64_t offset, std::string message) {
+    if (mode_ == ZipDisagreement::kRefuse) Fail(code, message);
+    if (disagreements_.size() < kMaxAnomalies) {
+      disagreements_.push_back({std::move(entry), offset, std::move(message)});
+    } else {
+      ++dropped_disagreements_;
+    }
+  }
   uint64_t FindEnd();
   void ReadEnd(uint64_t eocd);
-  ZipEntry ReadCentral(ByteReader& cd, uint64_t index);
+  // The entry, or nullopt when it is refused on its own (a name, flag, method or disk trove does
+  // not read) and the mode is kReport: then the refusal is listed and the other entries read on.
+  std::optional<ZipEntry> ReadCentral(ByteReader& cd, uint64_t index);
+  void RefuseEntry(ErrorCode code, const std::string& name, uint64_t offset, const std::string& what, bool* refused) {
+    if (mode_ == ZipDisagreement::kRefuse) EntryFail(code, name, offset, what);
+    if (refused_.size() < kMaxAnomalies) refused_.push_back({name, offset, Where(name, offset) + ": " + what});
+    *refused = true;
+  }
   void CheckLocal(ZipEntry& e, uint64_t* extent_end);
   uint64_t CheckDescriptor(const ZipEntry& e, uint64_t at);
   std::string_view NameOf(int64_t index) const;
@@ -135,11 +161,16 @@ class Parser {
   const uint8_t* data_;
   uint64_t size_;
   ByteReader file_;
+  ZipDisagreement mode_;
   std::function<void(uint64_t, uint64_t)> release_;
   std::vector<ZipEntry> entries_;
   std::vector<Extent> extents_;
   std::vector<ZipProblem> anomalies_;
+  std::vector<ZipProblem> disagreements_;
+  std::vector<ZipEntry> zipfile_extra_;  // kReport: entries past the count that zipfile reads
+  std::vector<ZipProblem> refused_;      // kReport: entries refused on their own
   uint64_t dropped_ = 0;
+  uint64_t dropped_disagreements_ = 0;
   // The central directory and where the end records begin.
   uint64_t count_ = 0;
   uint64_t cd_offset_ = 0;
@@ -156,25 +187,54 @@ uint64_t Parser::FindEnd() {
   if (size_ < kEndSize) {
     Fail(ErrorCode::kCorrupt, "not a zip archive: " + std::to_string(size_) + " bytes cannot hold an end record");
   }
-  const uint64_t lowest = size_ > kMaxEndSearch ? size_ - kMaxEndSearch : 0;
   static const uint8_t kSig[4] = {0x50, 0x4B, 0x05, 0x06};
-  uint64_t loose = UINT64_MAX;
-  uint64_t loose_end = 0;
-  for (uint64_t pos = size_ - kEndSize + 1; pos-- > lowest;) {
-    if (std::memcmp(data_ + pos, kSig, 4) != 0) continue;
+  auto comment_end = [&](uint64_t pos) {
     ByteReader r(data_ + pos + 20, 2, pos + 20);
-    uint64_t end = pos + kEndSize + r.U16();
-    // The real record's comment reaches exactly to the end of the file; a signature inside a
-    // comment usually does not.
-    if (end == size_) return pos;
-    if (end < size_ && loose == UINT64_MAX) {
-      loose = pos;
-      loose_end = end;
+    return pos + kEndSize + r.U16();
+  };
+  // torch's reader and Python's zipfile both take the last signature with a whole record after
+  // it; trove reads that one too, and lists every other signature near the end that some reader
+  // would take instead.
+  const uint64_t lowest = size_ > kTorchEndWindow ? size_ - kTorchEndWindow : 0;
+  uint64_t chosen = UINT64_MAX;
+  uint64_t truncated = UINT64_MAX;  // the last signature without a whole record after it
+  std::vector<uint64_t> reaching;   // earlier signatures whose comment ends exactly at the end of the file
+  for (uint64_t pos = size_ - 4 + 1; pos-- > lowest;) {
+    if (std::memcmp(data_ + pos, kSig, 4) != 0) continue;
+    if (size_ - pos < kEndSize) {
+      if (truncated == UINT64_MAX) truncated = pos;
+    } else if (chosen == UINT64_MAX) {
+      chosen = pos;
+    } else if (comment_end(pos) == size_ && reaching.size() < 4) {
+      reaching.push_back(pos);
     }
   }
-  if (loose == UINT64_MAX) Fail(ErrorCode::kCorrupt, "not a zip archive: no end of central directory record");
-  Note("", loose_end, std::to_string(size_ - loose_end) + " bytes after the end record and its comment");
-  return loose;
+  if (chosen == UINT64_MAX) Fail(ErrorCode::kCorrupt, "not a zip archive: no end of central directory record");
+  const std::string where = "end record @ " + std::to_string(chosen);
+  // zipfile takes a comment-less record in the last 22 bytes before searching at all.
+  const bool zipfile_shortcut = chosen == size_ - kEndSize && comment_end(chosen) == size_;
+  if (truncated != UINT64_MAX && !zipfile_shortcut) {
+    Disagree(ErrorCode::kCorrupt, "", truncated,
+             "end record signature @ " + std::to_string(truncated) + " has only " + std::to_string(size_ - truncated) +
+                 " bytes after it: Python's zipfile stops there (not a zip), torch's reader skips it and reads the "
+                 "end record @ " + std::to_string(chosen));
+  }
+  if (size_ - chosen > kZipfileEndWindow) {
+    Disagree(ErrorCode::kCorrupt, "", chosen,
+             where + " is " + std::to_string(size_ - chosen) + " bytes from the end of the file: torch's reader finds it, "
+                     "Python's zipfile (which looks " + std::to_string(kZipfileEndWindow) + " bytes back) finds none");
+  }
+  for (uint64_t other : reaching) {
+    Disagree(ErrorCode::kCorrupt, "", other,
+             "two end records: the one @ " + std::to_string(other) + " has a comment reaching the end of the file and "
+                 "holding another end record @ " + std::to_string(chosen) +
+                 "; torch's reader and Python's zipfile take the later one, readers that check the comment length "
+                 "the earlier one");
+  }
+  const uint64_t end = comment_end(chosen);
+  if (end < size_) Note("", end, std::to_string(size_ - end) + " bytes after the end record and its comment");
+  if (end > size_) Note("", chosen, where + ": its comment length runs " + std::to_string(end - size_) + " bytes past the end of the file");
+  return chosen;
 }
 
 void Parser::ReadEnd(uint64_t eocd) {
@@ -229,6 +289,16 @@ void Parser::ReadEnd(uint64_t eocd) {
   z.Seek(z_end);
   if (z.U32() != kZip64EndSig) Fail(ErrorCode::kCorrupt, zwhere + ": bad signature");
   const uint64_t rest = z.U64();
+  // Python's zipfile assumes the record has no extensible data and reads it 56 bytes before the
+  // locator; torch's reader follows the locator. Anywhere else, they read different records.
+  if (z_end != locator - kZip64EndSize) {
+    const uint64_t extensible = rest >= kZip64EndSize - 12 ? rest - (kZip64EndSize - 12) : 0;
+    Disagree(ErrorCode::kCorrupt, "", z_end,
+             zwhere + (extensible > 0 ? " carries " + std::to_string(extensible) + " bytes of extensible data and" : "") +
+                 " is not right before its locator @ " + std::to_string(locator) +
+                 ": torch's reader reads it where the locator points, Python's zipfile reads a record @ " +
+                 std::to_string(locator - kZip64EndSize));
+  }
   if (rest < kZip64EndSize - 12 || rest > locator - z_end - 12) {
     Fail(ErrorCode::kCorrupt, zwhere + ": record size " + std::to_string(rest) + " does not fit before the locator");
   }
@@ -264,7 +334,7 @@ void Parser::ReadEnd(uint64_t eocd) {
   end_start_ = z_end;
 }
 
-ZipEntry Parser::ReadCentral(ByteReader& cd, uint64_t index) {
+std::optional<ZipEntry> Parser::ReadCentral(ByteReader& cd, uint64_t index) {
   const uint64_t at = cd.offset();
   const std::string where = "central directory entry #" + std::to_string(index) + " @ " + std::to_string(at);
   ZipEntry e;
@@ -290,15 +360,18 @@ ZipEntry Parser::ReadCentral(ByteReader& cd, uint64_t index) {
     extra = cd.Bytes(extra_len);
     cd.Skip(comment_len);
   });
+  bool refused = false;
   if (const char* problem = EntryNameProblem(e.name)) {
-    EntryFail(ErrorCode::kRefused, e.name, at, std::string("refused name: ") + problem);
+    RefuseEntry(ErrorCode::kRefused, e.name, at, std::string("refused name: ") + problem, &refused);
   }
   if ((e.flags & (kFlagEncrypted | kFlagStrongEncryption | kFlagMaskedHeaders)) != 0) {
-    EntryFail(ErrorCode::kRefused, e.name, at, "encrypted entry (flags " + Hex(e.flags) + ")");
+    RefuseEntry(ErrorCode::kRefused, e.name, at, "encrypted entry (flags " + Hex(e.flags) + ")", &refused);
   }
   if (e.method != 0 && e.method != 8 && e.method != 12 && e.method != 14) {
-    EntryFail(ErrorCode::kUnsupported, e.name, at, "compression method " + std::to_string(e.method) + " is not supported");
+    RefuseEntry(ErrorCode::kUnsupported, e.name, at, "compression method " + std::to_string(e.method) + " is not supported",
+                &refused);
   }
+  if (refused) return std::nullopt;
   std::vector<ExtraBlock> blocks;
   const bool extra_ok = SplitExtra(extra, &blocks);
   const bool needs64 = e.uncompressed_size == kMax32 || e.compressed_size == kMax32 ||
@@ -319,11 +392,14 @@ ZipEntry Parser::ReadCentral(ByteReader& cd, uint64_t index) {
   } else if (!extra_ok) {
     Note(e.name, at, "malformed central directory extra field");
   }
-  if (disk != 0) EntryFail(ErrorCode::kUnsupported, e.name, at, "entry on disk " + std::to_string(disk));
+  if (disk != 0) RefuseEntry(ErrorCode::kUnsupported, e.name, at, "entry on disk " + std::to_string(disk), &refused);
   if (e.method == 0 && e.compressed_size != e.uncompressed_size) {
-    EntryFail(ErrorCode::kCorrupt, e.name, at, "stored entry with compressed size " + std::to_string(e.compressed_size) +
-                                                   " but uncompressed size " + std::to_string(e.uncompressed_size));
+    RefuseEntry(ErrorCode::kCorrupt, e.name, at,
+                "stored entry with compressed size " + std::to_string(e.compressed_size) + " but uncompressed size " +
+                    std::to_string(e.uncompressed_size),
+                &refused);
   }
+  if (refused) return std::nullopt;
   // Kept for the local-header comparison (layout blocks excluded).
   e.local_extra = ExtraIds(blocks);
   return e;
@@ -357,13 +433,17 @@ void Parser::CheckLocal(ZipEntry& e, uint64_t* extent_end) {
     lname = r.Bytes(name_len);
     lextra = r.Bytes(extra_len);
   });
+  // torch's reader takes the name, method and sizes from the central directory and only the
+  // lengths from the local header; Python's zipfile refuses a different name, and a streaming
+  // reader (unzip -, pip's wheel readers) sees the local header's entry.
   if (lname != e.name) {
-    Fail(ErrorCode::kCorrupt, where + ": local header name " + QuoteName(lname) +
-                                  " differs from central directory name " + QuoteName(e.name));
+    Disagree(ErrorCode::kCorrupt, e.name, at,
+             where + ": local header name " + QuoteName(lname) + " differs from central directory name " + QuoteName(e.name));
   }
   if (lmethod != e.method) {
-    Fail(ErrorCode::kCorrupt, where + ": local header method " + std::to_string(lmethod) +
-                                  " differs from central directory method " + std::to_string(e.method));
+    Disagree(ErrorCode::kCorrupt, e.name, at,
+             where + ": local header method " + std::to_string(lmethod) + " differs from central directory method " +
+                 std::to_string(e.method));
   }
   if ((lflags & (kFlagEncrypted | kFlagStrongEncryption | kFlagMaskedHeaders)) != 0) {
     Fail(ErrorCode::kRefused, where + ": local header marks the entry encrypted (flags " + Hex(lflags) + ")");
@@ -405,10 +485,10 @@ void Parser::CheckLocal(ZipEntry& e, uint64_t* extent_end) {
   // All-zero local values are tolerated (with a descriptor they are meant to be zero); any other
   // values must agree, or a streaming reader would see a different entry than we do.
   if (!local_zero && (lcrc != e.crc32 || lcsize != e.compressed_size || lusize != e.uncompressed_size)) {
-    Fail(ErrorCode::kCorrupt, where + ": local header says crc " + Hex(lcrc) + ", sizes " + std::to_string(lcsize) +
-                                  "/" + std::to_string(lusize) + "; central directory says crc " + Hex(e.crc32) +
-                                  ", sizes " + std::to_string(e.compressed_size) + "/" +
-                                  std::to_string(e.uncompressed_size));
+    Disagree(ErrorCode::kCorrupt, e.name, at,
+             where + ": local header says crc " + Hex(lcrc) + ", sizes " + std::to_string(lcsize) + "/" +
+                 std::to_string(lusize) + "; central directory says crc " + Hex(e.crc32) + ", sizes " +
+                 std::to_string(e.compressed_size) + "/" + std::to_string(e.uncompressed_size));
   }
 
   e.local_extra = std::string(lextra);
@@ -468,8 +548,12 @@ void Parser::CheckExtents() {
       const ZipEntry* named = entry != nullptr ? entry : other;
       std::string msg = label(x.entry) + " [" + std::to_string(x.begin) + ", " + std::to_string(x.end) +
                         ") overlaps " + label(prev) + " (which ends at " + std::to_string(prev_end) + ")";
-      if (named != nullptr) EntryFail(ErrorCode::kCorrupt, named->name, named->local_header_offset, msg);
-      Fail(ErrorCode::kCorrupt, msg);
+      // miniz never checks; Python's zipfile (3.12 on) and unzip refuse overlapping entries.
+      if (named != nullptr) {
+        Disagree(ErrorCode::kCorrupt, named->name, named->local_header_offset, Where(named->name, named->local_header_offset) + ": " + msg);
+      } else {
+        Disagree(ErrorCode::kCorrupt, "", x.begin, msg);
+      }
     }
     if (x.begin > prev_end) {
       std::string msg = std::to_string(x.begin - prev_end) + " bytes " +
@@ -484,7 +568,9 @@ void Parser::CheckExtents() {
   }
 }
 
-void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies) {
+void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies,
+                 std::vector<ZipProblem>* disagreements, std::vector<ZipEntry>* zipfile_extra,
+                 std::vector<ZipProblem>* refused) {
   ReadEnd(FindEnd());
   const std::string cwhere = "central directory @ " + std::to_string(cd_offset_);
   if (count_ > kMaxZipEntries) {
@@ -501,15 +587,39 @@ void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomal
     Fail(ErrorCode::kCorrupt, cwhere + ": " + std::to_string(count_) + " entries cannot fit in " +
                                   std::to_string(cd_size_) + " bytes");
   }
-  if (cd_end < end_start_) Note("", cd_end, std::to_string(end_start_ - cd_end) + " bytes between the central directory and the end records");
+  if (cd_end < end_start_) {
+    // Python's zipfile takes such bytes for data glued before the archive and reads every entry
+    // that much further on; torch's reader takes the offsets as they are.
+    Disagree(ErrorCode::kCorrupt, "", cd_end,
+             std::to_string(end_start_ - cd_end) + " bytes between the central directory and the end records: Python's "
+                 "zipfile reads every entry " + std::to_string(end_start_ - cd_end) +
+                 " bytes further on than torch's reader does");
+  }
 
   entries_.reserve(static_cast<size_t>(count_));
   extents_.reserve(static_cast<size_t>(count_) + 2);
   ByteReader cd(data_ + cd_offset_, cd_size_, cd_offset_);
-  for (uint64_t i = 0; i < count_; ++i) entries_.push_back(ReadCentral(cd, i));
+  for (uint64_t i = 0; i < count_; ++i) {
+    if (std::optional<ZipEntry> e = ReadCentral(cd, i)) entries_.push_back(std::move(*e));
+  }
   if (!cd.at_end()) {
-    Fail(ErrorCode::kCorrupt, cwhere + ": " + std::to_string(cd.remaining()) + " bytes after the last of its " +
-                                  std::to_string(count_) + " entries");
+    // zipfile reads entries until the directory's size is used up, whatever the count says.
+    Disagree(ErrorCode::kCorrupt, "", cd.offset(),
+             cwhere + ": " + std::to_string(cd.remaining()) + " bytes after the last of its " + std::to_string(count_) +
+                 " entries: Python's zipfile reads them as more entries, torch's reader stops at the count");
+    // What zipfile would see there, for a scanner to look at; it stops at the first entry that
+    // does not parse (zipfile would refuse the archive there).
+    for (uint64_t i = count_; cd.remaining() >= kCentralSize && entries_.size() + zipfile_extra_.size() < kMaxZipEntries; ++i) {
+      try {
+        std::optional<ZipEntry> e = ReadCentral(cd, i);
+        if (!e) continue;
+        uint64_t end = 0;
+        CheckLocal(*e, &end);
+        zipfile_extra_.push_back(std::move(*e));
+      } catch (const Error&) {
+        break;
+      }
+    }
   }
   uint64_t touched_from = size_, touched_to = 0;  // what the checks since the last release touched
   for (size_t i = 0; i < entries_.size(); ++i) {
@@ -539,28 +649,51 @@ void Parser::Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomal
     Note(first_zero_local_, 0, std::to_string(zero_local_count_) + " local headers have zero CRC and sizes without a data descriptor");
   }
   if (dropped_ > 0) Note("", 0, std::to_string(dropped_) + " more anomalies not listed");
+  if (dropped_disagreements_ > 0) {
+    disagreements_.push_back({"", 0, std::to_string(dropped_disagreements_) + " more disagreements not listed"});
+  }
   *entries = std::move(entries_);
   *anomalies = std::move(anomalies_);
+  *disagreements = std::move(disagreements_);
+  *zipfile_extra = std::move(zipfile_extra_);
+  *refused = std::move(refused_);
 }
 
 }  // namespace
 
-ZipReader::ZipReader(std::shared_ptr<MappedFile> file) : file_(std::move(file)) {
+ZipReader::ZipReader(std::shared_ptr<MappedFile> file, ZipDisagreement mode) : file_(std::move(file)) {
   if (file_ == nullptr) Fail(ErrorCode::kUsage, "ZipReader: null file");
   bytes_ = file_->bytes();
-  Parse();
+  Parse(mode);
 }
 
-ZipReader::ZipReader(SharedBytes archive) : bytes_(std::move(archive)) { Parse(); }
+ZipReader::ZipReader(SharedBytes archive, ZipDisagreement mode) : bytes_(std::move(archive)) { Parse(mode); }
 
-void ZipReader::Parse() {
+namespace {
+
+char FoldAscii(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// -1, 0, 1 as a < b, a == b, a > b, comparing ASCII-lowercased bytes as unsigned.
+int CompareFolded(std::string_view a, std::string_view b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const auto x = static_cast<unsigned char>(FoldAscii(a[i]));
+    const auto y = static_cast<unsigned char>(FoldAscii(b[i]));
+    if (x != y) return x < y ? -1 : 1;
+  }
+  return a.size() == b.size() ? 0 : (a.size() < b.size() ? -1 : 1);
+}
+
+}  // namespace
+
+void ZipReader::Parse(ZipDisagreement mode) {
   // Checking every local header touches a page near each entry, and the kernel maps whole folios
   // (up to 2 MiB) around a touched page: in a mapped archive of many large entries that adds up
   // to hundreds of MB of resident (page-cache) memory from opening alone. The parser drops what
   // it touched as it goes, and all of it at the end; payloads fault back in when read.
   std::function<void(uint64_t, uint64_t)> release;
   if (bytes_.mapped()) release = [this](uint64_t from, uint64_t to) { bytes_.Release(from, to - from); };
-  Parser(bytes_.data(), bytes_.size(), release).Run(&entries_, &anomalies_);
+  Parser(bytes_.data(), bytes_.size(), mode, release).Run(&entries_, &anomalies_, &disagreements_, &zipfile_extra_, &refused_);
   // The end records and the central directory were read too.
   if (release) release(0, bytes_.size());
   sorted_.resize(entries_.size());
@@ -572,10 +705,40 @@ void ZipReader::Parse() {
     const ZipEntry& a = entries_[sorted_[i - 1]];
     const ZipEntry& b = entries_[sorted_[i]];
     if (a.name == b.name) {
-      EntryFail(ErrorCode::kRefused, b.name, b.local_header_offset,
-                "duplicate entry name (also at " + std::to_string(a.local_header_offset) + ")");
+      // Python's zipfile keeps the last of them, torch's reader whichever its binary search meets.
+      const std::string msg = Where(b.name, b.local_header_offset) + ": duplicate entry name (also at " +
+                              std::to_string(a.local_header_offset) + ")";
+      if (mode == ZipDisagreement::kRefuse) Fail(ErrorCode::kRefused, msg);
+      if (disagreements_.size() < kMaxAnomalies) disagreements_.push_back({b.name, b.local_header_offset, msg});
     }
   }
+  folded_ = sorted_;
+  std::stable_sort(folded_.begin(), folded_.end(), [&](uint32_t a, uint32_t b) {
+    return CompareFolded(entries_[a].name, entries_[b].name) < 0;
+  });
+  for (size_t i = 1; i < folded_.size(); ++i) {
+    const ZipEntry& a = entries_[folded_[i - 1]];
+    const ZipEntry& b = entries_[folded_[i]];
+    if (a.name == b.name || CompareFolded(a.name, b.name) != 0) continue;
+    if (case_collisions_.size() >= kMaxAnomalies) break;
+    case_collisions_.push_back({b.name, b.local_header_offset,
+                                Where(b.name, b.local_header_offset) + ": name differs only in case from " +
+                                    QuoteName(a.name) + " @ " + std::to_string(a.local_header_offset) +
+                                    ": torch's reader ignores case when it looks a name up and may open either; "
+                                    "Python's zipfile sees both"});
+  }
+}
+
+const ZipEntry* ZipReader::FindIgnoringCase(std::string_view name) const {
+  auto it = std::lower_bound(folded_.begin(), folded_.end(), name,
+                             [&](uint32_t i, std::string_view n) { return CompareFolded(entries_[i].name, n) < 0; });
+  const ZipEntry* first = nullptr;
+  for (; it != folded_.end() && CompareFolded(entries_[*it].name, name) == 0; ++it) {
+    const ZipEntry* e = &entries_[*it];
+    if (e->name == name) return e;
+    if (first == nullptr || e < first) first = e;  // entries_ is in central-directory order
+  }
+  return first;
 }
 
 const ZipEntry* ZipReader::Find(std::string_view name) const {

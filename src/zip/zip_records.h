@@ -64,8 +64,6 @@ inline constexpr uint64_t kCentralSize = 46;
 inline constexpr uint64_t kZip64EndSize = 56;
 inline constexpr uint64_t kZip64LocatorSize = 20;
 inline constexpr uint64_t kEndSize = 22;
-// The end record's comment length is a u16, so the record starts within this many bytes of the end.
-inline constexpr uint64_t kMaxEndSearch = kEndSize + 0xFFFF;
 
 // Field offsets patched after the payload is known.
 inline constexpr uint64_t kLocalFlagsAt = 6;

@@ -14,6 +14,7 @@
 
 extern "C" {
 int TroveFuzzEntry_convert_fuzz(const uint8_t* data, size_t size);
+int TroveFuzzEntry_legacy_tar_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_open_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pickle_grammar_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_print_fuzz(const uint8_t* data, size_t size);
@@ -64,6 +65,7 @@ struct Target {
 
 const Target kTargets[] = {
     {"convert_fuzz", TroveFuzzEntry_convert_fuzz},
+    {"legacy_tar_fuzz", TroveFuzzEntry_legacy_tar_fuzz},
     {"open_fuzz", TroveFuzzEntry_open_fuzz},
     {"pickle_grammar_fuzz", TroveFuzzEntry_pickle_grammar_fuzz},
     {"print_fuzz", TroveFuzzEntry_print_fuzz},

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <vector>
 
 #include "core/byte_reader.h"
 #include "formats/pt/torch_resolver.h"
@@ -56,8 +57,16 @@ void CollectNamedTensors(Document& doc, TorchResolver& resolver) {
 }
 
 Document ReadZipPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
-  ZipReader zip(file);
+  // Where zip readers disagree, --permissive reads the archive as torch does and says so.
+  ZipReader zip(file, options.permissive ? ZipDisagreement::kReport : ZipDisagreement::kRefuse);
+  // Entries the reader refuses on their own stay refusals, --permissive or not.
+  if (!zip.refused_entries().empty()) Fail(ErrorCode::kRefused, zip.refused_entries().front().message);
   Document doc;
+  for (const ZipProblem& p : zip.disagreements()) doc.warnings.push_back("zip readers disagree: " + p.message);
+  for (const ZipProblem& p : zip.case_collisions()) {
+    if (!options.permissive) Fail(ErrorCode::kRefused, p.message);
+    doc.warnings.push_back("zip readers disagree: " + p.message);
+  }
   doc.format = "pt";
   doc.path = file->path();
   doc.file_size = file->size();
@@ -70,7 +79,8 @@ Document ReadZipPt(std::shared_ptr<MappedFile> file, const ReadOptions& options)
     std::string method = e.method == 0 ? kMethods[0] : e.method == 8 ? kMethods[1] : e.method == 12 ? kMethods[2] : kMethods[3];
     doc.records.push_back({e.name, e.data_offset, e.uncompressed_size, e.compressed_size, method, e.crc32});
   }
-  auto record = [&](const std::string& name) { return zip.Find(prefix + "/" + name); };
+  // torch opens records by name, ignoring ASCII case (miniz's default lookup).
+  auto record = [&](const std::string& name) { return zip.FindIgnoringCase(prefix + "/" + name); };
   for (const char* code_record : {"constants.pkl", "bytecode.pkl", ".data/version"}) {
     if (record(code_record)) {
       Fail(ErrorCode::kRefused, "'" + prefix + "/" + code_record +
@@ -123,7 +133,7 @@ Document ReadZipPt(std::shared_ptr<MappedFile> file, const ReadOptions& options)
   }
   for (auto& s : resolver.storages()) {
     const std::string name = prefix + "/data/" + s.key;
-    const ZipEntry* e = zip.Find(name);
+    const ZipEntry* e = zip.FindIgnoringCase(name);
     if (!e) Fail(ErrorCode::kCorrupt, "record '" + name + "' missing (referenced by the pickle)");
     if (e->uncompressed_size != s.declared_bytes) {
       Fail(ErrorCode::kCorrupt, "record '" + name + "' has " + std::to_string(e->uncompressed_size) +
@@ -209,6 +219,15 @@ Document ReadLegacyPt(std::shared_ptr<MappedFile> file, const ReadOptions& optio
 
 }  // namespace
 
+std::string TorchRecordName(std::string_view entry) {
+  size_t slash = entry.find('/');
+  std::string rest(slash == std::string_view::npos ? entry : entry.substr(slash + 1));
+  for (char& c : rest) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return rest;
+}
+
 bool IsLegacyPtMagic(std::string_view head) {
   // PROTO n, LONG1 0x0a, then the 10 magic bytes.
   return head.size() >= 14 && static_cast<uint8_t>(head[0]) == 0x80 && static_cast<uint8_t>(head[2]) == 0x8a &&
@@ -217,13 +236,17 @@ bool IsLegacyPtMagic(std::string_view head) {
 
 Format DetectZipFormat(std::shared_ptr<MappedFile> file) {
   try {
-    ZipReader zip(std::move(file));
+    // Telling the format apart needs no agreement between readers; reading it does.
+    ZipReader zip(std::move(file), ZipDisagreement::kReport);
     bool has_pkl = false;
     for (const auto& e : zip.entries()) {
       if (e.name == "meta.json") return Format::kTdz;
-      std::string_view n = e.name;
-      size_t slash = n.find('/');
-      std::string_view rest = slash == std::string_view::npos ? n : n.substr(slash + 1);
+    }
+    std::vector<std::string_view> names;
+    for (const auto& e : zip.entries()) names.push_back(e.name);
+    for (const auto& r : zip.refused_entries()) names.push_back(r.entry);  // refused by the reader, a record all the same
+    for (std::string_view name : names) {
+      std::string rest = TorchRecordName(name);
       if (rest == "constants.pkl" || rest == "bytecode.pkl" || rest == ".data/version") return Format::kTorchScript;
       if (rest == "data.pkl") has_pkl = true;
     }

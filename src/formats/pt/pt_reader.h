@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "trove/document.h"
@@ -19,6 +20,9 @@ class ZipReader;
 // kPt for a torch zip, kTorchScript for TorchScript/torch.package zips, kTdz for a tensordict
 // archive (top-level meta.json), kUnknown otherwise. Does not throw on malformed zips (kPt).
 Format DetectZipFormat(std::shared_ptr<MappedFile> file);
+// The record name torch would match an entry name with: the part after the top folder, ASCII
+// lowercased (torch looks names up ignoring case).
+std::string TorchRecordName(std::string_view entry);
 // The legacy format's first pickle: PROTO n, LONG1 10 bytes of torch's magic number.
 bool IsLegacyPtMagic(std::string_view head);
 
