@@ -81,9 +81,9 @@ class SharedBytes {
 // (one descriptor per MappedFile) so that CopyMappedBytes can have the kernel copy its bytes.
 //
 // A file truncated by another process while mapped would raise SIGBUS on access: trove never
-// writes into a file in place (writers replace files by rename), and code that reads mapped bytes
-// in bulk on behalf of a user runs inside RunGuardingTruncation (below), which turns that SIGBUS
-// into an Error. Every live mapping is registered so that the error can name its file.
+// writes into a file in place (writers replace files by rename), and the command-line tools run
+// every command inside RunGuardingTruncation (below), which turns that SIGBUS into an Error.
+// Every live mapping is registered so that the error can name its file.
 class MappedFile : public std::enable_shared_from_this<MappedFile> {
  public:
   // Throws Error(kIo/kNotFound) naming the path.
@@ -108,16 +108,21 @@ class MappedFile : public std::enable_shared_from_this<MappedFile> {
   int fd_ = -1;
 };
 
-// The SIGBUS guard. Runs body(); when touching a MappedFile's bytes raises SIGBUS on this thread
-// meanwhile (another program truncated the file under the mapping), body is abandoned and
-// Error(kIo, "<path>: the file was truncated while being read") is thrown, naming the mapped file
-// the fault hit. Abandoning jumps out of body with siglongjmp: the destructors of body's own
-// frames do not run (their memory and descriptors leak, locks they held stay held). That is
-// sound only for a caller that reports the error and ends soon after, as the command-line
-// tools do; a long-lived program must not use it, nor call it from a signal handler. Guards nest;
-// a SIGBUS on a thread without a guard (or not at a mapped file) still ends the process.
-// C++ exceptions thrown by body propagate as usual.
+// The SIGBUS guard. Runs body() with truncation turned into an error: when touching a MappedFile's
+// bytes raises SIGBUS on this thread meanwhile (another program shrank the file under the
+// mapping), the handler replaces that whole mapping with zero pages and lets the access go on,
+// so body runs on normally (destructors, locks and temporaries all behave as after any error);
+// when body ends, however it ends, Error(kIo, "<path>: changed while being read") is thrown
+// naming the file. Code that could run long on those zeros (Stream, ForEachChunk) and every
+// writer's Commit call ThrowIfMappedFileChanged, so nothing read from a changed file is ever
+// committed. Guards nest; a SIGBUS on a thread without a guard (or not at a mapped file) still
+// ends the process. Safe for long-lived programs; not for use from a signal handler.
 void RunGuardingTruncation(const std::function<void()>& body);
+// Throws the guard's Error when a mapped file was found changed under this thread's guard.
+// Cheap (one thread-local read): called per streamed window and before any output is committed.
+void ThrowIfMappedFileChanged();
+// Throws Error(kIo, "<path>: changed while being read").
+[[noreturn]] void FailChangedWhileRead(const std::string& path);
 // The path of the live MappedFile whose mapping holds `address`, or "" when none does. A write(2)
 // whose source is a mapping truncated under it fails with EFAULT instead of raising SIGBUS;
 // callers that write mapped bytes out use this to say which file was truncated.

@@ -242,7 +242,7 @@ void CatTensor(const Document& doc, const std::string& key, bool raw, bool json)
       if (std::fwrite(p, 1, n, stdout) != n) {
         // write(2) from a mapping truncated under us fails with EFAULT rather than SIGBUS.
         const std::string truncated = errno == EFAULT ? MappedFileAt(p) : std::string();
-        if (!truncated.empty()) Fail(ErrorCode::kIo, truncated + ": the file was truncated while being read");
+        if (!truncated.empty()) FailChangedWhileRead(truncated);
         Fail(ErrorCode::kIo, "writing to stdout failed");
       }
     });
@@ -306,12 +306,9 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   cat->callback([exit_code] {
     ReadOptions opts;
     opts.permissive = permissive;
-    // A file truncated by another program while we stream it: an error, not a SIGBUS death.
-    RunGuardingTruncation([&] {
-      Document doc = Open(path, opts);
-      for (const auto& k : keys) FindTensorOrFail(doc, k);  // every key checked before any output
-      for (const auto& k : keys) CatTensor(doc, k, raw, json);
-    });
+    Document doc = Open(path, opts);
+    for (const auto& k : keys) FindTensorOrFail(doc, k);  // every key checked before any output
+    for (const auto& k : keys) CatTensor(doc, k, raw, json);
     *exit_code = kExitOk;
   });
 
@@ -320,8 +317,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   verify->add_flag("--json", json, "One JSON object for scripts");
   verify->footer("Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");
   verify->callback([exit_code] {
-    CheckReport r;
-    RunGuardingTruncation([&] { r = Verify(path); });
+    CheckReport r = Verify(path);
     size_t problems = 0;
     for (const auto& f : r.findings) problems += f.severity != Severity::kInfo;
     if (json) {
@@ -350,8 +346,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     bool failing = false;
     Json all = Json::array();
     for (const auto& p : paths) {
-      CheckReport r;
-      RunGuardingTruncation([&] { r = Scan(p); });
+      CheckReport r = Scan(p);
       for (const auto& f : r.findings) failing |= f.severity >= threshold;
       if (json) {
         Json j{{"path", r.path}, {"format", r.format}, {"findings", Json::array()}, {"globals", Json::array()}};

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "trove/error.h"
+#include "trove/shared_bytes.h"
 
 namespace trove::cli {
 
@@ -37,7 +38,8 @@ int TroveMain(int argc, char** argv) {
   AddConvertCommands(app, &exit_code);
   app.add_subcommand("data", "The presk data commands (.psk.d files): trove data --help");
   try {
-    app.parse(argc, argv);
+    // Every command reads mapped files: one shrinking under it is an error, not a SIGBUS death.
+    RunGuardingTruncation([&] { app.parse(argc, argv); });
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -13,6 +13,7 @@
 
 #include "core/write_behind.h"
 #include "trove/error.h"
+#include "trove/shared_bytes.h"
 
 namespace trove {
 namespace {
@@ -147,6 +148,7 @@ void AtomicFile::WriteAt(uint64_t offset, const void* data, uint64_t size) {
 
 void AtomicFile::Commit() {
   Flush();
+  ThrowIfMappedFileChanged();  // what was read from a changed source never appears
   // A destination made while we wrote is replaced too, so what it holds is protected as well.
   std::error_code ec;
   if (!sync_ && fs::exists(fs::symlink_status(destination_, ec))) sync_ = true;
@@ -222,6 +224,7 @@ AtomicDirectory::~AtomicDirectory() {
 }
 
 void AtomicDirectory::Commit() {
+  ThrowIfMappedFileChanged();  // what was read from a changed source never appears
   std::error_code ec;
   // A destination made meanwhile is replaced: protect it as if it had been there from the start.
   const bool exists = fs::exists(destination_);

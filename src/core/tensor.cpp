@@ -201,6 +201,7 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
     if (swap) ByteSwapElements(scratch.data(), scratch.size() / esize, dtype);
     fn(scratch.data(), scratch.size());
     scratch.clear();
+    ThrowIfMappedFileChanged();  // no point gathering on through zeros
   };
   if (is_contiguous()) {  // only needs swapping
     const uint8_t* p = first_element();

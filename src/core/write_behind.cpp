@@ -125,6 +125,8 @@ void WriteOut(int fd, const uint8_t* data, uint64_t size, const std::string& nam
     const ssize_t n = ::write(fd, data, static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30)));
     if (n < 0) {
       if (errno == EINTR) continue;
+      // write(2) from a mapping truncated under us fails with EFAULT rather than SIGBUS.
+      if (errno == EFAULT && !MappedFileAt(data).empty()) FailChangedWhileRead(MappedFileAt(data));
       Fail(ErrorCode::kIo, name + ": " + std::strerror(errno));
     }
     data += n;
