@@ -1,7 +1,10 @@
 // trove/shared_bytes.h: immutable byte ranges that keep their backing memory alive.
 //
 // A SharedBytes is a (pointer, size) pair plus a reference-counted owner: a mapped file
-// (zero-copy views of stored tensors) or owned heap memory (inflated or byte-swapped copies).
+// (zero-copy views of stored tensors) or owned heap memory (inflated or byte-swapped copies), or
+// deferred bytes (a compressed zip entry) that are produced only when someone asks for them:
+// Stream() produces them window by window in bounded memory, data() produces them whole once
+// (shared by every copy and slice). Metadata commands therefore never inflate a leaf.
 // Copying a SharedBytes copies the reference, never the bytes. The bytes are read-only.
 // Thread-safety: like std::shared_ptr; concurrent reads of the bytes are safe.
 #pragma once
@@ -15,6 +18,18 @@
 #include <vector>
 
 namespace trove {
+
+class SharedBytes;
+
+// The producer behind deferred bytes. Both members are called from any thread, maybe often.
+class DeferredSource {
+ public:
+  virtual ~DeferredSource() = default;
+  // All the bytes, held (Error as for any read).
+  virtual SharedBytes Produce() const = 0;
+  // Bytes [offset, offset + length) in order, in bounded windows, without holding them all.
+  virtual void Stream(uint64_t offset, uint64_t length, const std::function<void(const uint8_t*, size_t)>& fn) const = 0;
+};
 
 class SharedBytes {
  public:
@@ -32,11 +47,22 @@ class SharedBytes {
     return b;
   }
 
-  const uint8_t* data() const { return data_; }
+  // Bytes of `size` produced by `source` only when asked for (see the top of this file).
+  static SharedBytes Deferred(std::shared_ptr<const DeferredSource> source, uint64_t size);
+
+  // For deferred bytes, produces them all first (once; may throw as any read).
+  const uint8_t* data() const { return deferred_ ? DeferredData() : data_; }
   uint64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  std::span<const uint8_t> span() const { return {data_, static_cast<size_t>(size_)}; }
-  std::string_view view() const { return {reinterpret_cast<const char*>(data_), static_cast<size_t>(size_)}; }
+  std::span<const uint8_t> span() const { return {data(), static_cast<size_t>(size_)}; }
+  std::string_view view() const { return {reinterpret_cast<const char*>(data()), static_cast<size_t>(size_)}; }
+  // True while the bytes are deferred and nobody has asked for them whole.
+  bool deferred() const;
+  // True when both are the same bytes of the same owner (never produces deferred bytes).
+  bool SameBytes(const SharedBytes& other) const {
+    return owner_ == other.owner_ && data_ == other.data_ && deferred_offset_ == other.deferred_offset_ &&
+           size_ == other.size_;
+  }
 
   // A sub-range sharing the owner. Throws Error(kCorrupt) when [offset, offset+length) is not inside.
   SharedBytes Slice(uint64_t offset, uint64_t length) const;
@@ -69,6 +95,10 @@ class SharedBytes {
 
  private:
   friend class MappedFile;
+  struct DeferredState;
+  const uint8_t* DeferredData() const;
+  std::shared_ptr<DeferredState> deferred_;  // set for deferred bytes (owner_ is then the same object)
+  uint64_t deferred_offset_ = 0;             // where this slice starts in the deferred bytes
   std::shared_ptr<const void> owner_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -29,10 +30,49 @@ SharedBytes SharedBytes::CopyOf(const void* data, uint64_t size) {
   return FromVector(std::vector<uint8_t>(p, p + size));
 }
 
+struct SharedBytes::DeferredState {
+  std::shared_ptr<const DeferredSource> source;
+  std::once_flag once;
+  std::atomic<bool> produced{false};
+  SharedBytes bytes;
+};
+
+SharedBytes SharedBytes::Deferred(std::shared_ptr<const DeferredSource> source, uint64_t size) {
+  auto state = std::make_shared<DeferredState>();
+  state->source = std::move(source);
+  SharedBytes b;
+  b.owner_ = state;
+  b.deferred_ = std::move(state);
+  b.size_ = size;
+  return b;
+}
+
+bool SharedBytes::deferred() const { return deferred_ && !deferred_->produced.load(); }
+
+const uint8_t* SharedBytes::DeferredData() const {
+  DeferredState& s = *deferred_;
+  std::call_once(s.once, [&s] {
+    s.bytes = s.source->Produce();
+    s.produced = true;
+  });
+  if (deferred_offset_ + size_ > s.bytes.size()) {
+    Fail(ErrorCode::kCorrupt, "deferred bytes produced " + std::to_string(s.bytes.size()) + " bytes, " +
+                                  std::to_string(deferred_offset_ + size_) + " expected");
+  }
+  return s.bytes.data() + deferred_offset_;
+}
+
 SharedBytes SharedBytes::Slice(uint64_t offset, uint64_t length) const {
   if (offset > size_ || length > size_ - offset) {
     Fail(ErrorCode::kCorrupt, "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
                                   ") is outside " + std::to_string(size_) + " bytes");
+  }
+  if (deferred_) {
+    SharedBytes out = *this;
+    out.deferred_offset_ += offset;
+    out.size_ = length;
+    if (offset != 0 || length != size_) out.recorded_crc32_.reset();
+    return out;
   }
   SharedBytes out(owner_, data_ + offset, length);
   out.mapped_ = mapped_;
@@ -200,9 +240,17 @@ void RunGuardingTruncation(const std::function<void()>& body) {
 constexpr uint64_t kStreamWindowBytes = uint64_t{8} << 20;
 
 void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) const {
+  if (deferred()) {
+    deferred_->source->Stream(deferred_offset_, size_, [&](const uint8_t* p, size_t n) {
+      fn(p, n);
+      ThrowIfMappedFileChanged();
+    });
+    return;
+  }
+  const uint8_t* base = data();  // deferred bytes produced already: in memory
   for (uint64_t done = 0; done < size_;) {
     uint64_t n = std::min<uint64_t>(kStreamWindowBytes, size_ - done);
-    fn(data_ + done, static_cast<size_t>(n));
+    fn(base + done, static_cast<size_t>(n));
     Release(done, n);
     ThrowIfMappedFileChanged();  // no point streaming on through zeros
     done += n;

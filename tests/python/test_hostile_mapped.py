@@ -271,3 +271,143 @@ def test_data_commands_truncated(tmp_path, command):
     truncated_mid_run("trove", "data", *args, victim=f, make=make, size=4096, watch=tmp_path,
                       allowed=[f, g, tmp_path / "rows.pt"])
     assert not out.exists()
+
+
+# ---- 2. small files that inflate ---------------------------------------------------------------
+
+def td_meta(leaves, subdirs=()):
+    meta = {name: {"device": "cpu", "shape": list(shape), "dtype": f"torch.{dtype}", "is_nested": False}
+            for name, (shape, dtype) in leaves.items()}
+    for d in subdirs:
+        meta[d] = {"type": "TensorDict"}
+    meta.update({"shape": [], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>",
+                 "_format_version": 1, "_class": "tensordict:TensorDict"})
+    return json.dumps(meta)
+
+
+BOMB_LEAF_BYTES = 512 << 20   # four leaves of zeros: 2 GiB inflated, a few MB deflated
+BOMB_LEAVES = 4
+
+
+@pytest.fixture(scope="module")
+def inflate_bomb(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bomb") / "bomb.tdz"
+    zeros = bytes(16 << 20)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        leaves = {f"x{i}": ([BOMB_LEAF_BYTES // 4], "float32") for i in range(BOMB_LEAVES)}
+        z.writestr("meta.json", td_meta(leaves))
+        for i in range(BOMB_LEAVES):
+            with z.open(f"x{i}.memmap", "w", force_zip64=True) as f:
+                for _ in range(BOMB_LEAF_BYTES // len(zeros)):
+                    f.write(zeros)
+    assert path.stat().st_size < 16 << 20
+    return path
+
+
+@pytest.mark.parametrize("command", [["info"], ["info", "--json"], ["verify"], ["scan"],
+                                     ["cat", "x0"], ["cat", "x0", "--raw"], ["cat", "x0", "--json"]])
+def test_inflate_bomb_is_never_held(inflate_bomb, tmp_path, command):
+    args = [command[0], inflate_bomb] + command[1:]
+    if command[0] == "cat" and command[-1] in ("--raw", "--json"):
+        # The whole leaf streamed to a file in bounded memory (the address-space limit is 1 GiB).
+        out = tmp_path / "out"
+        with open(out, "wb") as sink:
+            import subprocess
+            from conftest import BIN_DIR, _limit_memory
+            p = subprocess.run([os.path.join(BIN_DIR, "trove")] + [str(a) for a in args], stdout=sink,
+                               stderr=subprocess.PIPE, preexec_fn=_limit_memory, timeout=120)
+        assert p.returncode == 0, p.stderr
+        size = out.stat().st_size
+        assert size == BOMB_LEAF_BYTES if command[-1] == "--raw" else size > BOMB_LEAF_BYTES // 4
+        return
+    r = run_hostile("trove", *args, watch=inflate_bomb.parent, expect={0, 1})
+    if command[0] == "verify":
+        assert r.code == 0, r
+    if command == ["info", "--json"]:
+        info = json.loads(r.out)
+        assert sorted(t["key"] for t in info["tensors"]) == [f"x{i}" for i in range(BOMB_LEAVES)]
+        assert all(t["nbytes"] == BOMB_LEAF_BYTES for t in info["tensors"])
+
+
+def test_deeply_nested_entry_names(tmp_path):
+    # One entry whose name has ~30000 components: its directories must not be listed whole.
+    f = tmp_path / "deep.tdz"
+    with zipfile.ZipFile(f, "w") as z:
+        z.writestr("meta.json", td_meta({"x": ([1], "float32")}))
+        z.writestr("x.memmap", b"\0" * 4)
+        z.writestr("a/" * 32000 + "x.memmap", b"\0" * 4)
+    assert f.stat().st_size < 1 << 20
+    for command in (["info"], ["info", "--json"], ["verify"], ["scan"], ["cat", "x"]):
+        run_hostile("trove", command[0], f, *command[1:], watch=tmp_path, expect={0, 1, 2})
+
+
+@pytest.mark.parametrize("command", [["info"], ["info", "--json"], ["verify"], ["scan"]])
+def test_millions_of_nested_components(tmp_path, command):
+    # meta.json declares two million components; the sizes file is sparse zeros (empty
+    # components), the data file empty: a few hundred bytes on disk.
+    d = tmp_path / "td"
+    d.mkdir()
+    meta = json.loads(td_meta({}))
+    meta["x"] = {"device": "cpu", "shape": [2_000_000, 1], "dtype": "torch.float32", "is_nested": True}
+    (d / "meta.json").write_text(json.dumps(meta))
+    os.truncate(d / "x.shape.memmap", 0) if (d / "x.shape.memmap").exists() else None
+    with open(d / "x.shape.memmap", "wb") as s:
+        s.truncate(2_000_000 * 8)
+    (d / "x.memmap").write_bytes(b"")
+    r = run_hostile("trove", command[0], d, *command[1:], watch=tmp_path, expect={1, 2})
+    assert "kMaxNestedComponents" in r.errtext + r.text, r
+
+
+# ---- 3. views that expand ----------------------------------------------------------------------
+
+EXPANDED = (1 << 15, 1 << 15)  # 2^30 float32 elements, 4 GiB logically, over one stored element
+
+
+@pytest.fixture(scope="module")
+def expanded(tmp_path_factory):
+    d = tmp_path_factory.mktemp("expanded")
+    for name in ("e.pt", "f.pt"):
+        torch.save({"x": torch.full((1,), 3.0).expand(*EXPANDED), "small": torch.zeros(3).expand(4, 3)}, d / name)
+    assert (d / "e.pt").stat().st_size < 1 << 20
+    return d
+
+
+def test_expanded_cat_at_a_glance(expanded, tmp_path):
+    r = run_hostile("trove", "cat", expanded / "e.pt", "x", watch=expanded, expect={0})
+    assert r.text.startswith("x: float32 [32768, 32768]") and "..." in r.text
+
+
+@pytest.mark.parametrize("flag", ["--raw", "--json"])
+def test_expanded_cat_whole_is_refused(expanded, flag):
+    r = run_hostile("trove", "cat", expanded / "e.pt", "x", flag, watch=expanded, expect={2})
+    assert "kMaxExpandRatio" in r.errtext and "--allow-expand" in r.errtext, r
+
+
+def test_small_broadcast_cat_whole_is_fine(expanded):
+    r = run_hostile("trove", "cat", expanded / "e.pt", "small", "--json", watch=expanded, expect={0})
+    assert json.loads(r.out)["data"] == [[0.0] * 3] * 4
+
+
+@pytest.mark.parametrize("target", ["out.tdz", "outdir", "out.psk.d"])
+def test_expanded_convert_without_strides_is_refused(expanded, tmp_path, target):
+    out = tmp_path / target
+    extra = ["--to", "tensordict"] if target == "outdir" else []
+    r = run_hostile("trove", "convert", expanded / "e.pt", out, *extra, watch=tmp_path, expect={2})
+    assert "kMaxExpandRatio" in r.errtext, r
+    assert not out.exists()
+
+
+def test_expanded_convert_to_pt_keeps_the_view(expanded, tmp_path):
+    out = tmp_path / "out.pt"
+    run_hostile("trove", "convert", expanded / "e.pt", out, watch=tmp_path, allowed=[out], expect={0})
+    assert out.stat().st_size < 1 << 20
+    t = torch.load(out)["x"]
+    assert tuple(t.shape) == EXPANDED and t.stride() == (0, 0) and float(t[123, 456]) == 3.0
+
+
+@pytest.mark.parametrize("other", ["e.pt", "f.pt"])
+def test_expanded_diff_and_verify(expanded, other):
+    r = run_hostile("trove", "diff", expanded / "e.pt", expanded / other, watch=expanded, expect={0})
+    assert r.text.strip().startswith("equal"), r
+    run_hostile("trove", "verify", expanded / "e.pt", watch=expanded, expect={0})
+    run_hostile("trove", "info", expanded / "e.pt", "--json", watch=expanded, expect={0})
