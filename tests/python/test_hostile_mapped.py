@@ -338,7 +338,7 @@ def test_deeply_nested_entry_names(tmp_path):
         z.writestr("a/" * 32000 + "x.memmap", b"\0" * 4)
     assert f.stat().st_size < 1 << 20
     for command in (["info"], ["info", "--json"], ["verify"], ["scan"], ["cat", "x"]):
-        run_hostile("trove", command[0], f, *command[1:], watch=tmp_path, expect={0, 1, 2})
+        run_hostile("trove", command[0], f, *command[1:], watch=tmp_path, expect={0})
 
 
 @pytest.mark.parametrize("command", [["info"], ["info", "--json"], ["verify"], ["scan"]])
@@ -350,7 +350,6 @@ def test_millions_of_nested_components(tmp_path, command):
     meta = json.loads(td_meta({}))
     meta["x"] = {"device": "cpu", "shape": [2_000_000, 1], "dtype": "torch.float32", "is_nested": True}
     (d / "meta.json").write_text(json.dumps(meta))
-    os.truncate(d / "x.shape.memmap", 0) if (d / "x.shape.memmap").exists() else None
     with open(d / "x.shape.memmap", "wb") as s:
         s.truncate(2_000_000 * 8)
     (d / "x.memmap").write_bytes(b"")
