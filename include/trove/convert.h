@@ -30,6 +30,9 @@ struct ConvertOptions {
   Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
   Replace replace = Replace::kOwnKind;               // kAnything: --force (trove/atomic_file.h)
   ReadOptions read;
+  // Write views that expand beyond kMaxExpandRatio (trove/tensor.h) into a format without strides
+  // anyway (`--allow-expand`); otherwise that is Error(kLimit) before anything is written.
+  bool allow_expand = false;
   // Called with (bytes written, bytes total) as tensors stream; may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };

@@ -1,7 +1,10 @@
 // trove/shared_bytes.h: immutable byte ranges that keep their backing memory alive.
 //
 // A SharedBytes is a (pointer, size) pair plus a reference-counted owner: a mapped file
-// (zero-copy views of stored tensors) or owned heap memory (inflated or byte-swapped copies).
+// (zero-copy views of stored tensors) or owned heap memory (inflated or byte-swapped copies), or
+// deferred bytes (a compressed zip entry) that are produced only when someone asks for them:
+// Stream() produces them window by window in bounded memory, data() produces them whole once
+// (shared by every copy and slice). Metadata commands therefore never inflate a leaf.
 // Copying a SharedBytes copies the reference, never the bytes. The bytes are read-only.
 // Thread-safety: like std::shared_ptr; concurrent reads of the bytes are safe.
 #pragma once
@@ -15,6 +18,18 @@
 #include <vector>
 
 namespace trove {
+
+class SharedBytes;
+
+// The producer behind deferred bytes. Both members are called from any thread, maybe often.
+class DeferredSource {
+ public:
+  virtual ~DeferredSource() = default;
+  // All the bytes, held (Error as for any read).
+  virtual SharedBytes Produce() const = 0;
+  // Bytes [offset, offset + length) in order, in bounded windows, without holding them all.
+  virtual void Stream(uint64_t offset, uint64_t length, const std::function<void(const uint8_t*, size_t)>& fn) const = 0;
+};
 
 class SharedBytes {
  public:
@@ -32,11 +47,22 @@ class SharedBytes {
     return b;
   }
 
-  const uint8_t* data() const { return data_; }
+  // Bytes of `size` produced by `source` only when asked for (see the top of this file).
+  static SharedBytes Deferred(std::shared_ptr<const DeferredSource> source, uint64_t size);
+
+  // For deferred bytes, produces them all first (once; may throw as any read).
+  const uint8_t* data() const { return deferred_ ? DeferredData() : data_; }
   uint64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  std::span<const uint8_t> span() const { return {data_, static_cast<size_t>(size_)}; }
-  std::string_view view() const { return {reinterpret_cast<const char*>(data_), static_cast<size_t>(size_)}; }
+  std::span<const uint8_t> span() const { return {data(), static_cast<size_t>(size_)}; }
+  std::string_view view() const { return {reinterpret_cast<const char*>(data()), static_cast<size_t>(size_)}; }
+  // True while the bytes are deferred and nobody has asked for them whole.
+  bool deferred() const;
+  // True when both are the same bytes of the same owner (never produces deferred bytes).
+  bool SameBytes(const SharedBytes& other) const {
+    return owner_ == other.owner_ && data_ == other.data_ && deferred_offset_ == other.deferred_offset_ &&
+           size_ == other.size_;
+  }
 
   // A sub-range sharing the owner. Throws Error(kCorrupt) when [offset, offset+length) is not inside.
   SharedBytes Slice(uint64_t offset, uint64_t length) const;
@@ -69,6 +95,10 @@ class SharedBytes {
 
  private:
   friend class MappedFile;
+  struct DeferredState;
+  const uint8_t* DeferredData() const;
+  std::shared_ptr<DeferredState> deferred_;  // set for deferred bytes (owner_ is then the same object)
+  uint64_t deferred_offset_ = 0;             // where this slice starts in the deferred bytes
   std::shared_ptr<const void> owner_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
@@ -81,9 +111,9 @@ class SharedBytes {
 // (one descriptor per MappedFile) so that CopyMappedBytes can have the kernel copy its bytes.
 //
 // A file truncated by another process while mapped would raise SIGBUS on access: trove never
-// writes into a file in place (writers replace files by rename), and code that reads mapped bytes
-// in bulk on behalf of a user runs inside RunGuardingTruncation (below), which turns that SIGBUS
-// into an Error. Every live mapping is registered so that the error can name its file.
+// writes into a file in place (writers replace files by rename), and the command-line tools run
+// every command inside RunGuardingTruncation (below), which turns that SIGBUS into an Error.
+// Every live mapping is registered so that the error can name its file.
 class MappedFile : public std::enable_shared_from_this<MappedFile> {
  public:
   // Throws Error(kIo/kNotFound) naming the path.
@@ -108,16 +138,21 @@ class MappedFile : public std::enable_shared_from_this<MappedFile> {
   int fd_ = -1;
 };
 
-// The SIGBUS guard. Runs body(); when touching a MappedFile's bytes raises SIGBUS on this thread
-// meanwhile (another program truncated the file under the mapping), body is abandoned and
-// Error(kIo, "<path>: the file was truncated while being read") is thrown, naming the mapped file
-// the fault hit. Abandoning jumps out of body with siglongjmp: the destructors of body's own
-// frames do not run (their memory and descriptors leak, locks they held stay held). That is
-// sound only for a caller that reports the error and ends soon after, as the command-line
-// tools do; a long-lived program must not use it, nor call it from a signal handler. Guards nest;
-// a SIGBUS on a thread without a guard (or not at a mapped file) still ends the process.
-// C++ exceptions thrown by body propagate as usual.
+// The SIGBUS guard. Runs body() with truncation turned into an error: when touching a MappedFile's
+// bytes raises SIGBUS on this thread meanwhile (another program shrank the file under the
+// mapping), the handler replaces that whole mapping with zero pages and lets the access go on,
+// so body runs on normally (destructors, locks and temporaries all behave as after any error);
+// when body ends, however it ends, Error(kIo, "<path>: changed while being read") is thrown
+// naming the file. Code that could run long on those zeros (Stream, ForEachChunk) and every
+// writer's Commit call ThrowIfMappedFileChanged, so nothing read from a changed file is ever
+// committed. Guards nest; a SIGBUS on a thread without a guard (or not at a mapped file) still
+// ends the process. Safe for long-lived programs; not for use from a signal handler.
 void RunGuardingTruncation(const std::function<void()>& body);
+// Throws the guard's Error when a mapped file was found changed under this thread's guard.
+// Cheap (one thread-local read): called per streamed window and before any output is committed.
+void ThrowIfMappedFileChanged();
+// Throws Error(kIo, "<path>: changed while being read").
+[[noreturn]] void FailChangedWhileRead(const std::string& path);
 // The path of the live MappedFile whose mapping holds `address`, or "" when none does. A write(2)
 // whose source is a mapping truncated under it fails with EFAULT instead of raising SIGBUS;
 // callers that write mapped bytes out use this to say which file was truncated.

@@ -33,6 +33,14 @@ enum class ByteOrder : uint8_t { kLittle, kBig };
 // costs memory proportional to it.
 inline constexpr size_t kMaxTensorRank = 64;
 
+// How far a view may expand when it is written out whole (a format without strides, `cat` to a
+// pipe): its logical bytes may be up to kMaxExpandRatio times the bytes its storage holds, or
+// kExpandFreeBytes whatever the storage. A stride-0 view (torch's expand) of a few bytes can be
+// terabytes logically; writing that is refused unless asked for (`--allow-expand`). Real views
+// (transposes, slices, a broadcast bias) stay far below.
+inline constexpr uint64_t kMaxExpandRatio = 16;
+inline constexpr uint64_t kExpandFreeBytes = uint64_t{64} << 20;
+
 struct TensorView {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
@@ -109,6 +117,15 @@ struct TensorView {
       Fail(ErrorCode::kUnsupported, "a complex element read as a real number (use At<std::complex<double>>)");
     }
   }
+
+  // Throws Error(kLimit) naming `key` when writing this view whole would expand it beyond
+  // kMaxExpandRatio times its storage (and beyond kExpandFreeBytes).
+  void CheckExpansion(const std::string& key) const;
+
+  // Copies elements [first, first + count) in row-major order into `out` as C-contiguous
+  // little-endian bytes (count * element size): a bounded window of any view, so that two tensors
+  // can be walked side by side in bounded memory. Not for converting views (cast_source).
+  void CopyElements(uint64_t first, uint64_t count, uint8_t* out) const;
 
   // Pointer to the first element (storage + storage_offset * element size).
   const uint8_t* first_element() const {

@@ -85,7 +85,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::string src, dst, to, dtype, compression = "stored", a_path, b_path;
   static std::vector<std::string> keys;
   static uint64_t vocab = 0;
-  static bool json = false, permissive = false, sync = false, force = false;
+  static bool json = false, permissive = false, sync = false, force = false, allow_expand = false;
   static double rtol = 0, atol = 0;
 
   auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz and .psk.d");
@@ -100,6 +100,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_flag("--permissive", permissive, "Read unknown pickle globals as inert objects (they are not written)");
   convert->add_flag("--sync", sync, kSyncFlagHelp);
   convert->add_flag("--force", force, kForceFlagHelp);
+  convert->add_flag("--allow-expand", allow_expand,
+                    "Write views that expand far beyond their stored bytes (stride 0) whole into .tdz, tensordict or .psk.d");
   convert->footer("The output appears only when complete. An existing output is replaced (atomically) only when\n"
                   "it is what convert writes there: a file for a file format, a tensordict directory (or an empty\n"
                   "one) for --to tensordict; anything else is refused unless --force. Examples:\n"
@@ -113,6 +115,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.read.permissive = permissive;
     opts.durability = DurabilityFromSyncFlag(sync);
     opts.replace = ReplaceFromForceFlag(force);
+    opts.allow_expand = allow_expand;
     if (vocab) opts.vocab = vocab;
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);

@@ -222,9 +222,12 @@ void PrintNested(const TensorView& v, bool json, uint64_t limit, std::FILE* out)
   std::fwrite(buf.data(), 1, buf.size(), out);
 }
 
-void CatTensor(const Document& doc, const std::string& key, bool raw, bool json) {
+void CatTensor(const Document& doc, const std::string& key, bool raw, bool json, bool allow_expand) {
   const NamedTensor& t = FindTensorOrFail(doc, key);
   const TensorView& v = *t.view;
+  // Every element is printed: a view far larger than its storage is refused unless allowed (the
+  // human form prints kMaxHumanElements at most, so it is always summarised).
+  if ((raw || json) && !allow_expand) v.CheckExpansion(key);
   if (!Info(v.dtype).readable) {
     Fail(ErrorCode::kUnsupported, "tensor '" + key + "' is quantized (" + std::string(Name(v.dtype)) +
                                       "): reading quantized tensors is not supported");
@@ -242,7 +245,7 @@ void CatTensor(const Document& doc, const std::string& key, bool raw, bool json)
       if (std::fwrite(p, 1, n, stdout) != n) {
         // write(2) from a mapping truncated under us fails with EFAULT rather than SIGBUS.
         const std::string truncated = errno == EFAULT ? MappedFileAt(p) : std::string();
-        if (!truncated.empty()) Fail(ErrorCode::kIo, truncated + ": the file was truncated while being read");
+        if (!truncated.empty()) FailChangedWhileRead(truncated);
         Fail(ErrorCode::kIo, "writing to stdout failed");
       }
     });
@@ -280,7 +283,7 @@ std::string FindingText(const std::string& path, const Finding& f) {
 void AddInspectCommands(CLI::App& app, int* exit_code) {
   static std::string path, fail_on = "medium";
   static std::vector<std::string> keys;
-  static bool json = false, raw = false, permissive = false;
+  static bool json = false, raw = false, permissive = false, allow_expand = false;
   static std::vector<std::string> paths;
 
   auto* info = app.add_subcommand("info", "Show a file's format, records, tensors and values (metadata only)");
@@ -301,17 +304,15 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   auto* raw_flag = cat->add_flag("--raw", raw, "C-contiguous little-endian bytes to stdout (bool as 0/1 bytes)");
   cat->add_flag("--json", json, "{\"key\", \"dtype\", \"shape\", \"data\"} with nested lists")->excludes(raw_flag);
   cat->add_flag("--permissive", permissive, "Accept unknown pickle globals as inert objects");
+  cat->add_flag("--allow-expand", allow_expand, "--raw/--json: print views far larger than their stored bytes (stride 0) whole");
   cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat model.pt lin.weight lin.bias --raw > wb.bin\n"
               "--json with several keys prints one JSON object per line.");
   cat->callback([exit_code] {
     ReadOptions opts;
     opts.permissive = permissive;
-    // A file truncated by another program while we stream it: an error, not a SIGBUS death.
-    RunGuardingTruncation([&] {
-      Document doc = Open(path, opts);
-      for (const auto& k : keys) FindTensorOrFail(doc, k);  // every key checked before any output
-      for (const auto& k : keys) CatTensor(doc, k, raw, json);
-    });
+    Document doc = Open(path, opts);
+    for (const auto& k : keys) FindTensorOrFail(doc, k);  // every key checked before any output
+    for (const auto& k : keys) CatTensor(doc, k, raw, json, allow_expand);
     *exit_code = kExitOk;
   });
 
@@ -320,8 +321,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   verify->add_flag("--json", json, "One JSON object for scripts");
   verify->footer("Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");
   verify->callback([exit_code] {
-    CheckReport r;
-    RunGuardingTruncation([&] { r = Verify(path); });
+    CheckReport r = Verify(path);
     size_t problems = 0;
     for (const auto& f : r.findings) problems += f.severity != Severity::kInfo;
     if (json) {
@@ -350,8 +350,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     bool failing = false;
     Json all = Json::array();
     for (const auto& p : paths) {
-      CheckReport r;
-      RunGuardingTruncation([&] { r = Scan(p); });
+      CheckReport r = Scan(p);
       for (const auto& f : r.findings) failing |= f.severity >= threshold;
       if (json) {
         Json j{{"path", r.path}, {"format", r.format}, {"findings", Json::array()}, {"globals", Json::array()}};

@@ -15,6 +15,7 @@
 #include "trove/error.h"
 #include "trove/pipeline.h"
 #include "trove/pskd.h"
+#include "trove/shared_bytes.h"
 
 namespace trove::cli {
 namespace {
@@ -321,15 +322,18 @@ int RunPreskData(const std::vector<std::string>& args) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   int status = kExitError;
   try {
-    if (command == "chars") status = Chars(rest);
-    else if (command == "encode") status = Encode(rest);
-    else if (command == "pack") status = Pack(rest);
-    else if (command == "lm-windows") status = LmWindows(rest);
-    else if (command == "info") status = Info(rest);
-    else if (command == "diff") status = Diff(rest);
-    else if (command == "export") status = Export(rest);
-    else if (command == "batches") status = Batches(rest);
-    else Fail(ErrorCode::kUsage, "unknown command '" + command + "'");
+    // Every command reads mapped files: one shrinking under it is an error, not a SIGBUS death.
+    RunGuardingTruncation([&] {
+      if (command == "chars") status = Chars(rest);
+      else if (command == "encode") status = Encode(rest);
+      else if (command == "pack") status = Pack(rest);
+      else if (command == "lm-windows") status = LmWindows(rest);
+      else if (command == "info") status = Info(rest);
+      else if (command == "diff") status = Diff(rest);
+      else if (command == "export") status = Export(rest);
+      else if (command == "batches") status = Batches(rest);
+      else Fail(ErrorCode::kUsage, "unknown command '" + command + "'");
+    });
   } catch (const Error& e) {
     std::fflush(stdout);
     PrintError(e);

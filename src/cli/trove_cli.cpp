@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "trove/error.h"
 #include "trove/version.h"
+#include "trove/shared_bytes.h"
 
 namespace trove::cli {
 
@@ -41,7 +42,8 @@ int TroveMain(int argc, char** argv) {
   AddStatsCommands(app, &exit_code);
   app.add_subcommand("data", "The presk data commands (.psk.d files): trove data --help");
   try {
-    app.parse(argc, argv);
+    // Every command reads mapped files: one shrinking under it is an error, not a SIGBUS death.
+    RunGuardingTruncation([&] { app.parse(argc, argv); });
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -21,6 +21,7 @@
 
 #include "core/write_behind.h"
 #include "trove/error.h"
+#include "trove/shared_bytes.h"
 
 namespace trove {
 namespace {
@@ -366,6 +367,7 @@ std::string AtomicFile::PathForReading() {
 void AtomicFile::Commit() {
   Flush();
   ThrowIfInterrupted();
+  ThrowIfMappedFileChanged();  // what was read from a changed source never appears
   // A destination made while we wrote is replaced too, so what it holds is protected as well.
   std::error_code ec;
   if (!sync_ && fs::exists(fs::symlink_status(destination_, ec))) sync_ = true;
@@ -469,6 +471,7 @@ AtomicDirectory::~AtomicDirectory() {
 
 void AtomicDirectory::Commit() {
   ThrowIfInterrupted();
+  ThrowIfMappedFileChanged();  // what was read from a changed source never appears
   std::error_code ec;
   // A destination made meanwhile is replaced: protect it as if it had been there from the start.
   const bool exists = fs::exists(fs::symlink_status(destination_, ec));

@@ -106,6 +106,10 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
   // The writers refuse the source, and any directory containing it, as their destination.
   SourceGuard source(doc.path);
   WithContext(destination, [&] {
+    // .pt keeps a view a view; the other formats have no strides and write each tensor whole.
+    if (target != Format::kPt && !options.allow_expand) {
+      for (const auto& t : doc.tensors) t.view->CheckExpansion(t.key);
+    }
     switch (target) {
       case Format::kPt:
         WritePt(doc, destination, options);

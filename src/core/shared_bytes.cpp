@@ -1,7 +1,7 @@
 #include "trove/shared_bytes.h"
 
 #include <fcntl.h>
-#include <setjmp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -29,10 +30,49 @@ SharedBytes SharedBytes::CopyOf(const void* data, uint64_t size) {
   return FromVector(std::vector<uint8_t>(p, p + size));
 }
 
+struct SharedBytes::DeferredState {
+  std::shared_ptr<const DeferredSource> source;
+  std::once_flag once;
+  std::atomic<bool> produced{false};
+  SharedBytes bytes;
+};
+
+SharedBytes SharedBytes::Deferred(std::shared_ptr<const DeferredSource> source, uint64_t size) {
+  auto state = std::make_shared<DeferredState>();
+  state->source = std::move(source);
+  SharedBytes b;
+  b.owner_ = state;
+  b.deferred_ = std::move(state);
+  b.size_ = size;
+  return b;
+}
+
+bool SharedBytes::deferred() const { return deferred_ && !deferred_->produced.load(); }
+
+const uint8_t* SharedBytes::DeferredData() const {
+  DeferredState& s = *deferred_;
+  std::call_once(s.once, [&s] {
+    s.bytes = s.source->Produce();
+    s.produced = true;
+  });
+  if (deferred_offset_ + size_ > s.bytes.size()) {
+    Fail(ErrorCode::kCorrupt, "deferred bytes produced " + std::to_string(s.bytes.size()) + " bytes, " +
+                                  std::to_string(deferred_offset_ + size_) + " expected");
+  }
+  return s.bytes.data() + deferred_offset_;
+}
+
 SharedBytes SharedBytes::Slice(uint64_t offset, uint64_t length) const {
   if (offset > size_ || length > size_ - offset) {
     Fail(ErrorCode::kCorrupt, "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
                                   ") is outside " + std::to_string(size_) + " bytes");
+  }
+  if (deferred_) {
+    SharedBytes out = *this;
+    out.deferred_offset_ += offset;
+    out.size_ = length;
+    if (offset != 0 || length != size_) out.recorded_crc32_.reset();
+    return out;
   }
   SharedBytes out(owner_, data_ + offset, length);
   out.mapped_ = mapped_;
@@ -83,18 +123,58 @@ MappingRegistry& Registry() {
   return *registry;
 }
 
-// The innermost guard of this thread, and the address of the fault that ended it. Initial-exec
-// TLS in the executable, so reading it from the handler is async-signal-safe.
-thread_local sigjmp_buf* tls_guard = nullptr;
-thread_local uintptr_t tls_fault_address = 0;
+// Guards active on this thread, and the first mapped file found changed under one of them. The
+// handler touches only these (initial-exec TLS in the executable: async-signal-safe), the
+// registry (below) and mmap(2).
+thread_local int tls_guard_depth = 0;
+thread_local bool tls_changed = false;
+thread_local char tls_changed_path[4096];
 struct sigaction g_previous_bus_action;
+uintptr_t g_page_size = 4096;
+
+// How long the handler waits for another thread to release the registry (it is held only for a
+// lookup or an insertion, never while mapped bytes are touched) before giving up and dying as
+// the signal would have.
+constexpr int kRegistryLockAttempts = 1 << 20;
+
+// Replaces the mapping holding `address` with zero pages so that the faulting access (and every
+// later one) completes, and records the file. True when `address` is in a registered mapping.
+bool ZeroChangedMapping(uintptr_t address) {
+  MappingRegistry& r = Registry();
+  int attempts = 0;
+  while (!r.mutex.try_lock()) {
+    if (++attempts == kRegistryLockAttempts) return false;
+    ::sched_yield();
+  }
+  bool done = false;
+  uintptr_t start = 0;
+  if (const MappedRange* range = RangeAt(r, address, &start)) {
+    const uintptr_t begin = start / g_page_size * g_page_size;
+    const uintptr_t end = (start + range->length + g_page_size - 1) / g_page_size * g_page_size;
+    // The whole mapping at once: one fault per file, and any size of file is done at once.
+    void* z = ::mmap(reinterpret_cast<void*>(begin), end - begin, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                     -1, 0);
+    if (z != MAP_FAILED) {
+      if (!tls_changed) {
+        const size_t n = std::min(range->path.size(), sizeof tls_changed_path - 1);
+        std::memcpy(tls_changed_path, range->path.data(), n);
+        tls_changed_path[n] = '\0';
+        tls_changed = true;
+      }
+      done = true;
+    }
+  }
+  r.mutex.unlock();
+  return done;
+}
 
 void OnSigbus(int sig, siginfo_t* info, void* context) {
-  if (tls_guard != nullptr) {
-    tls_fault_address = reinterpret_cast<uintptr_t>(info->si_addr);
-    siglongjmp(*tls_guard, 1);
+  // BUS_ADRERR at a mapped file: a page past the file's end, i.e. the file shrank under us.
+  if (tls_guard_depth > 0 && info->si_code == BUS_ADRERR &&
+      ZeroChangedMapping(reinterpret_cast<uintptr_t>(info->si_addr))) {
+    return;  // the access is retried and now reads zeros; the guard reports the change
   }
-  // No guard on this thread: behave as if we had never been installed.
+  // Not ours to explain: behave as if we had never been installed.
   if (g_previous_bus_action.sa_flags & SA_SIGINFO) {
     if (g_previous_bus_action.sa_sigaction != nullptr) return g_previous_bus_action.sa_sigaction(sig, info, context);
   } else if (g_previous_bus_action.sa_handler != SIG_DFL && g_previous_bus_action.sa_handler != SIG_IGN) {
@@ -107,6 +187,7 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
 void InstallSigbusHandler() {
   static std::once_flag once;
   std::call_once(once, [] {
+    g_page_size = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     struct sigaction action {};
     action.sa_sigaction = OnSigbus;
     sigemptyset(&action.sa_mask);
@@ -127,31 +208,31 @@ std::string FileAtAddress(uintptr_t address) {
 
 }  // namespace
 
+void FailChangedWhileRead(const std::string& path) {
+  Fail(ErrorCode::kIo, path + ": changed while being read");
+}
+
+void ThrowIfMappedFileChanged() {
+  if (tls_changed) FailChangedWhileRead(tls_changed_path);
+}
+
 void RunGuardingTruncation(const std::function<void()>& body) {
   InstallSigbusHandler();
-  sigjmp_buf here;
-  sigjmp_buf* const outer = tls_guard;
-  // sigsetjmp saves the signal mask (SIGBUS is blocked while its handler runs): the jump back
-  // restores it, so a later guard can catch the next one.
-  if (sigsetjmp(here, 1) != 0) {
-    tls_guard = outer;
-    std::string path = FileAtAddress(tls_fault_address);
-    if (path.empty()) {
-      // A SIGBUS that is not at a mapped file (a hardware error, a misaligned access on some
-      // architectures): nothing trove can explain; end as the signal would have.
-      ::signal(SIGBUS, SIG_DFL);
-      ::raise(SIGBUS);
-    }
-    Fail(ErrorCode::kIo, path + ": the file was truncated while being read");
-  }
-  tls_guard = &here;
+  ++tls_guard_depth;
+  // Whatever body ended with, a change seen meanwhile is the error to report: what body made of
+  // the zeros it read (a parse error, a checksum finding) is only a consequence.
+  auto finish = [] {
+    const bool changed = tls_changed;
+    if (--tls_guard_depth == 0) tls_changed = false;
+    if (changed) FailChangedWhileRead(tls_changed_path);
+  };
   try {
     body();
   } catch (...) {
-    tls_guard = outer;
+    finish();
     throw;
   }
-  tls_guard = outer;
+  finish();
 }
 
 // Windows of Stream(): large enough that each write(2) is efficient, small enough that resident
@@ -159,10 +240,19 @@ void RunGuardingTruncation(const std::function<void()>& body) {
 constexpr uint64_t kStreamWindowBytes = uint64_t{8} << 20;
 
 void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) const {
+  if (deferred()) {
+    deferred_->source->Stream(deferred_offset_, size_, [&](const uint8_t* p, size_t n) {
+      fn(p, n);
+      ThrowIfMappedFileChanged();
+    });
+    return;
+  }
+  const uint8_t* base = data();  // deferred bytes produced already: in memory
   for (uint64_t done = 0; done < size_;) {
     uint64_t n = std::min<uint64_t>(kStreamWindowBytes, size_ - done);
-    fn(data_ + done, static_cast<size_t>(n));
+    fn(base + done, static_cast<size_t>(n));
     Release(done, n);
+    ThrowIfMappedFileChanged();  // no point streaming on through zeros
     done += n;
   }
 }
@@ -268,7 +358,7 @@ uint64_t CopyMappedBytes(int out_fd, const uint8_t* data, uint64_t size, const s
       if (err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP || err == EBADF) return done;
       Fail(ErrorCode::kIo, destination + ": " + std::strerror(err));
     }
-    if (n == 0) Fail(ErrorCode::kIo, source + ": the file was truncated while being read");
+    if (n == 0) FailChangedWhileRead(source);
     done += static_cast<uint64_t>(n);
   }
   return done;

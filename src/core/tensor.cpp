@@ -233,6 +233,7 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
     if (swap) ByteSwapElements(scratch.data(), scratch.size() / esize, dtype);
     fn(scratch.data(), scratch.size());
     scratch.clear();
+    ThrowIfMappedFileChanged();  // no point gathering on through zeros
   };
   if (is_contiguous()) {  // only needs swapping
     const uint8_t* p = first_element();
@@ -279,6 +280,54 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
       index[d] = 0;
     }
   }
+}
+
+void TensorView::CheckExpansion(const std::string& key) const {
+  if (!has_data) return;
+  const TensorView& stored = cast_source ? *cast_source : *this;
+  const uint64_t allowed = std::max(kExpandFreeBytes, stored.storage.size() > UINT64_MAX / kMaxExpandRatio
+                                                          ? UINT64_MAX : stored.storage.size() * kMaxExpandRatio);
+  if (nbytes() > allowed) {
+    Fail(ErrorCode::kLimit, "tensor '" + key + "' is a view of " + ShapeString(shape) + " (" + std::to_string(nbytes()) +
+                                " bytes) over " + std::to_string(stored.storage.size()) +
+                                " stored bytes: writing it whole would expand it more than kMaxExpandRatio (" +
+                                std::to_string(kMaxExpandRatio) + "x); --allow-expand writes it anyway");
+  }
+}
+
+void TensorView::CopyElements(uint64_t first, uint64_t count, uint8_t* out) const {
+  if (cast_source) Fail(ErrorCode::kUsage, "CopyElements of a converting view");
+  if (!has_data) Fail(ErrorCode::kUsage, "tensor has no data (meta tensor)");
+  const uint64_t n = static_cast<uint64_t>(numel());
+  if (first > n || count > n - first) Fail(ErrorCode::kUsage, "element range outside the tensor");
+  if (count == 0) return;
+  const size_t esize = ElementSize(dtype);
+  const bool swap = byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1;
+  const uint8_t* base = storage.data();
+  if (is_contiguous()) {
+    std::memcpy(out, base + (static_cast<uint64_t>(storage_offset) + first) * esize, count * esize);
+  } else {
+    const size_t rank = shape.size();
+    std::vector<int64_t> index(rank, 0);
+    uint64_t rest = first;
+    for (size_t d = rank; d-- > 0;) {
+      index[d] = static_cast<int64_t>(rest % static_cast<uint64_t>(shape[d]));
+      rest /= static_cast<uint64_t>(shape[d]);
+    }
+    int64_t off = storage_offset;
+    for (size_t d = 0; d < rank; ++d) off += index[d] * strides[d];
+    for (uint64_t i = 0; i < count; ++i) {
+      std::memcpy(out + i * esize, base + static_cast<uint64_t>(off) * esize, esize);
+      for (size_t d = rank; d-- > 0;) {  // odometer, keeping the offset in step
+        off += strides[d];
+        if (++index[d] < shape[d]) break;
+        off -= strides[d] * shape[d];
+        index[d] = 0;
+      }
+    }
+  }
+  if (swap) ByteSwapElements(out, count, dtype);
+  ThrowIfMappedFileChanged();
 }
 
 SharedBytes TensorView::ContiguousLittleEndian() const {

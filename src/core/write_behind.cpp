@@ -131,6 +131,8 @@ void WriteOut(int fd, const uint8_t* data, uint64_t size, const std::string& nam
       const ssize_t w = ::write(fd, data, static_cast<size_t>(step));
       if (w < 0) {
         if (errno == EINTR) continue;
+        // write(2) from a mapping truncated under us fails with EFAULT rather than SIGBUS.
+        if (errno == EFAULT && !MappedFileAt(data).empty()) FailChangedWhileRead(MappedFileAt(data));
         Fail(ErrorCode::kIo, name + ": " + std::strerror(errno));
       }
       n = static_cast<uint64_t>(w);

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,6 +24,9 @@ namespace {
 constexpr uint64_t kStepBytes = uint64_t{1} << 30;
 // The output buffer starts this small and doubles, so memory follows the bytes produced.
 constexpr uint64_t kFirstBufferBytes = uint64_t{1} << 20;
+// Streaming decompression hands its output over in windows of this size: resident memory stays
+// bounded whatever the entry's size.
+constexpr uint64_t kStreamWindowBytes = uint64_t{4} << 20;
 
 [[noreturn]] void Corrupt(std::string_view where, const std::string& what) {
   Fail(ErrorCode::kCorrupt, std::string(where) + ": " + what);
@@ -134,10 +139,16 @@ struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 
-SharedBytes Drive(Codec& codec, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where) {
-  std::unique_ptr<uint8_t, FreeDeleter> buf;
-  uint64_t capacity = 0;
-  uint64_t filled = 0;
+// Runs the codec over the whole entry, handing the output to `sink` in windows of at most
+// kStreamWindowBytes (one buffer, reused), and checks that it ends exactly at the declared size
+// and at the end of the compressed bytes.
+void Drive(Codec& codec, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where,
+           const std::function<void(const uint8_t*, size_t)>& sink) {
+  const uint64_t window = std::min(usize, kStreamWindowBytes);
+  std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::malloc(std::max<uint64_t>(window, 1))));
+  if (buf == nullptr) Fail(ErrorCode::kLimit, std::string(where) + ": out of memory for " + std::to_string(window) + " bytes");
+  uint64_t filled = 0;   // bytes produced in all
+  uint64_t pending = 0;  // of which still in the buffer
   uint64_t in_pos = 0;
   for (;;) {
     uint8_t probe = 0;
@@ -146,18 +157,12 @@ SharedBytes Drive(Codec& codec, const uint8_t* src, uint64_t csize, uint64_t usi
     // Once the declared size is reached, a one-byte probe tells a finished stream from a bomb.
     const bool probing = filled == usize;
     if (!probing) {
-      if (filled == capacity) {
-        uint64_t next = std::min(usize, std::max(kFirstBufferBytes, capacity * 2));
-        void* grown = std::realloc(buf.get(), static_cast<size_t>(next));
-        if (grown == nullptr) {
-          Fail(ErrorCode::kLimit, std::string(where) + ": out of memory for " + std::to_string(next) + " bytes");
-        }
-        (void)buf.release();
-        buf.reset(static_cast<uint8_t*>(grown));
-        capacity = next;
+      if (pending == window) {
+        sink(buf.get(), static_cast<size_t>(pending));
+        pending = 0;
       }
-      dst = buf.get() + filled;
-      dst_len = std::min(capacity - filled, kStepBytes);
+      dst = buf.get() + pending;
+      dst_len = std::min(window - pending, usize - filled);
     }
     const uint64_t src_len = std::min(csize - in_pos, kStepBytes);
     size_t consumed = 0;
@@ -169,6 +174,7 @@ SharedBytes Drive(Codec& codec, const uint8_t* src, uint64_t csize, uint64_t usi
       Corrupt(where, "decompresses to more than the declared " + std::to_string(usize) + " bytes");
     }
     filled += produced;
+    if (!probing) pending += produced;
     if (step == Step::kEnd) break;
     if (consumed == 0 && produced == 0) {
       if (probing && in_pos == csize && codec.EndMarkerOptional()) break;
@@ -185,30 +191,15 @@ SharedBytes Drive(Codec& codec, const uint8_t* src, uint64_t csize, uint64_t usi
   if (in_pos != csize) {
     Corrupt(where, std::to_string(csize - in_pos) + " bytes follow the end of the compressed stream");
   }
-  if (usize == 0) return SharedBytes::FromVector({});
-  uint8_t* data = buf.get();
-  std::shared_ptr<const void> owner(buf.release(), FreeDeleter());
-  return SharedBytes(std::move(owner), data, usize);
+  if (pending > 0) sink(buf.get(), static_cast<size_t>(pending));
 }
 
-}  // namespace
-
-SharedBytes Decompress(uint16_t method, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where) {
-  if (usize > kMaxInflatedEntryBytes) {
-    Fail(ErrorCode::kLimit, std::string(where) + ": declared size " + std::to_string(usize) +
-                                " exceeds kMaxInflatedEntryBytes (" + std::to_string(kMaxInflatedEntryBytes) + ")");
-  }
-  // Some writers store an empty file as a method-8 entry with no compressed bytes at all.
-  if (csize == 0 && usize == 0) return SharedBytes::FromVector({});
+// The codec for `method` over [src, +csize), and where its raw data starts (LZMA has a header).
+std::unique_ptr<Codec> MakeCodec(uint16_t method, const uint8_t*& src, uint64_t& csize, uint64_t usize,
+                                 std::string_view where) {
   switch (static_cast<ZipMethod>(method)) {
-    case ZipMethod::kDeflate: {
-      InflateCodec codec(where);
-      return Drive(codec, src, csize, usize, where);
-    }
-    case ZipMethod::kBzip2: {
-      Bzip2Codec codec(where);
-      return Drive(codec, src, csize, usize, where);
-    }
+    case ZipMethod::kDeflate: return std::make_unique<InflateCodec>(where);
+    case ZipMethod::kBzip2: return std::make_unique<Bzip2Codec>(where);
     case ZipMethod::kLzma: {
       if (csize < 9) Corrupt(where, "LZMA header needs 9 bytes, entry has " + std::to_string(csize));
       ByteReader r(src, csize);
@@ -217,13 +208,94 @@ SharedBytes Decompress(uint16_t method, const uint8_t* src, uint64_t csize, uint
       if (props_size != 5) Corrupt(where, "LZMA properties size " + std::to_string(props_size) + ", expected 5");
       const uint8_t* props = r.cursor();
       r.Skip(5);
-      LzmaCodec codec(where, props, usize);
-      return Drive(codec, r.cursor(), r.remaining(), usize, where);
+      src = r.cursor();
+      csize = r.remaining();
+      return std::make_unique<LzmaCodec>(where, props, usize);
     }
     case ZipMethod::kStored:
       break;
   }
   Fail(ErrorCode::kUnsupported, std::string(where) + ": compression method " + std::to_string(method) + " is not supported");
+}
+
+void CheckDeclaredSize(uint64_t usize, std::string_view where) {
+  if (usize > kMaxInflatedEntryBytes) {
+    Fail(ErrorCode::kLimit, std::string(where) + ": declared size " + std::to_string(usize) +
+                                " exceeds kMaxInflatedEntryBytes (" + std::to_string(kMaxInflatedEntryBytes) + ")");
+  }
+}
+
+// A compressed entry's payload, inflated only when asked for (SharedBytes::Deferred).
+class DeferredEntry final : public DeferredSource {
+ public:
+  DeferredEntry(SharedBytes raw, uint16_t method, uint64_t usize, std::string where)
+      : raw_(std::move(raw)), method_(method), usize_(usize), where_(std::move(where)) {}
+  SharedBytes Produce() const override { return Decompress(method_, raw_.data(), raw_.size(), usize_, where_); }
+  void Stream(uint64_t offset, uint64_t length, const std::function<void(const uint8_t*, size_t)>& fn) const override {
+    if (length == 0) return;
+    uint64_t at = 0;  // inflated bytes seen so far
+    struct Done {};
+    try {
+      DecompressStream(method_, raw_.data(), raw_.size(), usize_, where_, [&](const uint8_t* p, size_t n) {
+        const uint64_t begin = std::max(at, offset), end = std::min(at + n, offset + length);
+        if (begin < end) fn(p + (begin - at), static_cast<size_t>(end - begin));
+        at += n;
+        if (at >= offset + length) throw Done{};  // the rest is not wanted
+      });
+    } catch (const Done&) {
+    }
+  }
+
+ private:
+  SharedBytes raw_;
+  uint16_t method_;
+  uint64_t usize_;
+  std::string where_;
+};
+
+}  // namespace
+
+SharedBytes Decompress(uint16_t method, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where) {
+  CheckDeclaredSize(usize, where);
+  // Some writers store an empty file as a method-8 entry with no compressed bytes at all.
+  if (csize == 0 && usize == 0) return SharedBytes::FromVector({});
+  std::unique_ptr<Codec> codec = MakeCodec(method, src, csize, usize, where);
+  // Memory follows the bytes produced, never the declared size.
+  std::unique_ptr<uint8_t, FreeDeleter> buf;
+  uint64_t capacity = 0, filled = 0;
+  Drive(*codec, src, csize, usize, where, [&](const uint8_t* p, size_t n) {
+    if (filled + n > capacity) {
+      uint64_t next = std::min(usize, std::max({kFirstBufferBytes, capacity * 2, filled + n}));
+      void* grown = std::realloc(buf.get(), static_cast<size_t>(next));
+      if (grown == nullptr) {
+        Fail(ErrorCode::kLimit, std::string(where) + ": out of memory for " + std::to_string(next) + " bytes");
+      }
+      (void)buf.release();
+      buf.reset(static_cast<uint8_t*>(grown));
+      capacity = next;
+    }
+    std::memcpy(buf.get() + filled, p, n);
+    filled += n;
+  });
+  if (usize == 0) return SharedBytes::FromVector({});
+  uint8_t* data = buf.get();
+  std::shared_ptr<const void> owner(buf.release(), FreeDeleter());
+  return SharedBytes(std::move(owner), data, usize);
+}
+
+void DecompressStream(uint16_t method, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where,
+                      const std::function<void(const uint8_t*, size_t)>& fn) {
+  CheckDeclaredSize(usize, where);
+  if (csize == 0 && usize == 0) return;
+  std::unique_ptr<Codec> codec = MakeCodec(method, src, csize, usize, where);
+  Drive(*codec, src, csize, usize, where, fn);
+}
+
+SharedBytes DeferredDecompress(SharedBytes compressed, uint16_t method, uint64_t usize, std::string where) {
+  CheckDeclaredSize(usize, where);
+  if (method == static_cast<uint16_t>(ZipMethod::kStored)) return compressed;
+  return SharedBytes::Deferred(std::make_shared<DeferredEntry>(std::move(compressed), method, usize, std::move(where)),
+                               usize);
 }
 
 }  // namespace trove::zip

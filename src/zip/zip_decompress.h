@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <string_view>
 
 #include "trove/shared_bytes.h"
@@ -18,5 +20,13 @@ namespace trove::zip {
 // size mismatches and trailing bytes, Error(kUnsupported) for other methods.
 SharedBytes Decompress(uint16_t method, const uint8_t* src, uint64_t compressed_size, uint64_t uncompressed_size,
                        std::string_view where);
+// The same checks, the output handed to fn in bounded windows instead of held (memory stays
+// bounded whatever the entry's size). fn may throw to stop early.
+void DecompressStream(uint16_t method, const uint8_t* src, uint64_t compressed_size, uint64_t uncompressed_size,
+                      std::string_view where, const std::function<void(const uint8_t*, size_t)>& fn);
+// The entry's payload as deferred bytes (SharedBytes::Deferred): nothing is inflated until the
+// bytes are streamed (DecompressStream, each time) or asked for whole (Decompress, once). Stored
+// entries are returned as they are. `compressed` must stay valid: it is kept.
+SharedBytes DeferredDecompress(SharedBytes compressed, uint16_t method, uint64_t uncompressed_size, std::string where);
 
 }  // namespace trove::zip

@@ -774,8 +774,16 @@ SharedBytes ZipReader::Read(const ZipEntry& entry) const {
 bool ZipReader::CheckCrc(const ZipEntry& entry) const {
   // In windows whose pages are released after use: checking a stored entry of any size keeps
   // one window resident.
+  // A compressed entry is inflated window by window, never held.
   uint32_t crc = 0;
-  Read(entry).Stream([&](const uint8_t* p, size_t n) { crc = Crc32(p, n, crc); });
+  if (entry.method == static_cast<uint16_t>(ZipMethod::kStored)) {
+    Read(entry).Stream([&](const uint8_t* p, size_t n) { crc = Crc32(p, n, crc); });
+  } else {
+    const std::string where = Where(entry.name, entry.local_header_offset);
+    SharedBytes raw = WithContext(where, [&] { return bytes_.Slice(entry.data_offset, entry.compressed_size); });
+    zip::DecompressStream(entry.method, raw.data(), raw.size(), entry.uncompressed_size, where,
+                          [&](const uint8_t* p, size_t n) { crc = Crc32(p, n, crc); });
+  }
   return crc == entry.crc32;
 }
 

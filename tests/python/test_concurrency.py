@@ -4,7 +4,7 @@
    each reader sees the old or the new content, never a mixture, never a crash (the writer
    renames a complete file over the old one; a reader's mapping keeps the inode it opened).
 2. A file truncated in place by another program while trove streams it: the reader ends with
-   `trove: error: FILE: the file was truncated while being read` (exit 2) or a complete, correct
+   `trove: error: FILE: changed while being read` (exit 2) or a complete, correct
    output — never a SIGBUS death (docs/security.md, "Truncation under a mapping")."""
 import hashlib
 import json
@@ -18,7 +18,7 @@ import torch
 
 from conftest import BIN_DIR
 
-TRUNCATED = "the file was truncated while being read"
+TRUNCATED = "changed while being read"
 
 
 def trove_cmd(*args):

@@ -186,7 +186,7 @@ void WritePt(const Document& doc, const std::string& path, const ConvertOptions&
     if (v->cast_source || v->storage_index < 0 || v->byte_order == ByteOrder::kBig || !v->has_data) return false;
     if (v->storage.size() % ElementSize(v->dtype) != 0) return false;
     for (const TensorView* o : by_storage[v->storage_index])
-      if (o->dtype != v->dtype || !o->storage.SameOwner(v->storage) || o->storage.data() != v->storage.data()) return false;
+      if (o->dtype != v->dtype || !o->storage.SameBytes(v->storage)) return false;
     return true;
   };
 

@@ -2,7 +2,9 @@
 #include <set>
 
 #include "formats/tensordict/tree_source.h"
+#include "formats/tensordict/level_reader.h"
 #include "trove/error.h"
+#include "zip/zip_decompress.h"
 
 namespace trove::tensordict {
 namespace {
@@ -29,7 +31,11 @@ class ArchiveSource final : public TreeSource {
       r.method = MethodName(e.method);
       r.crc32 = e.crc32;
       records_.push_back(std::move(r));
-      for (size_t slash = e.name.find('/'); slash != std::string::npos; slash = e.name.find('/', slash + 1))
+      // Directories no deeper than the reader ever goes: a name of thousands of components must
+      // not make thousands of long prefixes (quadratic memory in the name's length).
+      int depth = 0;
+      for (size_t slash = e.name.find('/'); slash != std::string::npos && depth <= kMaxLevelDepth;
+           slash = e.name.find('/', slash + 1), ++depth)
         dirs_.insert(e.name.substr(0, slash));
     }
   }
@@ -55,8 +61,15 @@ class ArchiveSource final : public TreeSource {
     }
     LeafBytes out;
     out.location = e->name;
-    SharedBytes payload = WithContext(Describe(dir, name), [&] { return zip_->Read(*e); });
     const bool stored = e->method == static_cast<uint16_t>(ZipMethod::kStored);
+    // A compressed leaf is inflated only when its bytes are asked for (metadata commands never
+    // do; streaming ones inflate it window by window).
+    SharedBytes payload = WithContext(Describe(dir, name), [&] {
+      if (stored) return zip_->Read(*e);
+      SharedBytes compressed = zip_->bytes().Slice(e->data_offset, e->compressed_size);
+      SharedBytes deferred = zip::DeferredDecompress(compressed, e->method, e->uncompressed_size, Describe(dir, name));
+      return e->crc32 == 0 ? deferred : deferred.WithRecordedCrc32(e->crc32);
+    });
     // In place only when every element sits at its natural alignment in the mapping (tensordict's
     // own rule is offset % itemsize); otherwise the prefix is copied into aligned memory.
     if (stored && element_size > 0 && e->data_offset % element_size == 0) {

@@ -15,6 +15,7 @@
 #include "formats/tensordict/write_plan.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
+#include "trove/shared_bytes.h"
 #include "trove/tensordict.h"
 #include "trove/zip_writer.h"
 
@@ -120,7 +121,8 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
       if (::fstat(fd, &st) != 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
       BeginArchiveEntry(zip, prefix + name, compression,
                         PlacementFor(0, static_cast<uint64_t>(st.st_size), kLeafAlignment));
-      for (off_t at = 0;;) {
+      off_t at = 0;
+      for (;;) {
         ssize_t n = ::pread(fd, buffer.data(), buffer.size(), at);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
@@ -128,6 +130,8 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
         zip.Write(buffer.data(), static_cast<uint64_t>(n));
         at += n;
       }
+      // The entry's placement (and the leaf's meaning) came from the size it had when opened.
+      if (at != st.st_size) FailChangedWhileRead(where + "/" + name);
       zip.EndEntry();
     } catch (...) {
       ::close(fd);

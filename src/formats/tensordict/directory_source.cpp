@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "formats/tensordict/level_reader.h"
 #include "formats/tensordict/tree_source.h"
 #include "trove/error.h"
 
@@ -135,9 +136,16 @@ class DirectorySource final : public TreeSource {
     }
     ::rewinddir(d);
     std::vector<std::string> names;
+    uint64_t seen = 0;
     while (dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
       if (n == "." || n == "..") continue;
+      // A level is one directory: its listing is bounded as its keys are.
+      if (++seen > kMaxEntriesPerLevel) {
+        ::closedir(d);
+        Fail(ErrorCode::kLimit, Describe(dir, "") + ": more than kMaxEntriesPerLevel (" +
+                                    std::to_string(kMaxEntriesPerLevel) + ") entries in one directory");
+      }
       struct stat st {};
       // Symlinked directories are not listed: they could lead anywhere.
       if (::fstatat(::dirfd(d), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) names.push_back(n);

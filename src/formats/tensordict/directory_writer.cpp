@@ -7,8 +7,8 @@
 // write them at once: the kernel copies into two files on two cores (one file's writers are
 // serialized by its inode lock; two files' are not). Leaves that must be gathered, cast or
 // byte-swapped read mapped pages, which only the calling thread may do (a truncated source
-// raises SIGBUS there, under the caller's guard; see RunGuardingTruncation), so it writes those,
-// before starting any helper.
+// raises SIGBUS there, and only that thread runs under the caller's guard; see
+// RunGuardingTruncation), so it writes those, before starting any helper.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -135,8 +135,8 @@ class LeafWriters {
 void WritePlannedTree(const tensordict::PlannedDir& root, const std::string& path, bool syncs) {
   std::vector<LeafJob> threaded, own_thread, metas;
   PlanJobs(root, path, threaded, own_thread, metas);
-  // The leaves that read mapped pages go first, before any helper exists: a SIGBUS abandons this
-  // frame (RunGuardingTruncation), which must then have no helper using it.
+  // The leaves that read mapped pages go first, on this thread: the truncation guard is per thread
+  // (RunGuardingTruncation), and helpers only ever hand bytes to the kernel.
   for (const LeafJob& j : own_thread) WritePlannedFile(*j.file, j.path, syncs);
   LeafWriters writers(threaded, syncs);
   const size_t threads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), kMaxLeafWriters,

@@ -504,6 +504,12 @@ class LevelReader {
     if (static_cast<uint64_t>(n) > kMaxLeaves - std::min(stats.leaves, kMaxLeaves)) {
       Fail(ErrorCode::kLimit, where + ": " + std::to_string(n) + " components exceed kMaxLeaves");
     }
+    if (static_cast<uint64_t>(n) > kMaxNestedComponents - stats.nested_components) {
+      Fail(ErrorCode::kLimit, where + ": " + std::to_string(n) + " components (with " +
+                                  std::to_string(stats.nested_components) + " before) exceed kMaxNestedComponents (" +
+                                  std::to_string(kMaxNestedComponents) + ")");
+    }
+    stats.nested_components += static_cast<uint64_t>(n);
     const int64_t sizes_bytes = CheckedMul(CheckedMul(n, ndim, where), 8, where);
     auto sizes = OpenLeafFile(dir, key, ".shape.memmap", static_cast<uint64_t>(sizes_bytes), 8);
     if (!sizes) {

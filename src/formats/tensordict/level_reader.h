@@ -22,6 +22,10 @@ inline constexpr uint64_t kMaxEntriesPerLevel = uint64_t{1} << 20;
 // Leaves in one tensordict: each costs a few hundred bytes of views; 2^21 keeps a hostile tree
 // under ~1 GB of index while allowing two million tensors.
 inline constexpr uint64_t kMaxLeaves = uint64_t{1} << 21;
+// Components of nested tensors in one tensordict: each is a view of its own (a few hundred bytes
+// of index, more in `info --json`), declared by one number in meta.json and 8 bytes of sizes.
+// Real nested leaves hold a batch (thousands); 2^16 keeps a hostile tree's index small.
+inline constexpr uint64_t kMaxNestedComponents = uint64_t{1} << 16;
 // Levels (directories) in one tensordict: each costs a meta.json parse; same reasoning.
 inline constexpr uint64_t kMaxLevels = uint64_t{1} << 20;
 // A pickled sidecar or json_types.json is small metadata (non-tensor fields), never tensor data.
@@ -31,6 +35,7 @@ struct TreeStats {
   uint64_t leaves = 0;
   uint64_t levels = 0;
   uint64_t copied_leaves = 0;    // leaves read into memory (compressed or unaligned entries)
+  uint64_t nested_components = 0;
   int root_format_version = 0;   // 0 when the root meta.json has no _format_version
   std::string root_class;
 };
