@@ -716,9 +716,8 @@ void GuessBins(const double* x, size_t n, const Binning& linear, const Binning& 
     Vec f = (v - lo) * norm;
     f = f < zero ? zero : f;
     f = f > last ? last : f;
-    f = finite ? f : zero;
-    const Vec4i not_finite = __builtin_convertvector(~finite, Vec4i);
-    const Vec4i lin4 = __builtin_convertvector(f, Vec4i) | not_finite;
+    f = finite ? f : Splat(-1);  // -1 as a double: one conversion makes every lane's int
+    const Vec4i lin4 = __builtin_convertvector(f, Vec4i);
     // The exponent as a double without an int64 conversion: 2^52 + e has e in its low bits.
     const Mask bits = (Mask)av;
     const Vec exponent = (Vec)((bits >> 52) | exponent_bits) - Splat(4503599627370496.0 + 1023);
@@ -727,8 +726,8 @@ void GuessBins(const double* x, size_t n, const Binning& linear, const Binning& 
     g = g < zero ? zero : g;
     g = g > last ? last : g;
     const Mask counted = finite & (av != zero) & log_active;
-    g = counted ? g : zero;
-    const Vec4i lg4 = __builtin_convertvector(g, Vec4i) | __builtin_convertvector(~counted, Vec4i);
+    g = counted ? g : Splat(-1);
+    const Vec4i lg4 = __builtin_convertvector(g, Vec4i);
     std::memcpy(lin + i, &lin4, sizeof lin4);
     std::memcpy(lg + i, &lg4, sizeof lg4);
   }
