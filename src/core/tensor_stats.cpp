@@ -413,7 +413,17 @@ struct Binning {
   // edges[i], so |x| >= thresholds[i] exactly when log10|x| >= edges[i] (log10 is monotonic) and
   // values are binned without computing a logarithm each.
   std::vector<double> thresholds;
+  // What the counting loop compares with: bin i holds the values v with below[i] <= v < above[i]
+  // (the edges, or the log binning's thresholds for |v|), the outer bounds infinite (every
+  // finite value belongs to a bin; the last bin is closed), so no index needs a bounds check.
+  std::vector<double> below, above;
   bool active() const { return !edges.empty(); }
+  void SetBounds(const std::vector<double>& e) {
+    below.assign(e.begin(), e.end() - 1);
+    above.assign(e.begin() + 1, e.end());
+    below.front() = -INFINITY;
+    above.back() = INFINITY;
+  }
 };
 
 // The smallest positive double whose log10 is at least e.
@@ -740,35 +750,38 @@ void GuessBins(const double* x, size_t n, const Binning& linear, const Binning& 
   }
 }
 
-// Each guess corrected against the edges (linear) or thresholds (log10), then counted: the counts
+// Each guess corrected against the bin bounds (Binning::below, above), then counted: the counts
 // equal numpy.histogram's with these edges whatever the guesses were.
 void CountBins(const double* __restrict x, size_t n, const int32_t* __restrict lin, const int32_t* __restrict lg,
-               const double* __restrict edges, const double* __restrict thresholds, int32_t bins,
-               uint64_t* __restrict linear, uint64_t* __restrict logs) {
+               const Binning& linear, const Binning& logs, uint64_t* __restrict linear_counts,
+               uint64_t* __restrict log_counts) {
+  const double* __restrict below = linear.below.data();
+  const double* __restrict above = linear.above.data();
+  const double* __restrict log_below = logs.below.data();
+  const double* __restrict log_above = logs.above.data();
   for (size_t i = 0; i < n; ++i) {
     int32_t b = lin[i];
     if (b < 0) continue;  // NaN, infinities
     const double v = x[i];
-    while (b > 0 && v < edges[b]) --b;
-    while (b + 1 < bins && v >= edges[b + 1]) ++b;
-    ++linear[b];
+    while (v < below[b]) --b;
+    while (v >= above[b]) ++b;
+    ++linear_counts[b];
     b = lg[i];
     if (b < 0) continue;  // zeros, or no log binning
     const double av = std::fabs(v);
-    while (b > 0 && av < thresholds[b]) --b;
-    while (b + 1 < bins && av >= thresholds[b + 1]) ++b;
-    ++logs[b];
+    while (av < log_below[b]) --b;
+    while (av >= log_above[b]) ++b;
+    ++log_counts[b];
   }
 }
 
 void ChunkHistogram(const Walk& w, uint64_t chunk, const Accumulator& acc, double* values,
                     std::vector<uint64_t>& linear, std::vector<uint64_t>& logs) {
   const Binning& lb = acc.log10_abs;
-  const auto bins = static_cast<int32_t>(linear.size());
   int32_t lin[kBlockValues], lg[kBlockValues];
   ForEachBlockOfChunk(w, chunk, values, [&](double* x, size_t n) {
     GuessBins(x, n, acc.linear, lb, lin, lg);
-    CountBins(x, n, lin, lg, acc.linear.edges.data(), lb.thresholds.data(), bins, linear.data(), logs.data());
+    CountBins(x, n, lin, lg, acc.linear, lb, linear.data(), logs.data());
   });
 }
 
@@ -838,11 +851,13 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, 
       const Extremes& e = acc.extremes;
       if (e.finite == 0) continue;
       acc.linear = MakeBinning(e.min, e.max, bins);
+      acc.linear.SetBounds(acc.linear.edges);
       acc.linear_counts.assign(bins, 0);
       if (e.finite > e.zeros) {
         const double max_abs = std::max(std::fabs(e.min), std::fabs(e.max));
         acc.log10_abs = MakeBinning(std::log10(e.min_abs_nonzero), std::log10(max_abs), bins);
         for (double edge : acc.log10_abs.edges) acc.log10_abs.thresholds.push_back(Log10Threshold(edge));
+        acc.log10_abs.SetBounds(acc.log10_abs.thresholds);
         acc.log_counts.assign(bins, 0);
       }
     }
