@@ -19,12 +19,12 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"]
 
 
-def chromium(page, *args):
-    """Runs the browser on the page file; returns (stdout, stderr) as text."""
+def chromium(page, *args, fragment=""):
+    """Runs the browser on the page file (#fragment appended); returns (stdout, stderr) as text."""
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: scripts/install-deps --test installs chromium")
     with tempfile.TemporaryDirectory(prefix="trove-report-chromium-") as profile:
-        cmd = [CHROMIUM] + FLAGS + [f"--user-data-dir={profile}"] + list(args) + ["file://" + os.path.abspath(page)]
+        cmd = [CHROMIUM] + FLAGS + [f"--user-data-dir={profile}"] + list(args) + ["file://" + os.path.abspath(page) + fragment]
         p = subprocess.run(cmd, capture_output=True, timeout=180, text=True, errors="replace")
     assert p.returncode == 0, (cmd, p.returncode, p.stderr[-3000:])
     return p.stdout, p.stderr
@@ -106,9 +106,9 @@ class Page(html.parser.HTMLParser):
         self.text.append(data)
 
 
-def render(page):
+def render(page, fragment=""):
     """The page as the browser drew it, after asserting its script ran cleanly."""
-    out, err = chromium(page, "--dump-dom")
+    out, err = chromium(page, "--dump-dom", fragment=fragment)
     p = Page(out)
     assert p.root_attrs.get("data-rendered") == "1", (p.root_attrs, err[-2000:])
     assert p.root_attrs.get("data-errors", "") == "", p.root_attrs.get("data-errors")

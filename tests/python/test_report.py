@@ -89,6 +89,14 @@ def test_one_checkpoint(trove, tmp_path):
         assert shown in text, shown
     screenshot(out, tmp_path / "model.png")
 
+    # The table's filter (a glob here) and sort, as a link sets them: the rows shown are exactly
+    # the matching keys, in descending order of std.
+    page = render(out, fragment="#filter=model/layers.1*&sort=std-desc")
+    want = sorted((k for k in tensors if k.startswith("model/layers.1.")), key=lambda k: (-tensors[k]["std"], k))
+    assert page.keys == want or [tensors[k]["std"] for k in page.keys] == [tensors[k]["std"] for k in want], page.keys
+    page = render(out, fragment="#filter=ATTN.Q.BIAS")  # a substring, any case
+    assert sorted(page.keys) == sorted(k for k in tensors if "attn.q.bias" in k)
+
 
 def test_two_checkpoints_show_what_changed(trove, tmp_path):
     base = transformer(seed=1)

@@ -333,11 +333,21 @@
       head.appendChild(th);
     });
     rows.forEach(makeRow);
-    var pending = 0;
-    document.getElementById("filter").addEventListener("input", function () {
+    var pending = 0, filter = document.getElementById("filter");
+    filter.addEventListener("input", function () {
       if (pending) return;
       pending = requestAnimationFrame(function () { pending = 0; update(); });
     });
+    // A link may carry a view: report.html#filter=layers.1*&sort=std-desc (a column's name).
+    var view = new URLSearchParams(location.hash.slice(1));
+    if (view.has("filter")) filter.value = view.get("filter");
+    var sort = (view.get("sort") || "").match(/^(.*?)(-desc)?$/);
+    var column = columns.findIndex(function (c) { return c.get && c.name === sort[1]; });
+    if (column >= 0) {
+      sortColumn = column;
+      sortDescending = !!sort[2];
+      head.children[column].classList.add(sortDescending ? "sorted-desc" : "sorted-asc");
+    }
     update();
   });
 
