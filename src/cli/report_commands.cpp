@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -128,6 +129,14 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
       "  trove report base.pt finetuned.pt -o change.html\n"
       "Exit status: 0, 2 error.");
   report->callback([exit_code] {
+    // The page never replaces what it describes (`-o model.pt` for `-o model.html` would lose the
+    // checkpoint). The general rule for every writer's sources is the destination check's; this
+    // names the one mistake a report invites.
+    for (const std::string* source : {&a_path, &b_path}) {
+      std::error_code ec;
+      if (!source->empty() && std::filesystem::equivalent(*source, output, ec))
+        Fail(ErrorCode::kUsage, output + ": is the file the report reads (" + *source + "); choose another output");
+    }
     // Refuses a destination it cannot write (a directory...) before any tensor is read.
     AtomicFile out(output, DurabilityFromSyncFlag(sync));
     ReadOptions read;

@@ -86,3 +86,14 @@ def test_dict_keys_that_are_not_text(tmp_path):
     run_hostile("trove", "report", path, "-o", out, watch=tmp_path, allowed=[out], expect={0})
     text = "".join(render(out).text)
     assert "int key" in text and "none key" in text and "empty tuple key" in text
+
+
+def test_output_that_is_an_input_is_refused(tmp_path):
+    a = tmp_path / "base.pt"
+    b = tmp_path / "tuned.pt"
+    torch.save({"w": torch.ones(3)}, a)
+    torch.save({"w": torch.zeros(3)}, b)
+    (tmp_path / "link.pt").symlink_to(b)
+    for out in (a, b, tmp_path / "link.pt"):
+        r = run_hostile("trove", "report", a, b, "-o", out, watch=tmp_path, expect={2})
+        assert "the report reads" in r.errtext, r
