@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "cli/commands.h"
+#include "cli/stats_report.h"
 #include "cli/table.h"
 #include "trove/convert.h"
 #include "trove/error.h"
@@ -22,24 +23,6 @@ namespace trove::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-struct Row {
-  std::string key;
-  const TensorView* view = nullptr;
-  std::optional<std::string> skipped;  // why there are no figures
-  size_t stats = 0;                    // index into the distinct views' results
-  bool first = true;                   // the first key of its distinct view (tied weights count once)
-};
-
-struct Report {
-  std::string path, format;
-  std::vector<Row> rows;
-  std::vector<TensorStats> stats;
-  uint64_t parameters = 0;
-  std::map<std::string, uint64_t> bytes_by_dtype;
-  std::vector<std::string> non_finite, all_zero;
-  size_t distinct = 0;
-};
 
 // Two keys naming one view (tied weights) share their figures.
 using ViewIdentity = std::tuple<const uint8_t*, uint64_t, DType, ByteOrder, int64_t, std::vector<int64_t>, std::vector<int64_t>>;
@@ -66,14 +49,17 @@ std::vector<const NamedTensor*> Select(const Document& doc, const std::vector<st
   return out;
 }
 
-Report Compute(const Document& doc, const std::vector<const NamedTensor*>& selected, const StatsOptions& options) {
-  Report r;
+}  // namespace
+
+StatsReport ComputeStatsReport(const Document& doc, const std::vector<const NamedTensor*>& selected,
+                               const StatsOptions& options) {
+  StatsReport r;
   r.path = doc.path;
   r.format = doc.format;
   std::map<ViewIdentity, size_t> seen;  // -> index into views (the same for every key of one view)
   std::vector<const TensorView*> views;
   for (const NamedTensor* t : selected) {
-    Row row;
+    StatsRow row;
     row.key = t->key;
     row.view = t->view;
     row.skipped = StatsUnsupportedReason(*t->view);
@@ -106,6 +92,8 @@ Report Compute(const Document& doc, const std::vector<const NamedTensor*>& selec
   return r;
 }
 
+namespace {
+
 Json Optional(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
 Json HistogramJson(const Histogram& h) {
@@ -113,7 +101,9 @@ Json HistogramJson(const Histogram& h) {
   return {{"edges", h.edges}, {"counts", h.counts}};
 }
 
-Json ReportJson(const Report& r, bool histograms) {
+}  // namespace
+
+Json StatsReportJson(const StatsReport& r, bool histograms) {
   Json tensors = Json::array();
   for (const auto& row : r.rows) {
     const TensorView& v = *row.view;
@@ -151,6 +141,8 @@ Json ReportJson(const Report& r, bool histograms) {
   return {{"schema_version", 1}, {"path", r.path}, {"format", r.format}, {"summary", summary}, {"tensors", tensors}};
 }
 
+namespace {
+
 std::string Thousands(uint64_t n) {
   std::string s = std::to_string(n);
   for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
@@ -178,7 +170,7 @@ std::string Sparkline(const std::vector<uint64_t>& counts) {
   return s;
 }
 
-void PrintReport(const Report& r, bool histograms) {
+void PrintReport(const StatsReport& r, bool histograms) {
   const bool tty = StdoutIsTerminal();
   std::cout << r.path << ": " << r.format << ", " << r.rows.size() << " tensor(s)\n";
   Table table({"key", "dtype", "shape", "min", "max", "mean", "std", "zeros", "nan", "inf"});
@@ -232,7 +224,7 @@ void PrintReport(const Report& r, bool histograms) {
 }
 
 // --check-finite without --json: only what a CI log needs.
-void PrintFiniteCheck(const Report& r) {
+void PrintFiniteCheck(const StatsReport& r) {
   for (const auto& row : r.rows) {
     if (row.skipped) continue;
     const TensorStats& s = r.stats[row.stats];
@@ -282,13 +274,13 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
     options.threads = threads;
     options.guard_truncation = true;
     Document doc;  // the rows' views live in it
-    Report r;
+    StatsReport r;
     // A file truncated by another program while we read it: an error, not a SIGBUS death.
     RunGuardingTruncation([&] {
       doc = Open(path, read);
-      r = Compute(doc, Select(doc, keys, globs), options);
+      r = ComputeStatsReport(doc, Select(doc, keys, globs), options);
     });
-    if (json) std::cout << ReportJson(r, bins > 0).dump(2) << '\n';
+    if (json) std::cout << StatsReportJson(r, bins > 0).dump(2) << '\n';
     else if (check_finite) PrintFiniteCheck(r);
     else PrintReport(r, bins > 0);
     *exit_code = check_finite && !r.non_finite.empty() ? kExitFindings : kExitOk;

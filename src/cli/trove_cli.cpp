@@ -33,6 +33,7 @@ int TroveMain(int argc, char** argv) {
       "  trove verify model.pt               CRCs, bounds, sizes (exit 1 on problems)\n"
       "  trove scan model.pt                 security report (exit 1 on findings)\n"
       "  trove stats model.pt                min, max, mean, std, NaN/Inf per tensor (--check-finite)\n"
+      "  trove report model.pt -o r.html     one HTML page: treemap, figures, histograms, values\n"
       "  trove data info tokens.psk.d        the presk data commands\n"
       "Exit status: 0 success, 1 findings (verify, scan, diff, stats --check-finite), 2 error.");
   int exit_code = kExitOk;
@@ -40,6 +41,7 @@ int TroveMain(int argc, char** argv) {
   AddTensordictCommands(app, &exit_code);
   AddConvertCommands(app, &exit_code);
   AddStatsCommands(app, &exit_code);
+  AddReportCommands(app, &exit_code);
   app.add_subcommand("data", "The presk data commands (.psk.d files): trove data --help");
   try {
     // Every command reads mapped files: one shrinking under it is an error, not a SIGBUS death.

@@ -413,7 +413,17 @@ struct Binning {
   // edges[i], so |x| >= thresholds[i] exactly when log10|x| >= edges[i] (log10 is monotonic) and
   // values are binned without computing a logarithm each.
   std::vector<double> thresholds;
+  // What the counting loop compares with: bin i holds the values v with below[i] <= v < above[i]
+  // (the edges, or the log binning's thresholds for |v|), the outer bounds infinite (every
+  // finite value belongs to a bin; the last bin is closed), so no index needs a bounds check.
+  std::vector<double> below, above;
   bool active() const { return !edges.empty(); }
+  void SetBounds(const std::vector<double>& e) {
+    below.assign(e.begin(), e.end() - 1);
+    above.assign(e.begin() + 1, e.end());
+    below.front() = -INFINITY;
+    above.back() = INFINITY;
+  }
 };
 
 // The smallest positive double whose log10 is at least e.
@@ -693,22 +703,85 @@ std::vector<TreeNode> ChunkMoments(const Walk& w, uint64_t chunk, double smalles
   return tree.stack;
 }
 
+using Vec4i = int32_t __attribute__((vector_size(16)));
+
+// Every value's bins guessed for a whole block, four values at a time: the linear bin from
+// (v - lo) * norm, the log10 bin from the exponent and a quadratic in the mantissa (RoughLog10's
+// formula), both clamped to the bins. -1: not counted (NaN and infinities; zeros, and every value
+// when there is no log binning, for the log histogram). A guess only saves work: CountBins
+// corrects each against the edges themselves.
+TROVE_STATS_CLONES
+void GuessBins(const double* x, size_t n, const Binning& linear, const Binning& logs, int32_t* lin, int32_t* lg) {
+  const double top = static_cast<double>(linear.edges.size() - 2);
+  const Vec lo = Splat(linear.lo), norm = Splat(linear.norm), zero = Splat(0), last = Splat(top);
+  const Vec log_lo = Splat(logs.lo), log_norm = Splat(logs.norm), biggest = Splat(DBL_MAX);
+  const Mask log_active = logs.active() ? Mask{-1, -1, -1, -1} : Mask{0, 0, 0, 0};
+  const Mask exponent_bits = {0x4330000000000000, 0x4330000000000000, 0x4330000000000000, 0x4330000000000000};
+  const Mask mantissa_mask = {0xFFFFFFFFFFFFF, 0xFFFFFFFFFFFFF, 0xFFFFFFFFFFFFF, 0xFFFFFFFFFFFFF};
+  const Mask one_bits = {0x3FF0000000000000, 0x3FF0000000000000, 0x3FF0000000000000, 0x3FF0000000000000};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Vec v = LoadVec(x + i), av = Abs(v);
+    const Mask finite = av <= biggest;
+    Vec f = (v - lo) * norm;
+    f = f < zero ? zero : f;
+    f = f > last ? last : f;
+    f = finite ? f : Splat(-1);  // -1 as a double: one conversion makes every lane's int
+    const Vec4i lin4 = __builtin_convertvector(f, Vec4i);
+    // The exponent as a double without an int64 conversion: 2^52 + e has e in its low bits.
+    const Mask bits = (Mask)av;
+    const Vec exponent = (Vec)((bits >> 52) | exponent_bits) - Splat(4503599627370496.0 + 1023);
+    const Vec m = (Vec)((bits & mantissa_mask) | one_bits) - Splat(1);
+    Vec g = ((exponent + m * (Splat(1.3465) - Splat(0.3465) * m)) * Splat(0.30102999566398120) - log_lo) * log_norm;
+    g = g < zero ? zero : g;
+    g = g > last ? last : g;
+    const Mask counted = finite & (av != zero) & log_active;
+    g = counted ? g : Splat(-1);
+    const Vec4i lg4 = __builtin_convertvector(g, Vec4i);
+    std::memcpy(lin + i, &lin4, sizeof lin4);
+    std::memcpy(lg + i, &lg4, sizeof lg4);
+  }
+  for (; i < n; ++i) {
+    const double av = std::fabs(x[i]);
+    const bool finite = av <= DBL_MAX;
+    lin[i] = finite ? static_cast<int32_t>(std::clamp((x[i] - linear.lo) * linear.norm, 0.0, top)) : -1;
+    lg[i] = finite && av != 0 && logs.active()
+                ? static_cast<int32_t>(std::clamp((RoughLog10(av) - logs.lo) * logs.norm, 0.0, top)) : -1;
+  }
+}
+
+// Each guess corrected against the bin bounds (Binning::below, above), then counted: the counts
+// equal numpy.histogram's with these edges whatever the guesses were.
+void CountBins(const double* __restrict x, size_t n, const int32_t* __restrict lin, const int32_t* __restrict lg,
+               const Binning& linear, const Binning& logs, uint64_t* __restrict linear_counts,
+               uint64_t* __restrict log_counts) {
+  const double* __restrict below = linear.below.data();
+  const double* __restrict above = linear.above.data();
+  const double* __restrict log_below = logs.below.data();
+  const double* __restrict log_above = logs.above.data();
+  for (size_t i = 0; i < n; ++i) {
+    int32_t b = lin[i];
+    if (b < 0) continue;  // NaN, infinities
+    const double v = x[i];
+    while (v < below[b]) --b;
+    while (v >= above[b]) ++b;
+    ++linear_counts[b];
+    b = lg[i];
+    if (b < 0) continue;  // zeros, or no log binning
+    const double av = std::fabs(v);
+    while (av < log_below[b]) --b;
+    while (av >= log_above[b]) ++b;
+    ++log_counts[b];
+  }
+}
+
 void ChunkHistogram(const Walk& w, uint64_t chunk, const Accumulator& acc, double* values,
                     std::vector<uint64_t>& linear, std::vector<uint64_t>& logs) {
   const Binning& lb = acc.log10_abs;
-  const size_t bins = linear.size();
+  int32_t lin[kBlockValues], lg[kBlockValues];
   ForEachBlockOfChunk(w, chunk, values, [&](double* x, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      const double av = std::fabs(x[i]);
-      if (!(av <= DBL_MAX)) continue;  // NaN, infinities
-      ++linear[BinOf(acc.linear, x[i])];
-      if (av == 0 || !lb.active()) continue;
-      const double f = (RoughLog10(av) - lb.lo) * lb.norm;
-      size_t b = f <= 0 ? 0 : f >= static_cast<double>(bins) ? bins - 1 : static_cast<size_t>(f);
-      while (b > 0 && av < lb.thresholds[b]) --b;
-      while (b + 1 < bins && av >= lb.thresholds[b + 1]) ++b;
-      ++logs[b];
-    }
+    GuessBins(x, n, acc.linear, lb, lin, lg);
+    CountBins(x, n, lin, lg, acc.linear, lb, linear.data(), logs.data());
   });
 }
 
@@ -778,11 +851,13 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, 
       const Extremes& e = acc.extremes;
       if (e.finite == 0) continue;
       acc.linear = MakeBinning(e.min, e.max, bins);
+      acc.linear.SetBounds(acc.linear.edges);
       acc.linear_counts.assign(bins, 0);
       if (e.finite > e.zeros) {
         const double max_abs = std::max(std::fabs(e.min), std::fabs(e.max));
         acc.log10_abs = MakeBinning(std::log10(e.min_abs_nonzero), std::log10(max_abs), bins);
         for (double edge : acc.log10_abs.edges) acc.log10_abs.thresholds.push_back(Log10Threshold(edge));
+        acc.log10_abs.SetBounds(acc.log10_abs.thresholds);
         acc.log_counts.assign(bins, 0);
       }
     }
