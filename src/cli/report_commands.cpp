@@ -8,8 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
-#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -111,7 +111,7 @@ std::string ScriptSafeJson(const Json& j) {
 
 void AddReportCommands(CLI::App& app, int* exit_code) {
   static std::string a_path, b_path, output;
-  static bool permissive = false, sync = false;
+  static bool permissive = false, sync = false, force = false;
   static uint32_t threads = 0;
 
   auto* report = app.add_subcommand("report", "One self-contained HTML page: summary, treemap, every tensor's figures "
@@ -122,6 +122,7 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
   report->add_option("--threads", threads, "Threads to use (default 0: every core)");
   report->add_flag("--permissive", permissive, "Accept unknown pickle globals as inert objects");
   report->add_flag("--sync", sync, kSyncFlagHelp);
+  report->add_flag("--force", force, kForceFlagHelp);
   report->footer(
       "The page needs no network and no other file: open it from disk in any browser.\n"
       "Examples:\n"
@@ -129,16 +130,12 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
       "  trove report base.pt finetuned.pt -o change.html\n"
       "Exit status: 0, 2 error.");
   report->callback([exit_code] {
-    // The page never replaces what it describes (`-o model.pt` for `-o model.html` would lose the
-    // checkpoint). The general rule for every writer's sources is the destination check's; this
-    // names the one mistake a report invites.
-    for (const std::string* source : {&a_path, &b_path}) {
-      std::error_code ec;
-      if (!source->empty() && std::filesystem::equivalent(*source, output, ec))
-        Fail(ErrorCode::kUsage, output + ": is the file the report reads (" + *source + "); choose another output");
-    }
-    // Refuses a destination it cannot write (a directory...) before any tensor is read.
-    AtomicFile out(output, DurabilityFromSyncFlag(sync));
+    // The page never replaces what it describes (`-o model.pt` for `-o model.html`), nor anything
+    // that is not a file trove would write there; refused before any tensor is read.
+    SourceGuard source_a(a_path);
+    std::optional<SourceGuard> source_b;
+    if (!b_path.empty()) source_b.emplace(b_path);
+    AtomicFile out(output, DurabilityFromSyncFlag(sync), ReplaceFromForceFlag(force));
     ReadOptions read;
     read.permissive = permissive;
     StatsOptions options;
