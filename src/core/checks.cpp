@@ -527,16 +527,18 @@ CheckReport Verify(const std::string& path) {
   }
   if (IsZipFormat(format)) {
     // An unreadable container throws (exit 2); one that zip readers read differently is a problem.
-    ZipReader zip(MappedFile::Open(path), ZipDisagreement::kReport);
-    for (const auto& d : zip.disagreements()) {
+    auto zip = WithContext(path, [&] {
+      return std::make_unique<ZipReader>(MappedFile::Open(path), ZipDisagreement::kReport);
+    });
+    for (const auto& d : zip->disagreements()) {
       report.findings.push_back({Severity::kHigh, d.entry, d.offset, "zip readers disagree: " + d.message});
     }
-    for (const auto& r : zip.refused_entries()) report.findings.push_back({Severity::kHigh, r.entry, r.offset, r.message});
-    for (const auto& e : zip.entries()) {
+    for (const auto& r : zip->refused_entries()) report.findings.push_back({Severity::kHigh, r.entry, r.offset, r.message});
+    for (const auto& e : zip->entries()) {
       report.entries_checked++;
       report.bytes_checked += e.compressed_size;
       try {
-        if (!zip.CheckCrc(e)) {
+        if (!zip->CheckCrc(e)) {
           if (e.crc32 == 0) {
             report.findings.push_back({Severity::kInfo, e.name, e.data_offset, "no CRC-32 recorded (0); bytes unchecked"});
           } else {

@@ -22,13 +22,20 @@ def tree_state(root):
     stack = [root]
     while stack:
         path = stack.pop()
-        st = os.lstat(path)
-        if os.path.isdir(path) and not os.path.islink(path):
+        try:  # a writer still running may rename or remove what was just listed
+            st = os.lstat(path)
+            names = os.listdir(path) if os.path.isdir(path) and not os.path.islink(path) else None
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if names is not None:
             state[path] = ("dir", st.st_ino, st.st_mode)
-            for name in os.listdir(path):
+            for name in names:
                 stack.append(os.path.join(path, name))
         elif os.path.islink(path):
-            state[path] = ("link", os.readlink(path))
+            try:
+                state[path] = ("link", os.readlink(path))
+            except FileNotFoundError:
+                continue
         else:
             state[path] = ("file", st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
     return state
