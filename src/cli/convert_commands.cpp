@@ -83,15 +83,16 @@ std::string DoubleText(double d) { return fmt::format("{:.6g}", d); }
 
 void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::string src, dst, to, dtype, compression = "stored", a_path, b_path;
-  static std::vector<std::string> keys;
+  static std::vector<std::string> keys, metadata;
   static uint64_t vocab = 0;
-  static bool json = false, permissive = false, sync = false;
+  static bool json = false, permissive = false, sync = false, drop_values = false;
   static double rtol = 0, atol = 0;
 
-  auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz and .psk.d");
+  auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz, .psk.d and .safetensors");
   convert->add_option("src", src, "Any file or directory trove reads")->required();
   convert->add_option("dst", dst, "Output; its format comes from its name unless --to is given")->required();
-  convert->add_option("--to", to, "pt | tensordict | tdz | pskd")->check(CLI::IsMember({"pt", "tensordict", "tdz", "pskd"}));
+  convert->add_option("--to", to, "pt | tensordict | tdz | pskd | safetensors")
+      ->check(CLI::IsMember({"pt", "tensordict", "tdz", "pskd", "safetensors"}));
   convert->add_option("--keys", keys, "Keep only tensors whose key path matches (glob; repeatable)");
   convert->add_option("--dtype", dtype, "Cast floating tensors (float16/32/64, bfloat16) to this dtype");
   convert->add_option("--vocab", vocab, ".psk.d: N of idx[N] for integer leaves (default: max + 1)");
@@ -99,6 +100,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
   convert->add_flag("--permissive", permissive, "Read unknown pickle globals as inert objects (they are not written)");
   convert->add_flag("--sync", sync, kSyncFlagHelp);
+  convert->add_option("--metadata", metadata, ".safetensors: KEY=VALUE for the header's __metadata__ (repeatable)");
+  convert->add_flag("--drop-values", drop_values, ".safetensors: leave out values other than tensors (else an error lists them)");
   convert->footer("The output appears only when complete (an existing one is replaced safely). Examples:\n"
                   "  trove convert model.pt model.tdz\n"
                   "  trove convert model.pt out --to tensordict --keys 'encoder/**'\n"
@@ -110,6 +113,13 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.read.permissive = permissive;
     opts.durability = DurabilityFromSyncFlag(sync);
     if (vocab) opts.vocab = vocab;
+    opts.drop_values = drop_values;
+    for (const std::string& m : metadata) {
+      const size_t eq = m.find('=');
+      if (eq == std::string::npos || eq == 0) Fail(ErrorCode::kUsage, "--metadata takes KEY=VALUE (not '" + m + "')");
+      opts.metadata.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+    }
+    opts.note = [](const std::string& text) { std::cerr << "trove: note: " << dst << ": " << text << '\n'; };
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);
       if (!d) Fail(ErrorCode::kUsage, "unknown dtype '" + dtype + "'");

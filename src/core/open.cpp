@@ -6,6 +6,7 @@
 #include "formats/pt/pt_reader.h"
 #include "formats/tensordict/tensordict_reader.h"
 #include "trove/error.h"
+#include "trove/safetensors.h"
 #include "trove/shared_bytes.h"
 
 namespace trove {
@@ -20,6 +21,7 @@ std::string_view FormatName(Format format) {
     case Format::kTensordictDir: return "tensordict";
     case Format::kTdz: return "tdz";
     case Format::kPskd: return "pskd";
+    case Format::kSafetensors: return "safetensors";
   }
   return "unknown";
 }
@@ -34,6 +36,10 @@ Format DetectFileFormat(const std::shared_ptr<MappedFile>& file) {
   }
   if (IsLegacyPtMagic(head)) return Format::kPtLegacy;
   if (head.size() >= 262 && head.substr(257, 5) == "ustar") return Format::kPtTar;
+  if (LooksLikeSafetensors(head, file->size())) return Format::kSafetensors;
+  // By name: a damaged or hostile header then gets the safetensors reader's own error.
+  const std::string& path = file->path();
+  if (path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0) return Format::kSafetensors;
   return Format::kUnknown;
 }
 
@@ -67,12 +73,14 @@ Document OpenByFormat(const std::string& path, const ReadOptions& options) {
         return ReadTdz(file, options);
       case Format::kPskd:
         return ReadPskd(file, options);
+      case Format::kSafetensors:
+        return ReadSafetensors(file, options);
       case Format::kPtTar:
         Fail(ErrorCode::kUnsupported, "pre-0.4 tar checkpoint: unsupported (re-save it with a torch >= 0.4)");
       case Format::kTorchScript:
         Fail(ErrorCode::kRefused, "TorchScript/torch.package archive: refused (it holds code, not just data)");
       default:
-        Fail(ErrorCode::kUnsupported, "not a format trove reads (no zip, pickle, tensordict or .psk.d signature)");
+        Fail(ErrorCode::kUnsupported, "not a format trove reads (no zip, pickle, tensordict, .psk.d or safetensors signature)");
     }
   }
 }
