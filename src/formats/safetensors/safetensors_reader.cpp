@@ -133,7 +133,7 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
     if (depth_ == 1 && top_key_ == "__metadata__") Fail(ErrorCode::kCorrupt, "header: __metadata__ is " + what + ", not an object of strings");
     if (depth_ == 1) Fail(ErrorCode::kCorrupt, "header: tensor '" + top_key_ + "': " + what + " where its {dtype, shape, data_offsets} object belongs");
     if (in_metadata_) Fail(ErrorCode::kCorrupt, Where() + "the value of '" + field_ + "' is " + what + ", not a string");
-    Fail(ErrorCode::kCorrupt, Where() + "unexpected " + what + " in '" + field_ + "'");
+    Fail(ErrorCode::kCorrupt, Where() + "'" + field_ + "' holds " + what + " where none belongs");
   }
 
   int depth_ = 0;
@@ -206,7 +206,7 @@ Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& /*
     uint64_t elements = 1;
     for (uint64_t d : t.shape) {
       if (d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(elements, d, &elements)) {
-        Fail(ErrorCode::kCorrupt, who + ": shape " + "overflows 64 bits");
+        Fail(ErrorCode::kCorrupt, who + ": the shape's element count overflows 64 bits");
       }
     }
     uint64_t bits = 0;
