@@ -21,6 +21,7 @@ enum class Format {
   kTdz,           // tensordict .tdz archive
   kPskd,          // .psk.d sample file
   kSafetensors,   // Hugging Face .safetensors
+  kShardedIndex,  // *.index.json of a sharded checkpoint (or a directory holding one)
 };
 
 std::string_view FormatName(Format format);  // "pt", "pt-legacy", "tensordict", "tdz", "pskd", "safetensors", ...

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "formats/pskd/pskd_reader.h"
+#include "formats/safetensors/sharded_reader.h"
 #include "formats/pt/pt_reader.h"
 #include "formats/tensordict/tensordict_reader.h"
 #include "trove/error.h"
@@ -22,6 +23,7 @@ std::string_view FormatName(Format format) {
     case Format::kTdz: return "tdz";
     case Format::kPskd: return "pskd";
     case Format::kSafetensors: return "safetensors";
+    case Format::kShardedIndex: return "sharded";
   }
   return "unknown";
 }
@@ -49,8 +51,10 @@ Format DetectFormat(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    return fs::exists(fs::path(path) / "meta.json", ec) ? Format::kTensordictDir : Format::kUnknown;
+    if (fs::exists(fs::path(path) / "meta.json", ec)) return Format::kTensordictDir;
+    return FindShardIndex(path).empty() ? Format::kUnknown : Format::kShardedIndex;
   }
+  if (IsShardIndexName(path)) return Format::kShardedIndex;
   return DetectFileFormat(MappedFile::Open(path));
 }
 
@@ -61,9 +65,13 @@ Document OpenByFormat(const std::string& path, const ReadOptions& options) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
-      if (!fs::exists(fs::path(path) / "meta.json", ec)) Fail(ErrorCode::kUnsupported, "directory without meta.json: not a tensordict");
+      if (std::string index = FindShardIndex(path); !index.empty()) return ReadShardedCheckpoint(index, options);
+      if (!fs::exists(fs::path(path) / "meta.json", ec)) {
+        Fail(ErrorCode::kUnsupported, "directory without meta.json or a shard index: not a tensordict or sharded checkpoint");
+      }
       return ReadTensordictDir(path, options);
     }
+    if (IsShardIndexName(path)) return ReadShardedCheckpoint(path, options);
     auto file = MappedFile::Open(path);
     switch (DetectFileFormat(file)) {
       case Format::kPt:

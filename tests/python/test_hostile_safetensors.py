@@ -88,3 +88,21 @@ def test_many_tensors_header_is_bounded(tmp_path):
     path.write_bytes(header_file(json.dumps(header)))
     r = run_hostile("trove", "info", path, watch=tmp_path, expect={0})
     assert b"100000" in r.out or b"100,000" in r.out
+
+
+@pytest.mark.parametrize("shard", ["../outside.safetensors", "/etc/hostname", "sub/x.safetensors", "..", "link.safetensors"])
+def test_shard_names_stay_in_the_index_directory(tmp_path, shard):
+    inner = tmp_path / "ckpt"
+    inner.mkdir()
+    outside = tmp_path / "outside.safetensors"
+    outside.write_bytes(header_file(json.dumps({"w": entry("U8", [1], 0, 1)}), b"\1"))
+    (inner / "link.safetensors").symlink_to(outside)
+    (inner / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": shard}}))
+    r = run_hostile("trove", "info", inner, watch=tmp_path, expect={2})
+    assert "model.safetensors.index.json" in r.errtext and ("plain file name" in r.errtext or "leading out" in r.errtext), r
+
+
+def test_deep_index_is_refused(tmp_path):
+    (tmp_path / "model.safetensors.index.json").write_text('{"weight_map":' + "[" * 100000 + "]" * 100000 + "}")
+    r = run_hostile("trove", "info", tmp_path, watch=tmp_path, expect={2})
+    assert "nested deeper" in r.errtext, r

@@ -190,3 +190,56 @@ def test_detected_by_content_without_the_extension(trove, tmp_path):
     path.write_bytes(spec.write({"x": ("F32", (1,), struct.pack("<f", 1.5))}))
     r = trove("info", path)
     assert r.code == 0 and "safetensors" in r.text, r
+
+
+def make_shards(tmp_path, kind):
+    """Two shards and an index as the Hugging Face tools lay them out; returns the state dict."""
+    sd = sample_state_dict()
+    names = sorted(sd)
+    parts = [names[: len(names) // 2], names[len(names) // 2:]]
+    weight_map = {}
+    for i, part in enumerate(parts, 1):
+        if kind == "safetensors":
+            shard = f"model-{i:05d}-of-00002.safetensors"
+            (tmp_path / shard).write_bytes(spec.write(spec_tensors({k: sd[k] for k in part}), {"format": "pt"}))
+        else:
+            shard = f"pytorch_model-{i:05d}-of-00002.bin"
+            torch.save({k: sd[k] for k in part}, tmp_path / shard)
+        weight_map.update({k: shard for k in part})
+    index = "model.safetensors.index.json" if kind == "safetensors" else "pytorch_model.bin.index.json"
+    total = sum(v.numel() * v.element_size() for v in sd.values())
+    (tmp_path / index).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    return sd, tmp_path / index
+
+
+@pytest.mark.parametrize("kind", ["safetensors", "bin"])
+def test_sharded_checkpoint_reads_as_one(trove, tmp_path, kind):
+    sd, index = make_shards(tmp_path, kind)
+    for where in (index, tmp_path):
+        r = trove("info", "--json", where)
+        assert r.code == 0, r
+        info = json.loads(r.out)
+        assert {t["key"] for t in info["tensors"]} == set(sd)
+        assert info["properties"]["shards"] == "2" and not info["warnings"]
+    assert trove("cat", tmp_path, "half", "--raw").out == raw(sd["half"])
+    assert trove("verify", tmp_path).code == 0
+    assert trove("convert", tmp_path, tmp_path / "whole.pt").code == 0
+    back = torch.load(tmp_path / "whole.pt")
+    assert set(back) == set(sd) and all(torch.equal(back[k], v) for k, v in sd.items())
+    assert trove("diff", index, tmp_path / "whole.pt").code == 0
+
+
+def test_sharded_index_disagreeing_with_its_shards_is_an_error(trove, tmp_path):
+    sd, index = make_shards(tmp_path, "safetensors")
+    data = json.loads(index.read_text())
+    moved = sorted(sd)[0]
+    home = data["weight_map"][moved]
+    data["weight_map"][moved] = "model-00002-of-00002.safetensors"
+    index.write_text(json.dumps(data))
+    r = trove("verify", tmp_path)
+    assert r.code != 0 and f"'{moved}'" in r.text + r.errtext, r
+    data["weight_map"]["ghost"] = "model-00001-of-00002.safetensors"
+    data["weight_map"][moved] = home
+    index.write_text(json.dumps(data))
+    r = trove("info", index)
+    assert r.code != 0 and "'ghost'" in r.errtext, r
