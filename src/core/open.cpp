@@ -65,7 +65,9 @@ Document OpenByFormat(const std::string& path, const ReadOptions& options) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
-      if (std::string index = FindShardIndex(path); !index.empty()) return ReadShardedCheckpoint(index, options);
+      if (std::string index = FindShardIndex(path); !index.empty()) {
+        return WithContext(fs::path(index).filename().string(), [&] { return ReadShardedCheckpoint(index, options); });
+      }
       if (!fs::exists(fs::path(path) / "meta.json", ec)) {
         Fail(ErrorCode::kUnsupported, "directory without meta.json or a shard index: not a tensordict or sharded checkpoint");
       }
