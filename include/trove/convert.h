@@ -32,6 +32,9 @@ struct ConvertOptions {
   // .safetensors: "__metadata__" entries; values other than tensors left out instead of refused.
   std::vector<std::pair<std::string, std::string>> metadata;
   bool drop_values = false;
+  // Sharded output into a directory (safetensors or pt shards and their index): the most bytes of
+  // tensors a shard holds, as --max-shard-size gives it.
+  std::optional<uint64_t> max_shard_bytes;
   // Called with a remark for the user (what was dropped, what was unshared); may be empty.
   std::function<void(const std::string&)> note;
   // Called with (bytes written, bytes total) as tensors stream; may be empty.

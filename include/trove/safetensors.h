@@ -42,6 +42,16 @@ Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& op
 // bounded chunks. options.metadata becomes "__metadata__".
 void WriteSafetensors(const Document& doc, const std::string& path, const ConvertOptions& options);
 
+// Sharded output (options.max_shard_bytes set): `directory` gets shards filled as the Hugging
+// Face tools fill them and named as they name them (model-00001-of-00003.safetensors or
+// pytorch_model-00001-of-00003.bin, target kSafetensors or kPt) and the index
+// (model.safetensors.index.json / pytorch_model.bin.index.json: total_size and the weight map);
+// one shard is written alone under the unsharded name, without an index. The whole directory
+// appears at once (AtomicDirectory).
+void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target, const ConvertOptions& options);
+// "5GB" (10^9), "500MiB" (2^20), "1000" (bytes): the sizes --max-shard-size takes.
+uint64_t ParseShardSize(const std::string& text);
+
 // The safetensors name of a dtype ("F32", "BF16", "F8_E4M3"), or "" when it has none.
 std::string_view SafetensorsDTypeName(DType dtype);
 

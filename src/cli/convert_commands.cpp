@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/value_printer.h"
 #include "trove/convert.h"
+#include "trove/safetensors.h"
 #include "trove/diff.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
@@ -82,7 +83,7 @@ std::string DoubleText(double d) { return fmt::format("{:.6g}", d); }
 }  // namespace
 
 void AddConvertCommands(CLI::App& app, int* exit_code) {
-  static std::string src, dst, to, dtype, compression = "stored", a_path, b_path;
+  static std::string src, dst, to, dtype, compression = "stored", a_path, b_path, max_shard_size;
   static std::vector<std::string> keys, metadata;
   static uint64_t vocab = 0;
   static bool json = false, permissive = false, sync = false, drop_values = false;
@@ -101,6 +102,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_flag("--permissive", permissive, "Read unknown pickle globals as inert objects (they are not written)");
   convert->add_flag("--sync", sync, kSyncFlagHelp);
   convert->add_option("--metadata", metadata, ".safetensors: KEY=VALUE for the header's __metadata__ (repeatable)");
+  convert->add_option("--max-shard-size", max_shard_size,
+                      "Write DST as a directory of shards and an index (--to safetensors or pt), e.g. 5GB, 500MiB");
   convert->add_flag("--drop-values", drop_values, ".safetensors: leave out values other than tensors (else an error lists them)");
   convert->footer("The output appears only when complete (an existing one is replaced safely). Examples:\n"
                   "  trove convert model.pt model.tdz\n"
@@ -114,6 +117,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.durability = DurabilityFromSyncFlag(sync);
     if (vocab) opts.vocab = vocab;
     opts.drop_values = drop_values;
+    if (!max_shard_size.empty()) {
+      if (to != "safetensors" && to != "pt") Fail(ErrorCode::kUsage, "--max-shard-size needs --to safetensors or --to pt");
+      opts.max_shard_bytes = ParseShardSize(max_shard_size);
+    }
     for (const std::string& m : metadata) {
       const size_t eq = m.find('=');
       if (eq == std::string::npos || eq == 0) Fail(ErrorCode::kUsage, "--metadata takes KEY=VALUE (not '" + m + "')");

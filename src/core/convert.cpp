@@ -107,6 +107,10 @@ void Convert(const std::string& source, const std::string& destination, Format t
 
 void ConvertDocument(const Document& doc, const std::string& destination, Format target, const ConvertOptions& options) {
   WithContext(destination, [&] {
+    if (options.max_shard_bytes) {
+      WriteShardedCheckpoint(doc, destination, target, options);
+      return;
+    }
     switch (target) {
       case Format::kPt:
         WritePt(doc, destination, options);

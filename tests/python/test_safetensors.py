@@ -243,3 +243,56 @@ def test_sharded_index_disagreeing_with_its_shards_is_an_error(trove, tmp_path):
     index.write_text(json.dumps(data))
     r = trove("info", index)
     assert r.code != 0 and "'ghost'" in r.errtext, r
+
+
+def hf_split(sd, max_bytes):
+    """The Hugging Face tools' shard filling, written from their documented rule."""
+    shards, current, size = [], {}, 0
+    for k, v in sd.items():
+        n = v.numel() * v.element_size()
+        if n > max_bytes:
+            shards.append({k: v})
+            continue
+        if size + n > max_bytes and current:
+            shards.append(current)
+            current, size = {}, 0
+        current[k] = v
+        size += n
+    if current:
+        shards.append(current)
+    return shards
+
+
+@pytest.mark.parametrize("to", ["safetensors", "pt"])
+def test_convert_to_shards_as_the_hugging_face_tools_write_them(trove, tmp_path, to):
+    sd = sample_state_dict()
+    torch.save(sd, tmp_path / "m.pt")
+    out = tmp_path / "sharded"
+    r = trove("convert", tmp_path / "m.pt", out, "--to", to, "--max-shard-size", "40B")
+    assert r.code == 0, r
+    shards = hf_split(sd, 40)
+    stem, ext = ("model", ".safetensors") if to == "safetensors" else ("pytorch_model", ".bin")
+    names = [f"{stem}-{i:05d}-of-{len(shards):05d}{ext}" for i in range(1, len(shards) + 1)]
+    assert sorted(p.name for p in out.iterdir()) == sorted(names + [stem + ext + ".index.json"])
+    index_text = (out / (stem + ext + ".index.json")).read_text()
+    weight_map = {k: names[i] for i, part in enumerate(shards) for k in part}
+    total = sum(v.numel() * v.element_size() for v in sd.values())
+    assert index_text == json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2, sort_keys=True) + "\n"
+    for name, part in zip(names, shards):
+        if to == "safetensors":
+            assert (out / name).read_bytes() == spec.write(spec_tensors(part))
+        else:
+            back = torch.load(out / name)
+            assert list(back) == list(part) and all(torch.equal(back[k], v) for k, v in part.items())
+    assert trove("diff", out, tmp_path / "m.pt").code == 0
+
+
+def test_one_shard_is_written_under_the_plain_name(trove, tmp_path):
+    torch.save({"w": torch.ones(4)}, tmp_path / "m.pt")
+    out = tmp_path / "one"
+    assert trove("convert", tmp_path / "m.pt", out, "--to", "safetensors", "--max-shard-size", "5GB").code == 0
+    assert [p.name for p in out.iterdir()] == ["model.safetensors"]
+    r = trove("convert", tmp_path / "m.pt", tmp_path / "x", "--max-shard-size", "5GB")
+    assert r.code != 0 and "--to" in r.errtext
+    r = trove("convert", tmp_path / "m.pt", tmp_path / "x", "--to", "pt", "--max-shard-size", "5 lots")
+    assert r.code != 0 and "--max-shard-size" in r.errtext and not (tmp_path / "x").exists()
