@@ -106,3 +106,20 @@ def test_deep_index_is_refused(tmp_path):
     (tmp_path / "model.safetensors.index.json").write_text('{"weight_map":' + "[" * 100000 + "]" * 100000 + "}")
     r = run_hostile("trove", "info", tmp_path, watch=tmp_path, expect={2})
     assert "nested deeper" in r.errtext, r
+
+
+def test_scan_and_verify_look_inside_every_bin_shard(tmp_path):
+    from pickles import call, glob, pickle_of, s, torch_zip
+    marker = tmp_path / "ran"
+    torch.save({"w": torch.ones(2)}, tmp_path / "pytorch_model-00001-of-00002.bin")
+    torch_zip(tmp_path / "pytorch_model-00002-of-00002.bin", pickle_of(call(glob("os", "system"), s(f"touch {marker}"))))
+    (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 8}, "weight_map": {"w": "pytorch_model-00001-of-00002.bin",
+                                                       "b": "pytorch_model-00002-of-00002.bin"}}))
+    r = run_hostile("trove", "scan", tmp_path, "--json", watch=tmp_path, expect={1})
+    report = json.loads(r.out)
+    text = json.dumps(report)
+    assert "pytorch_model-00002-of-00002.bin/archive/data.pkl" in text and "os.system" in text, r
+    r = run_hostile("trove", "verify", tmp_path, watch=tmp_path, expect={1})
+    assert "pytorch_model-00002-of-00002.bin" in r.text and "os.system" in r.text, r
+    assert not marker.exists()

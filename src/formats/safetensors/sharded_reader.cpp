@@ -63,10 +63,7 @@ fs::path ShardPath(const fs::path& dir, const std::string& name, const std::stri
   return p;
 }
 
-}  // namespace
-
-Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions& options) {
-  const std::string text = ReadIndexText(index_path);
+nlohmann::json ParseIndex(const std::string& text) {
   // The index is two levels deep; anything deeper is refused while parsing.
   nlohmann::json index;
   try {
@@ -80,7 +77,29 @@ Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions&
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
     Fail(ErrorCode::kCorrupt, "no \"weight_map\" object: not a sharded checkpoint index");
   }
-  const fs::path dir = fs::path(index_path).parent_path().empty() ? fs::path(".") : fs::path(index_path).parent_path();
+  return index;
+}
+
+fs::path IndexDirectory(const std::string& index_path) {
+  return fs::path(index_path).parent_path().empty() ? fs::path(".") : fs::path(index_path).parent_path();
+}
+
+}  // namespace
+
+std::vector<std::string> ShardFiles(const std::string& index_path) {
+  const nlohmann::json index = ParseIndex(ReadIndexText(index_path));
+  std::set<std::string> paths;
+  for (const auto& [tensor, shard] : index["weight_map"].items()) {
+    if (!shard.is_string()) Fail(ErrorCode::kCorrupt, "tensor '" + tensor + "': its shard is not a file name");
+    paths.insert(ShardPath(IndexDirectory(index_path), shard.get<std::string>(), tensor).string());
+  }
+  return {paths.begin(), paths.end()};
+}
+
+Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions& options) {
+  const std::string text = ReadIndexText(index_path);
+  nlohmann::json index = ParseIndex(text);
+  const fs::path dir = IndexDirectory(index_path);
   std::map<std::string, std::set<std::string>> listed;  // shard -> tensor names
   for (const auto& [tensor, shard] : index["weight_map"].items()) {
     if (!shard.is_string()) Fail(ErrorCode::kCorrupt, "tensor '" + tensor + "': its shard is not a file name");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "trove/document.h"
 
@@ -25,5 +26,7 @@ bool IsShardIndexName(const std::string& path);  // ends with ".index.json"
 // shard names must be plain file names in the index's directory (a link must not lead out).
 // Throws Error naming the shard and tensor otherwise.
 Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions& options);
+// The paths of the shards an index names, each checked as above, sorted, once each.
+std::vector<std::string> ShardFiles(const std::string& index_path);
 
 }  // namespace trove
