@@ -33,12 +33,20 @@ struct ConvertOptions {
   // Write views that expand beyond kMaxExpandRatio (trove/tensor.h) into a format without strides
   // anyway (`--allow-expand`); otherwise that is Error(kLimit) before anything is written.
   bool allow_expand = false;
+  // .safetensors: "__metadata__" entries; values other than tensors left out instead of refused.
+  std::vector<std::pair<std::string, std::string>> metadata;
+  bool drop_values = false;
+  // Sharded output into a directory (safetensors or pt shards and their index): the most bytes of
+  // tensors a shard holds, as --max-shard-size gives it.
+  std::optional<uint64_t> max_shard_bytes;
+  // Called with a remark for the user (what was dropped, what was unshared); may be empty.
+  std::function<void(const std::string&)> note;
   // Called with (bytes written, bytes total) as tensors stream; may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };
 
-// The target format from `--to` (pt, tensordict, tdz, pskd) or else from the destination's name
-// (.pt .pth .bin .ckpt, .tdz, .psk.d; an existing directory or a name without extension:
+// The target format from `--to` (pt, tensordict, tdz, pskd, safetensors) or else from the
+// destination's name (.pt .pth .bin .ckpt, .tdz, .psk.d, .safetensors; an existing directory or a name without extension:
 // tensordict). Throws Error(kUsage) when neither says.
 Format TargetFormat(const std::string& destination, const std::string& to);
 

@@ -20,9 +20,11 @@ enum class Format {
   kTensordictDir, // tensordict memmap directory
   kTdz,           // tensordict .tdz archive
   kPskd,          // .psk.d sample file
+  kSafetensors,   // Hugging Face .safetensors
+  kShardedIndex,  // *.index.json of a sharded checkpoint (or a directory holding one)
 };
 
-std::string_view FormatName(Format format);  // "pt", "pt-legacy", "tensordict", "tdz", "pskd", ...
+std::string_view FormatName(Format format);  // "pt", "pt-legacy", "tensordict", "tdz", "pskd", "safetensors", ...
 Format DetectFormat(const std::string& path);
 
 // Throws Error with the path as context.

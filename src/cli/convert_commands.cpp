@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/value_printer.h"
 #include "trove/convert.h"
+#include "trove/safetensors.h"
 #include "trove/diff.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
@@ -82,16 +83,17 @@ std::string DoubleText(double d) { return fmt::format("{:.6g}", d); }
 }  // namespace
 
 void AddConvertCommands(CLI::App& app, int* exit_code) {
-  static std::string src, dst, to, dtype, compression = "stored", a_path, b_path;
-  static std::vector<std::string> keys;
+  static std::string src, dst, to, dtype, compression = "stored", a_path, b_path, max_shard_size;
+  static std::vector<std::string> keys, metadata;
   static uint64_t vocab = 0;
-  static bool json = false, permissive = false, sync = false, force = false, allow_expand = false;
+  static bool json = false, permissive = false, sync = false, force = false, allow_expand = false, drop_values = false;
   static double rtol = 0, atol = 0;
 
-  auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz and .psk.d");
+  auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz, .psk.d and .safetensors");
   convert->add_option("src", src, "Any file or directory trove reads")->required();
   convert->add_option("dst", dst, "Output; its format comes from its name unless --to is given")->required();
-  convert->add_option("--to", to, "pt | tensordict | tdz | pskd")->check(CLI::IsMember({"pt", "tensordict", "tdz", "pskd"}));
+  convert->add_option("--to", to, "pt | tensordict | tdz | pskd | safetensors")
+      ->check(CLI::IsMember({"pt", "tensordict", "tdz", "pskd", "safetensors"}));
   convert->add_option("--keys", keys, "Keep only tensors whose key path matches (glob; repeatable)");
   convert->add_option("--dtype", dtype, "Cast floating tensors (float16/32/64, bfloat16) to this dtype");
   convert->add_option("--vocab", vocab, ".psk.d: N of idx[N] for integer leaves (default: max + 1)");
@@ -102,6 +104,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_flag("--force", force, kForceFlagHelp);
   convert->add_flag("--allow-expand", allow_expand,
                     "Write views that expand far beyond their stored bytes (stride 0) whole into .tdz, tensordict or .psk.d");
+  convert->add_option("--metadata", metadata, ".safetensors: KEY=VALUE for the header's __metadata__ (repeatable)");
+  convert->add_option("--max-shard-size", max_shard_size,
+                      "Write DST as a directory of shards and an index (--to safetensors or pt), e.g. 5GB, 500MiB");
+  convert->add_flag("--drop-values", drop_values, ".safetensors: leave out values other than tensors (else an error lists them)");
   convert->footer("The output appears only when complete. An existing output is replaced (atomically) only when\n"
                   "it is what convert writes there: a file for a file format, a tensordict directory (or an empty\n"
                   "one) for --to tensordict; anything else is refused unless --force. Examples:\n"
@@ -117,6 +123,17 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.replace = ReplaceFromForceFlag(force);
     opts.allow_expand = allow_expand;
     if (vocab) opts.vocab = vocab;
+    opts.drop_values = drop_values;
+    if (!max_shard_size.empty()) {
+      if (to != "safetensors" && to != "pt") Fail(ErrorCode::kUsage, "--max-shard-size needs --to safetensors or --to pt");
+      opts.max_shard_bytes = ParseShardSize(max_shard_size);
+    }
+    for (const std::string& m : metadata) {
+      const size_t eq = m.find('=');
+      if (eq == std::string::npos || eq == 0) Fail(ErrorCode::kUsage, "--metadata takes KEY=VALUE (not '" + m + "')");
+      opts.metadata.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+    }
+    opts.note = [](const std::string& text) { std::cerr << "trove: note: " << dst << ": " << text << '\n'; };
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);
       if (!d) Fail(ErrorCode::kUsage, "unknown dtype '" + dtype + "'");
@@ -126,8 +143,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     // Refused before anything is read (the writer checks again when it starts).
     {
       SourceGuard source(src);
-      CheckDestination(dst, target == Format::kTensordictDir ? OutputKind::kDirectory : OutputKind::kFile,
-                       opts.replace);
+      const bool directory = target == Format::kTensordictDir || opts.max_shard_bytes.has_value();
+      CheckDestination(dst, directory ? OutputKind::kDirectory : OutputKind::kFile, opts.replace);
     }
     // A source truncated by another program while we copy it: an error (the output never
     // appears, as for any failed write), not a SIGBUS death.

@@ -158,11 +158,13 @@ SourceRegistry& Sources() {
   return *r;
 }
 
-// Whether a directory is what a directory writer may replace: empty, or a tensordict (its root
-// holds a regular file meta.json).
+// Whether a directory is what a directory writer may replace: empty, a tensordict (its root holds
+// a regular file meta.json), or a sharded checkpoint (its root holds the index trove writes).
 bool IsReplaceableDirectory(const std::string& dir) {
-  struct stat meta {};
-  if (::stat((fs::path(dir) / "meta.json").c_str(), &meta) == 0 && S_ISREG(meta.st_mode)) return true;
+  for (const char* marker : {"meta.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
+    struct stat meta {};
+    if (::stat((fs::path(dir) / marker).c_str(), &meta) == 0 && S_ISREG(meta.st_mode)) return true;
+  }
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   return !ec && it == fs::directory_iterator();
@@ -252,7 +254,7 @@ void CheckDestination(const std::string& destination, OutputKind kind, Replace r
   }
   if (!resolves || !S_ISDIR(st.st_mode)) refuse("exists and is not a directory" + hint);
   if (!IsReplaceableDirectory(destination))
-    refuse("is a directory that is not a tensordict (no meta.json) and not empty" + hint);
+    refuse("is a directory that is not a tensordict or a sharded checkpoint (no meta.json or index) and not empty" + hint);
 }
 
 SourceGuard::SourceGuard(const std::string& path) : canonical_(Canonical(path)) {

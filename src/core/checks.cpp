@@ -7,6 +7,7 @@
 #include "formats/pt/legacy_tar.h"
 #include "formats/pt/pt_reader.h"
 #include "formats/pt/torch_resolver.h"
+#include "formats/safetensors/sharded_reader.h"
 #include "formats/tensordict/level_reader.h"
 #include "pickle/global_class.h"
 #include "trove/error.h"
@@ -489,6 +490,36 @@ void ScanTensordictDir(CheckReport& report, const std::string& root) {
   }
 }
 
+// A sharded checkpoint: each shard checked as a file of its own (a .bin shard's CRCs and
+// pickle), its findings under the shard's name, then the index against the shards.
+CheckReport CheckShards(const std::string& path, CheckReport (*check)(const std::string&)) {
+  CheckReport report;
+  report.path = path;
+  report.format = std::string(FormatName(Format::kShardedIndex));
+  std::error_code ec;
+  const std::string index = std::filesystem::is_directory(path, ec) ? FindShardIndex(path) : path;
+  std::vector<std::string> shards;
+  try {
+    shards = ShardFiles(index);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw;
+    report.findings.push_back({e.code() == ErrorCode::kRefused ? Severity::kHigh : Severity::kMedium, "", 0, e.message()});
+    return report;
+  }
+  for (const std::string& shard : shards) {
+    const std::string name = std::filesystem::path(shard).filename().string();
+    std::error_code exists;
+    if (!std::filesystem::is_regular_file(shard, exists)) continue;  // reported by CheckStructure below
+    CheckReport part = check(shard);
+    report.entries_checked += part.entries_checked;
+    report.bytes_checked += part.bytes_checked;
+    for (auto& f : part.findings) report.findings.push_back({f.severity, f.entry.empty() ? name : name + "/" + f.entry, f.offset, f.message});
+    for (auto& g : part.globals) report.globals.push_back({name + "/" + g.entry, g.name, g.offset, g.allowed});
+  }
+  CheckStructure(report, path);
+  return report;
+}
+
 }  // namespace
 
 std::string_view SeverityName(Severity s) {
@@ -520,6 +551,7 @@ CheckReport Verify(const std::string& path) {
   report.path = path;
   Format format = DetectFormat(path);
   report.format = std::string(FormatName(format));
+  if (format == Format::kShardedIndex) return CheckShards(path, Verify);
   if (format == Format::kUnknown) Fail(ErrorCode::kUnsupported, path + ": not a format trove reads");
   if (format == Format::kPskd) {
     VerifyPskd(report, path);
@@ -569,6 +601,7 @@ CheckReport Scan(const std::string& path) {
   report.path = path;
   Format format = DetectFormat(path);
   report.format = std::string(FormatName(format));
+  if (format == Format::kShardedIndex) return CheckShards(path, Scan);
   if (format == Format::kTensordictDir) {
     ScanTensordictDir(report, path);
     CheckStructure(report, path);

@@ -6,6 +6,7 @@
 #include "trove/error.h"
 #include "formats/pskd/pskd_writer.h"
 #include "trove/pt_writer.h"
+#include "trove/safetensors.h"
 #include "trove/tensordict.h"
 
 namespace trove {
@@ -27,7 +28,8 @@ Format TargetFormat(const std::string& destination, const std::string& to) {
     if (to == "tensordict") return Format::kTensordictDir;
     if (to == "tdz") return Format::kTdz;
     if (to == "pskd") return Format::kPskd;
-    Fail(ErrorCode::kUsage, "--to must be one of pt, tensordict, tdz, pskd (not '" + to + "')");
+    if (to == "safetensors") return Format::kSafetensors;
+    Fail(ErrorCode::kUsage, "--to must be one of pt, tensordict, tdz, pskd, safetensors (not '" + to + "')");
   }
   std::string d = destination;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
@@ -35,9 +37,10 @@ Format TargetFormat(const std::string& destination, const std::string& to) {
     if (EndsWith(d, ext)) return Format::kPt;
   if (EndsWith(d, ".tdz")) return Format::kTdz;
   if (EndsWith(d, ".psk.d")) return Format::kPskd;
+  if (EndsWith(d, ".safetensors")) return Format::kSafetensors;
   std::error_code ec;
   if (std::filesystem::is_directory(d, ec) || std::filesystem::path(d).extension().empty()) return Format::kTensordictDir;
-  Fail(ErrorCode::kUsage, "cannot tell the output format from '" + destination + "': name it .pt, .tdz or .psk.d, or pass --to");
+  Fail(ErrorCode::kUsage, "cannot tell the output format from '" + destination + "': name it .pt, .tdz, .psk.d or .safetensors, or pass --to");
 }
 
 bool KeyMatches(const std::string& pattern, const std::string& key) {
@@ -110,6 +113,10 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
     if (target != Format::kPt && !options.allow_expand) {
       for (const auto& t : doc.tensors) t.view->CheckExpansion(t.key);
     }
+    if (options.max_shard_bytes) {
+      WriteShardedCheckpoint(doc, destination, target, options);
+      return;
+    }
     switch (target) {
       case Format::kPt:
         WritePt(doc, destination, options);
@@ -126,6 +133,9 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
         else WriteTensordictDir(doc, destination, td);
         return;
       }
+      case Format::kSafetensors:
+        WriteSafetensors(doc, destination, options);
+        return;
       case Format::kPskd: {
         PskdWriteOptions p;
         p.vocab = options.vocab;

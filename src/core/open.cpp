@@ -3,9 +3,11 @@
 #include <filesystem>
 
 #include "formats/pskd/pskd_reader.h"
+#include "formats/safetensors/sharded_reader.h"
 #include "formats/pt/pt_reader.h"
 #include "formats/tensordict/tensordict_reader.h"
 #include "trove/error.h"
+#include "trove/safetensors.h"
 #include "trove/shared_bytes.h"
 
 namespace trove {
@@ -20,6 +22,8 @@ std::string_view FormatName(Format format) {
     case Format::kTensordictDir: return "tensordict";
     case Format::kTdz: return "tdz";
     case Format::kPskd: return "pskd";
+    case Format::kSafetensors: return "safetensors";
+    case Format::kShardedIndex: return "sharded";
   }
   return "unknown";
 }
@@ -34,6 +38,10 @@ Format DetectFileFormat(const std::shared_ptr<MappedFile>& file) {
   }
   if (IsLegacyPtMagic(head)) return Format::kPtLegacy;
   if (head.size() >= 262 && head.substr(257, 5) == "ustar") return Format::kPtTar;
+  if (LooksLikeSafetensors(head, file->size())) return Format::kSafetensors;
+  // By name: a damaged or hostile header then gets the safetensors reader's own error.
+  const std::string& path = file->path();
+  if (path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0) return Format::kSafetensors;
   return Format::kUnknown;
 }
 
@@ -43,8 +51,10 @@ Format DetectFormat(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    return fs::exists(fs::path(path) / "meta.json", ec) ? Format::kTensordictDir : Format::kUnknown;
+    if (fs::exists(fs::path(path) / "meta.json", ec)) return Format::kTensordictDir;
+    return FindShardIndex(path).empty() ? Format::kUnknown : Format::kShardedIndex;
   }
+  if (IsShardIndexName(path)) return Format::kShardedIndex;
   return DetectFileFormat(MappedFile::Open(path));
 }
 
@@ -55,9 +65,15 @@ Document OpenByFormat(const std::string& path, const ReadOptions& options) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
-      if (!fs::exists(fs::path(path) / "meta.json", ec)) Fail(ErrorCode::kUnsupported, "directory without meta.json: not a tensordict");
+      if (std::string index = FindShardIndex(path); !index.empty()) {
+        return WithContext(fs::path(index).filename().string(), [&] { return ReadShardedCheckpoint(index, options); });
+      }
+      if (!fs::exists(fs::path(path) / "meta.json", ec)) {
+        Fail(ErrorCode::kUnsupported, "directory without meta.json or a shard index: not a tensordict or sharded checkpoint");
+      }
       return ReadTensordictDir(path, options);
     }
+    if (IsShardIndexName(path)) return ReadShardedCheckpoint(path, options);
     auto file = MappedFile::Open(path);
     switch (DetectFileFormat(file)) {
       case Format::kPt:
@@ -67,12 +83,14 @@ Document OpenByFormat(const std::string& path, const ReadOptions& options) {
         return ReadTdz(file, options);
       case Format::kPskd:
         return ReadPskd(file, options);
+      case Format::kSafetensors:
+        return ReadSafetensors(file, options);
       case Format::kPtTar:
         Fail(ErrorCode::kUnsupported, "pre-0.4 tar checkpoint: unsupported (re-save it with a torch >= 0.4)");
       case Format::kTorchScript:
         Fail(ErrorCode::kRefused, "TorchScript/torch.package archive: refused (it holds code, not just data)");
       default:
-        Fail(ErrorCode::kUnsupported, "not a format trove reads (no zip, pickle, tensordict or .psk.d signature)");
+        Fail(ErrorCode::kUnsupported, "not a format trove reads (no zip, pickle, tensordict, .psk.d or safetensors signature)");
     }
   }
 }

@@ -1,0 +1,58 @@
+// trove/safetensors.h: reading and writing Hugging Face .safetensors files.
+//
+// The format: an 8-byte little-endian header length N, N bytes of a JSON object mapping each
+// tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative to the data
+// section that follows the header) plus an optional "__metadata__" object of string values, then
+// the data. ReadSafetensors validates the whole header before making any view (see
+// docs/safetensors.md for the list) and returns a Document whose root is a flat dict from tensor
+// name to a zero-copy view of the mapping, in file order; "__metadata__" entries become
+// properties named "metadata.KEY". WriteSafetensors writes what the reference implementation
+// writes for the same tensors (its ordering, compact JSON, space padding to a multiple of 8),
+// streaming under a temporary name renamed when complete.
+// Functions are thread-safe (no shared state); documents follow trove/document.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "trove/convert.h"
+#include "trove/document.h"
+#include "trove/shared_bytes.h"
+
+namespace trove {
+
+// Largest header trove reads or writes: the reference implementation's own limit (100 MB), far
+// above the ~10 MB header of a model with a hundred thousand tensors; it bounds the JSON parse.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
+// True when the first bytes look like a safetensors file: a header length that fits in the file
+// and under the cap, and a header starting with '{'. `file_size` is the whole file's size.
+bool LooksLikeSafetensors(std::string_view head, uint64_t file_size);
+
+// Throws Error(kCorrupt) naming the tensor for any header or layout violation, Error(kLimit) past
+// the header cap, Error(kUnsupported) for a dtype trove has no type for (F6_E2M3, F6_E3M2).
+Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& options);
+
+// Tensor names are the documents' key paths with each component decoded and joined by '/'
+// ("model/layer.0.weight"; a flat state dict keeps its keys). Values other than tensors are an
+// error listing them unless options.drop_values (then a note names them); tensors sharing
+// storage are written once per name (a note says so); non-contiguous views are gathered in
+// bounded chunks. options.metadata becomes "__metadata__".
+void WriteSafetensors(const Document& doc, const std::string& path, const ConvertOptions& options);
+
+// Sharded output (options.max_shard_bytes set): `directory` gets shards filled as the Hugging
+// Face tools fill them and named as they name them (model-00001-of-00003.safetensors or
+// pytorch_model-00001-of-00003.bin, target kSafetensors or kPt) and the index
+// (model.safetensors.index.json / pytorch_model.bin.index.json: total_size and the weight map);
+// one shard is written alone under the unsharded name, without an index. The whole directory
+// appears at once (AtomicDirectory).
+void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target, const ConvertOptions& options);
+// "5GB" (10^9), "500MiB" (2^20), "1000" (bytes): the sizes --max-shard-size takes.
+uint64_t ParseShardSize(const std::string& text);
+
+// The safetensors name of a dtype ("F32", "BF16", "F8_E4M3"), or "" when it has none.
+std::string_view SafetensorsDTypeName(DType dtype);
+
+}  // namespace trove

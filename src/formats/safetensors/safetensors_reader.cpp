@@ -1,0 +1,274 @@
+// Reading .safetensors: the header is parsed with a SAX handler (no JSON tree is built, duplicate
+// names and unexpected structure are caught as they are met), then the layout is checked whole
+// before any view is made.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/safetensors/safetensors_dtypes.h"
+#include "trove/error.h"
+#include "trove/safetensors.h"
+
+namespace trove {
+namespace {
+
+struct TensorEntry {
+  std::string name;
+  std::string dtype;
+  std::vector<uint64_t> shape;
+  std::vector<uint64_t> offsets;
+  bool has_dtype = false, has_shape = false, has_offsets = false;
+};
+
+// Depth 0: the header object; 1: a tensor's object or __metadata__; 2: shape/data_offsets arrays.
+class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::vector<TensorEntry> tensors;
+  std::vector<std::pair<std::string, std::string>> metadata;
+
+  bool null() override {
+    if (depth_ == 1 && top_key_ == "__metadata__") return true;  // the reference reads null as "none"
+    return Unexpected("null");
+  }
+  bool boolean(bool) override { return Unexpected("a boolean"); }
+  bool number_integer(number_integer_t v) override {
+    if (v >= 0) return number_unsigned(static_cast<uint64_t>(v));
+    return Unexpected("a negative number");
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (depth_ != 3 || in_metadata_) return Unexpected("a number");
+    std::vector<uint64_t>& list = field_ == "shape" ? current_.shape : current_.offsets;
+    if (field_ == "shape" && list.size() >= kMaxTensorRank) {
+      Fail(ErrorCode::kLimit, Where() + "more than " + std::to_string(kMaxTensorRank) + " dimensions (kMaxTensorRank)");
+    }
+    if (field_ == "data_offsets" && list.size() >= 2) Fail(ErrorCode::kCorrupt, Where() + "data_offsets has more than 2 numbers");
+    list.push_back(v);
+    return true;
+  }
+  bool number_float(number_float_t, const string_t&) override { return Unexpected("a fractional number"); }
+  bool string(string_t& s) override {
+    if (depth_ == 2 && in_metadata_) {
+      metadata.emplace_back(field_, s);
+      return true;
+    }
+    if (depth_ == 2 && field_ == "dtype") {
+      current_.dtype = s;
+      current_.has_dtype = true;
+      return true;
+    }
+    return Unexpected("a string");
+  }
+  bool binary(binary_t&) override { return Unexpected("binary data"); }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0) {
+      ++depth_;
+      return true;
+    }
+    if (depth_ != 1) return Unexpected("an object");
+    ++depth_;
+    keys_.clear();
+    in_metadata_ = top_key_ == "__metadata__";
+    if (!in_metadata_) {
+      current_ = TensorEntry{};
+      current_.name = top_key_;
+    }
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    if (depth_ == 1 && !in_metadata_) {
+      if (!current_.has_dtype || !current_.has_shape || !current_.has_offsets) {
+        Fail(ErrorCode::kCorrupt, Where() + "needs dtype, shape and data_offsets");
+      }
+      tensors.push_back(std::move(current_));
+    }
+    in_metadata_ = false;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (depth_ != 2 || in_metadata_ || (field_ != "shape" && field_ != "data_offsets")) return Unexpected("an array");
+    (field_ == "shape" ? current_.has_shape : current_.has_offsets) = true;
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    if (field_ == "data_offsets" && current_.offsets.size() != 2) {
+      Fail(ErrorCode::kCorrupt, Where() + "data_offsets must be two numbers [begin, end]");
+    }
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1) {
+      if (!top_keys_.insert(k).second) {
+        Fail(ErrorCode::kCorrupt, "header: the name '" + k + "' appears twice");
+      }
+      top_key_ = k;
+      return true;
+    }
+    if (!keys_.insert(k).second) Fail(ErrorCode::kCorrupt, Where() + "the field '" + k + "' appears twice");
+    if (!in_metadata_ && k != "dtype" && k != "shape" && k != "data_offsets") {
+      Fail(ErrorCode::kCorrupt, Where() + "unknown field '" + k + "'");
+    }
+    field_ = k;
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    std::string what = e.what();
+    // nlohmann's messages start with "[json.exception.parse_error.101] parse error at line 1, ...".
+    if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    Fail(ErrorCode::kCorrupt, "header @ " + std::to_string(8 + (position > 0 ? position - 1 : 0)) + ": not valid JSON: " + what);
+  }
+
+ private:
+  std::string Where() const {
+    if (in_metadata_) return "header: __metadata__: ";
+    return "header: tensor '" + (depth_ >= 2 ? current_.name : top_key_) + "': ";
+  }
+  bool Unexpected(const std::string& what) {
+    if (depth_ == 0) Fail(ErrorCode::kCorrupt, "header: not a JSON object (found " + what + ")");
+    if (depth_ == 1 && top_key_ == "__metadata__") Fail(ErrorCode::kCorrupt, "header: __metadata__ is " + what + ", not an object of strings");
+    if (depth_ == 1) Fail(ErrorCode::kCorrupt, "header: tensor '" + top_key_ + "': " + what + " where its {dtype, shape, data_offsets} object belongs");
+    if (in_metadata_) Fail(ErrorCode::kCorrupt, Where() + "the value of '" + field_ + "' is " + what + ", not a string");
+    Fail(ErrorCode::kCorrupt, Where() + "'" + field_ + "' holds " + what + " where none belongs");
+  }
+
+  int depth_ = 0;
+  bool in_metadata_ = false;
+  std::string top_key_, field_;
+  std::unordered_set<std::string> top_keys_, keys_;
+  TensorEntry current_;
+};
+
+std::string Quote(const std::string& name) { return "tensor '" + name + "'"; }
+
+}  // namespace
+
+bool LooksLikeSafetensors(std::string_view head, uint64_t file_size) {
+  if (head.size() < 9 || file_size < 10) return false;
+  uint64_t n = 0;
+  std::memcpy(&n, head.data(), 8);  // little-endian hosts only (trove's platforms)
+  return n >= 2 && n <= kMaxSafetensorsHeaderBytes && n <= file_size - 8 && head[8] == '{';
+}
+
+Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& /*options*/) {
+  const uint64_t size = file->size();
+  if (size < 8) Fail(ErrorCode::kCorrupt, "too short for a safetensors header length (" + std::to_string(size) + " bytes)");
+  uint64_t n = 0;
+  std::memcpy(&n, file->data(), 8);
+  if (n > kMaxSafetensorsHeaderBytes) {
+    Fail(ErrorCode::kLimit, "header length " + std::to_string(n) + " exceeds the " + std::to_string(kMaxSafetensorsHeaderBytes) +
+                                "-byte cap (kMaxSafetensorsHeaderBytes)");
+  }
+  if (n > size - 8) {
+    Fail(ErrorCode::kCorrupt, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes)");
+  }
+  const char* header = reinterpret_cast<const char*>(file->data() + 8);
+  if (n == 0 || header[0] != '{') Fail(ErrorCode::kCorrupt, "header @ 8: does not start with '{'");
+  HeaderHandler handler;
+  nlohmann::json::sax_parse(header, header + n, &handler, nlohmann::json::input_format_t::json, /*strict=*/true);
+
+  // Layout: sorted by offsets, the tensors must tile the data section exactly.
+  const uint64_t data_start = 8 + n, data_size = size - data_start;
+  std::vector<size_t> order(handler.tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return handler.tensors[a].offsets < handler.tensors[b].offsets;
+  });
+  struct Resolved {
+    DType dtype;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Resolved> resolved(handler.tensors.size());
+  uint64_t expected_begin = 0;
+  const TensorEntry* previous = nullptr;
+  for (size_t i : order) {
+    const TensorEntry& t = handler.tensors[i];
+    const uint64_t begin = t.offsets[0], end = t.offsets[1];
+    const std::string who = Quote(t.name);
+    if (end < begin) Fail(ErrorCode::kCorrupt, who + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before they begin");
+    if (end > data_size) {
+      Fail(ErrorCode::kCorrupt, who + ": data_offsets end at " + std::to_string(end) + ", past the " + std::to_string(data_size) + "-byte data section");
+    }
+    if (begin > expected_begin) {
+      Fail(ErrorCode::kCorrupt, who + ": a hole of " + std::to_string(begin - expected_begin) + " bytes before it (data_offsets begin at " +
+                                    std::to_string(begin) + ", the previous tensor ends at " + std::to_string(expected_begin) + ")");
+    }
+    if (begin < expected_begin) {
+      Fail(ErrorCode::kCorrupt, who + ": overlaps " + (previous ? Quote(previous->name) : std::string("another tensor")) +
+                                    " (begins at " + std::to_string(begin) + ", before " + std::to_string(expected_begin) + ")");
+    }
+    const SafetensorsDType* st = SafetensorsDTypeByName(t.dtype);
+    if (!st) Fail(ErrorCode::kCorrupt, who + ": unknown dtype '" + t.dtype + "'");
+    uint64_t elements = 1;
+    for (uint64_t d : t.shape) {
+      if (d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(elements, d, &elements)) {
+        Fail(ErrorCode::kCorrupt, who + ": the shape's element count overflows 64 bits");
+      }
+    }
+    uint64_t bits = 0;
+    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(st->bits), &bits)) Fail(ErrorCode::kCorrupt, who + ": byte size overflows 64 bits");
+    if (bits % 8 != 0) Fail(ErrorCode::kCorrupt, who + ": " + std::to_string(elements) + " " + t.dtype + " elements are not a whole number of bytes");
+    if (bits / 8 != end - begin) {
+      Fail(ErrorCode::kCorrupt, who + ": " + t.dtype + " " + ShapeString(std::vector<int64_t>(t.shape.begin(), t.shape.end())) + " needs " +
+                                    std::to_string(bits / 8) + " bytes, data_offsets give " + std::to_string(end - begin));
+    }
+    if (!st->dtype) Fail(ErrorCode::kUnsupported, who + ": dtype " + t.dtype + " has no trove type (no 6-bit floats)");
+    Resolved r{*st->dtype, std::vector<int64_t>(t.shape.begin(), t.shape.end())};
+    if (st->bits == 4) {
+      // F4 counts 4-bit values; trove (like torch) counts bytes of two: halve the last dimension.
+      if (r.shape.empty() || r.shape.back() % 2 != 0) Fail(ErrorCode::kUnsupported, who + ": F4 needs an even last dimension to be read as float4_e2m1fn_x2");
+      r.shape.back() /= 2;
+    }
+    resolved[i] = std::move(r);
+    expected_begin = end;
+    previous = &t;
+  }
+  if (expected_begin != data_size) {
+    Fail(ErrorCode::kCorrupt, std::to_string(data_size - expected_begin) + " bytes after the last tensor (@ " +
+                                  std::to_string(data_start + expected_begin) + ") belong to no tensor");
+  }
+
+  Document doc;
+  doc.format = "safetensors";
+  doc.path = file->path();
+  doc.file_size = size;
+  Value* root = doc.arena->Dict("dict");
+  const SharedBytes data = file->Slice(data_start, data_size);
+  int64_t index = 0;
+  for (size_t i : order) {
+    const TensorEntry& t = handler.tensors[i];
+    TensorView view;
+    view.dtype = resolved[i].dtype;
+    view.shape = std::move(resolved[i].shape);
+    view.strides.assign(view.shape.size(), 1);
+    for (size_t d = view.shape.size(); d-- > 1;) view.strides[d - 1] = view.strides[d] * std::max<int64_t>(view.shape[d], 1);
+    view.storage = data.Slice(t.offsets[0], t.offsets[1] - t.offsets[0]);
+    view.storage_index = index++;
+    view.storage_key = t.name;
+    WithContext(Quote(t.name), [&] { view.Validate(); });
+    root->entries.emplace_back(doc.arena->Str(t.name), doc.arena->Tensor(std::move(view)));
+  }
+  doc.root = root;
+  doc.tensors = CollectTensors(root);
+  doc.properties.emplace_back("tensors", std::to_string(handler.tensors.size()));
+  doc.properties.emplace_back("header bytes", std::to_string(n));
+  std::sort(handler.metadata.begin(), handler.metadata.end());
+  for (auto& [k, v] : handler.metadata) doc.properties.emplace_back("metadata." + k, v);
+  ContainerRecord head;
+  head.name = "header";
+  head.size = head.stored_size = data_start;
+  head.method = "stored";
+  ContainerRecord body;
+  body.name = "data";
+  body.offset = data_start;
+  body.size = body.stored_size = data_size;
+  body.method = "stored";
+  doc.records = {head, body};
+  return doc;
+}
+
+}  // namespace trove

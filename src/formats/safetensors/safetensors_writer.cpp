@@ -1,0 +1,192 @@
+// Writing .safetensors as the reference implementation does: tensors sorted by its dtype order
+// (descending) then by name, header JSON compact with "__metadata__" first and each tensor's
+// fields in dtype, shape, data_offsets order, padded with spaces to a multiple of 8.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "formats/safetensors/safetensors_dtypes.h"
+#include "trove/atomic_file.h"
+#include "trove/error.h"
+#include "trove/safetensors.h"
+
+namespace trove {
+namespace {
+
+// Names and metadata are UTF-8 in the header JSON; anything else would not parse back.
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// A JSON string as serde_json writes it: short escapes for " \ \b \f \n \r \t, \u00xx (lowercase)
+// for the other control characters, everything else (DEL, non-ASCII) as is.
+void AppendJsonString(std::string& out, std::string_view s) {
+  static const char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+}
+
+struct Planned {
+  std::string name;
+  const TensorView* view;
+  const SafetensorsDType* dtype;
+  std::vector<int64_t> shape;  // as the header counts elements (F4: last dimension doubled)
+  uint64_t begin = 0, end = 0;
+};
+
+}  // namespace
+
+void WriteSafetensors(const Document& doc, const std::string& path, const ConvertOptions& options) {
+  auto note = [&](const std::string& text) {
+    if (options.note) options.note(text);
+  };
+  // Values safetensors cannot hold.
+  std::vector<std::string> values;
+  ForEachLeaf(doc.root, [&](const std::string& key, const Value& leaf) {
+    if (leaf.kind != ValueKind::kTensor) values.push_back(key.empty() ? "(root)" : key);
+  });
+  auto listing = [](const std::vector<std::string>& keys) {
+    std::string text;
+    for (size_t i = 0; i < keys.size() && i < 10; ++i) text += (i ? ", " : "") + std::string("'") + keys[i] + "'";
+    if (keys.size() > 10) text += " and " + std::to_string(keys.size() - 10) + " more";
+    return text;
+  };
+  if (!values.empty()) {
+    if (!options.drop_values) {
+      Fail(ErrorCode::kUnsupported, std::to_string(values.size()) + " value(s) other than tensors cannot be held in safetensors: " +
+                                        listing(values) + " (--drop-values leaves them out)");
+    }
+    note("dropped " + std::to_string(values.size()) + " value(s) other than tensors: " + listing(values));
+  }
+
+  std::vector<Planned> plan;
+  std::set<std::string> names;
+  std::map<std::pair<const void*, int64_t>, std::vector<std::string>> sharing;
+  for (const NamedTensor& t : doc.tensors) {
+    std::string name;
+    const std::vector<std::string> components = SplitKeyPath(t.key);
+    for (size_t i = 0; i < components.size(); ++i) name += (i ? "/" : "") + DecodeKeyComponent(components[i]);
+    const TensorView* v = t.view;
+    const std::string who = "'" + t.key + "'";
+    if (!v->has_data) Fail(ErrorCode::kUnsupported, who + ": a meta tensor (shape only) cannot be written to safetensors");
+    const SafetensorsDType* st = SafetensorsDTypeOf(v->dtype);
+    if (!st) Fail(ErrorCode::kUnsupported, who + ": safetensors has no dtype for " + std::string(Name(v->dtype)));
+    if (!IsValidUtf8(name)) Fail(ErrorCode::kUnsupported, who + ": the name is not UTF-8");
+    if (name == "__metadata__") Fail(ErrorCode::kUnsupported, who + ": '__metadata__' is reserved in safetensors headers");
+    if (!names.insert(name).second) Fail(ErrorCode::kUnsupported, who + ": a second tensor named '" + name + "'");
+    Planned p{name, v, st, v->shape};
+    if (st->bits == 4) {
+      if (p.shape.empty()) Fail(ErrorCode::kUnsupported, who + ": a 0-d float4_e2m1fn_x2 tensor has no safetensors shape");
+      if (__builtin_mul_overflow(p.shape.back(), int64_t{2}, &p.shape.back())) Fail(ErrorCode::kUnsupported, who + ": shape overflows");
+    }
+    if (v->storage_index >= 0 && !v->cast_source) sharing[{v->storage.owner().get(), v->storage_index}].push_back(name);
+    plan.push_back(std::move(p));
+  }
+  for (const auto& [storage, shared] : sharing) {
+    if (shared.size() > 1) {
+      note(std::to_string(shared.size()) + " tensors share one storage in the source and are written separately: " + listing(shared));
+    }
+  }
+  std::sort(plan.begin(), plan.end(), [](const Planned& a, const Planned& b) {
+    if (a.dtype->rank != b.dtype->rank) return a.dtype->rank > b.dtype->rank;
+    return a.name < b.name;
+  });
+
+  std::string header = "{";
+  std::vector<std::pair<std::string, std::string>> metadata = options.metadata;
+  if (!metadata.empty()) {
+    // The reference keeps metadata in a hash map (no order); sorted keys make the output reproducible.
+    std::sort(metadata.begin(), metadata.end());
+    for (size_t i = 1; i < metadata.size(); ++i)
+      if (metadata[i].first == metadata[i - 1].first) Fail(ErrorCode::kUsage, "metadata key '" + metadata[i].first + "' given twice");
+    header += "\"__metadata__\":{";
+    for (size_t i = 0; i < metadata.size(); ++i) {
+      if (!IsValidUtf8(metadata[i].first) || !IsValidUtf8(metadata[i].second)) Fail(ErrorCode::kUsage, "metadata must be UTF-8");
+      if (i) header += ',';
+      AppendJsonString(header, metadata[i].first);
+      header += ':';
+      AppendJsonString(header, metadata[i].second);
+    }
+    header += '}';
+  }
+  uint64_t offset = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Planned& p = plan[i];
+    p.begin = offset;
+    if (__builtin_add_overflow(offset, p.view->nbytes(), &offset)) Fail(ErrorCode::kLimit, "'" + p.name + "': total size overflows");
+    p.end = offset;
+    if (i || !metadata.empty()) header += ',';
+    AppendJsonString(header, p.name);
+    header += ":{\"dtype\":\"";
+    header += p.dtype->name;
+    header += "\",\"shape\":[";
+    for (size_t d = 0; d < p.shape.size(); ++d) header += (d ? "," : "") + std::to_string(p.shape[d]);
+    header += "],\"data_offsets\":[" + std::to_string(p.begin) + "," + std::to_string(p.end) + "]}";
+    if (header.size() > kMaxSafetensorsHeaderBytes) {
+      Fail(ErrorCode::kLimit, "the header would exceed " + std::to_string(kMaxSafetensorsHeaderBytes) + " bytes (kMaxSafetensorsHeaderBytes)");
+    }
+  }
+  header += '}';
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  if (header.size() > kMaxSafetensorsHeaderBytes) {
+    Fail(ErrorCode::kLimit, "the header would exceed " + std::to_string(kMaxSafetensorsHeaderBytes) + " bytes (kMaxSafetensorsHeaderBytes)");
+  }
+
+  AtomicFile file(path, options.durability, options.replace);
+  uint8_t length[8];
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(n >> (8 * i));
+  file.Write(length, 8);
+  file.Write(header.data(), header.size());
+  uint64_t written = 0;
+  for (const Planned& p : plan) {
+    if (std::optional<SharedBytes> stored = p.view->StoredBytes()) {
+      file.Write(stored->data(), stored->size());  // large mapped ranges are copied by the kernel
+    } else {
+      p.view->ForEachChunk([&](const uint8_t* data, size_t size) { file.Write(data, size); });
+    }
+    written += p.end - p.begin;
+    if (options.progress) options.progress(written, offset);
+  }
+  file.Commit();
+}
+
+}  // namespace trove

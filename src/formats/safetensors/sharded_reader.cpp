@@ -1,0 +1,168 @@
+// Sharded checkpoints: an index (model.safetensors.index.json, pytorch_model.bin.index.json)
+// naming the shard file of each tensor. The shards are opened and their tensors gathered into one
+// document; every shard is opened (views need their mapping), which costs a header parse each.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/safetensors/sharded_reader.h"
+#include "trove/error.h"
+#include "trove/open.h"
+#include "trove/shared_bytes.h"
+
+namespace trove {
+namespace fs = std::filesystem;
+
+std::string FindShardIndex(const std::string& directory) {
+  std::error_code ec;
+  if (fs::exists(fs::path(directory) / "meta.json", ec)) return "";
+  for (const char* name : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
+    fs::path p = fs::path(directory) / name;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  return "";
+}
+
+bool IsShardIndexName(const std::string& path) {
+  return path.size() > 11 && path.compare(path.size() - 11, 11, ".index.json") == 0;
+}
+
+namespace {
+
+std::string ReadIndexText(const std::string& path) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) Fail(ErrorCode::kIo, "cannot read: " + ec.message());
+  if (size > kMaxShardIndexBytes) {
+    Fail(ErrorCode::kLimit, std::to_string(size) + " bytes exceed the " + std::to_string(kMaxShardIndexBytes) + "-byte cap (kMaxShardIndexBytes)");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string text(static_cast<size_t>(size), '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) Fail(ErrorCode::kIo, "cannot read");
+  return text;
+}
+
+// A shard must be a plain file name inside the index's directory, and stay there through links.
+fs::path ShardPath(const fs::path& dir, const std::string& name, const std::string& tensor) {
+  if (name.empty() || name == "." || name == ".." || name.find_first_of(std::string("/\\\0", 3)) != std::string::npos) {
+    Fail(ErrorCode::kRefused, "tensor '" + tensor + "': shard '" + name + "' is not a plain file name in the index's directory");
+  }
+  fs::path p = dir / name;
+  std::error_code ec;
+  if (fs::is_symlink(p, ec)) {
+    const fs::path target = fs::weakly_canonical(p, ec);
+    const fs::path base = fs::weakly_canonical(dir, ec);
+    if (ec || target.parent_path() != base) {
+      Fail(ErrorCode::kRefused, "shard '" + name + "' is a link leading out of the index's directory");
+    }
+  }
+  return p;
+}
+
+nlohmann::json ParseIndex(const std::string& text) {
+  // The index is two levels deep; anything deeper is refused while parsing.
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > 3) Fail(ErrorCode::kCorrupt, "nested deeper than an index is");
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
+    Fail(ErrorCode::kCorrupt, std::string("not valid JSON: ") + e.what());
+  }
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+    Fail(ErrorCode::kCorrupt, "no \"weight_map\" object: not a sharded checkpoint index");
+  }
+  return index;
+}
+
+fs::path IndexDirectory(const std::string& index_path) {
+  return fs::path(index_path).parent_path().empty() ? fs::path(".") : fs::path(index_path).parent_path();
+}
+
+}  // namespace
+
+std::vector<std::string> ShardFiles(const std::string& index_path) {
+  const nlohmann::json index = ParseIndex(ReadIndexText(index_path));
+  std::set<std::string> paths;
+  for (const auto& [tensor, shard] : index["weight_map"].items()) {
+    if (!shard.is_string()) Fail(ErrorCode::kCorrupt, "tensor '" + tensor + "': its shard is not a file name");
+    paths.insert(ShardPath(IndexDirectory(index_path), shard.get<std::string>(), tensor).string());
+  }
+  return {paths.begin(), paths.end()};
+}
+
+Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions& options) {
+  const std::string text = ReadIndexText(index_path);
+  nlohmann::json index = ParseIndex(text);
+  const fs::path dir = IndexDirectory(index_path);
+  std::map<std::string, std::set<std::string>> listed;  // shard -> tensor names
+  for (const auto& [tensor, shard] : index["weight_map"].items()) {
+    if (!shard.is_string()) Fail(ErrorCode::kCorrupt, "tensor '" + tensor + "': its shard is not a file name");
+    listed[shard.get<std::string>()].insert(tensor);
+  }
+
+  Document doc;
+  doc.path = index_path;
+  doc.file_size = text.size();
+  Value* root = doc.arena->Dict("dict");
+  std::set<std::string> seen;
+  int64_t storage_base = 0;
+  uint64_t total = 0;
+  std::string kind;
+  for (const auto& [shard, names] : listed) {
+    const fs::path path = ShardPath(dir, shard, *names.begin());
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) Fail(ErrorCode::kNotFound, "shard '" + shard + "' (of tensor '" + *names.begin() + "') is not a file");
+    Document part = Open(path.string(), options);
+    if (kind.empty()) kind = part.format;
+    if (part.format != kind) Fail(ErrorCode::kCorrupt, "shard '" + shard + "' is " + part.format + ", the others " + kind);
+    if (!part.root || part.root->kind != ValueKind::kDict) Fail(ErrorCode::kCorrupt, "shard '" + shard + "' is not a dict of tensors");
+    int64_t storages = 0;
+    for (const auto& [key, value] : part.root->entries) {
+      const std::string name = KeyComponentText(*key);
+      if (value->kind != ValueKind::kTensor) {
+        doc.warnings.push_back("shard '" + shard + "': '" + name + "' is not a tensor; left out");
+        continue;
+      }
+      if (!names.count(name)) Fail(ErrorCode::kCorrupt, "shard '" + shard + "' holds tensor '" + name + "', which the weight map does not list there");
+      if (!seen.insert(name).second) Fail(ErrorCode::kCorrupt, "tensor '" + name + "' appears twice in shard '" + shard + "'");
+      TensorView view = *value->tensor;
+      if (view.storage_index >= 0) {
+        storages = std::max(storages, view.storage_index + 1);
+        view.storage_index += storage_base;  // storages are per shard
+      }
+      total += view.nbytes();
+      root->entries.emplace_back(doc.arena->Str(name), doc.arena->Tensor(std::move(view)));
+    }
+    storage_base += storages;
+    for (const std::string& name : names)
+      if (!seen.count(name)) Fail(ErrorCode::kCorrupt, "tensor '" + name + "' is listed in shard '" + shard + "' but not in it");
+    for (auto& w : part.warnings) doc.warnings.push_back("shard '" + shard + "': " + w);
+    ContainerRecord rec;
+    rec.name = shard;
+    rec.size = rec.stored_size = part.file_size;
+    rec.method = "file";
+    doc.records.push_back(rec);
+  }
+  doc.format = "sharded " + (kind.empty() ? std::string("checkpoint") : kind);
+  doc.root = root;
+  doc.tensors = CollectTensors(root);
+  doc.properties.emplace_back("shards", std::to_string(listed.size()));
+  doc.properties.emplace_back("tensors", std::to_string(seen.size()));
+  if (index.contains("metadata") && index["metadata"].is_object()) {
+    for (const auto& [k, v] : index["metadata"].items()) {
+      doc.properties.emplace_back("metadata." + k, v.is_string() ? v.get<std::string>() : v.dump());
+      if (k == "total_size" && v.is_number_unsigned() && v.get<uint64_t>() != total) {
+        doc.warnings.push_back("metadata.total_size says " + v.dump() + " bytes; the tensors hold " + std::to_string(total));
+      }
+    }
+  }
+  return doc;
+}
+
+}  // namespace trove

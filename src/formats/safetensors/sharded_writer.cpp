@@ -1,0 +1,115 @@
+// Writing sharded checkpoints as the Hugging Face tools do: tensors in document order fill a
+// shard until the next would pass the maximum (a tensor larger than the maximum gets a shard of
+// its own), shards named model-00001-of-00003.safetensors / pytorch_model-00001-of-00003.bin,
+// and an index with the tensors' total size and each tensor's shard (keys sorted, indented by
+// 2, ASCII, a final newline, as transformers' save_pretrained writes it). A single shard is
+// written as model.safetensors / pytorch_model.bin without an index, as they do.
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "trove/atomic_file.h"
+#include "trove/error.h"
+#include "trove/pt_writer.h"
+#include "trove/safetensors.h"
+
+namespace trove {
+
+uint64_t ParseShardSize(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  const std::string unit = text.substr(digits);
+  const std::map<std::string, uint64_t> units = {
+      {"", 1}, {"B", 1}, {"KB", 1000}, {"MB", 1000'000}, {"GB", 1000'000'000}, {"TB", 1000'000'000'000},
+      {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40}};
+  auto it = units.find(unit);
+  if (digits == 0 || digits > 15 || it == units.end()) {
+    Fail(ErrorCode::kUsage, "--max-shard-size takes a number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), not '" + text + "'");
+  }
+  uint64_t value = std::stoull(text.substr(0, digits)), bytes = 0;
+  if (__builtin_mul_overflow(value, it->second, &bytes) || bytes == 0) Fail(ErrorCode::kUsage, "--max-shard-size '" + text + "' is out of range");
+  return bytes;
+}
+
+void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target, const ConvertOptions& options) {
+  if (target != Format::kSafetensors && target != Format::kPt) {
+    Fail(ErrorCode::kUsage, "--max-shard-size writes safetensors or pt shards (--to safetensors or --to pt)");
+  }
+  const uint64_t max = *options.max_shard_bytes;
+  // Names as the safetensors writer gives them; for .bin shards they are the state dict's keys.
+  struct Item {
+    std::string name;
+    const TensorView* view;
+  };
+  std::vector<std::vector<Item>> shards;
+  uint64_t current = 0, total = 0;
+  std::vector<Item> open;
+  ForEachLeaf(doc.root, [&](const std::string& key, const Value& leaf) {
+    if (leaf.kind == ValueKind::kTensor) return;
+    if (!options.drop_values) {
+      Fail(ErrorCode::kUnsupported, "'" + (key.empty() ? std::string("(root)") : key) +
+                                        "': a value other than a tensor cannot be held in shards (--drop-values leaves such values out)");
+    }
+  });
+  for (const NamedTensor& t : doc.tensors) {
+    std::string name;
+    const std::vector<std::string> components = SplitKeyPath(t.key);
+    for (size_t i = 0; i < components.size(); ++i) name += (i ? "/" : "") + DecodeKeyComponent(components[i]);
+    const uint64_t size = t.view->nbytes();
+    total += size;
+    if (size > max) {
+      shards.push_back({{name, t.view}});
+      continue;
+    }
+    if (current + size > max && !open.empty()) {
+      shards.push_back(std::move(open));
+      open.clear();
+      current = 0;
+    }
+    open.push_back({name, t.view});
+    current += size;
+  }
+  if (!open.empty() || shards.empty()) shards.push_back(std::move(open));
+
+  const bool st = target == Format::kSafetensors;
+  const std::string stem = st ? "model" : "pytorch_model", ext = st ? ".safetensors" : ".bin";
+  AtomicDirectory out(directory, options.durability, options.replace);
+  nlohmann::json weight_map = nlohmann::json::object();
+  ConvertOptions shard_options = options;
+  shard_options.progress = nullptr;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    char suffix[64];
+    std::snprintf(suffix, sizeof suffix, "-%05zu-of-%05zu", s + 1, shards.size());
+    const std::string file = stem + (shards.size() > 1 ? suffix : "") + ext;
+    Document part;
+    part.format = doc.format;
+    part.path = doc.path;
+    Value* root = part.arena->Dict("collections.OrderedDict");
+    for (const Item& item : shards[s]) {
+      if (weight_map.contains(item.name)) Fail(ErrorCode::kUnsupported, "a second tensor named '" + item.name + "'");
+      weight_map[item.name] = file;
+      root->entries.emplace_back(part.arena->Str(item.name), part.arena->Tensor(*item.view));
+    }
+    part.root = root;
+    part.tensors = CollectTensors(root);
+    const std::string path = (std::filesystem::path(out.path()) / file).string();
+    WithContext(file, [&] {
+      if (st) WriteSafetensors(part, path, shard_options);
+      else WritePt(part, path, shard_options);
+    });
+  }
+  if (shards.size() > 1) {
+    nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    const std::string text = index.dump(2, ' ', /*ensure_ascii=*/true) + "\n";
+    AtomicFile file((std::filesystem::path(out.path()) / (stem + ext + ".index.json")).string(), options.durability);
+    file.Write(text.data(), text.size());
+    file.Commit();
+  }
+  out.Commit();
+}
+
+}  // namespace trove
