@@ -21,6 +21,7 @@ int TroveFuzzEntry_print_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_header_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pskd_pack_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_pt_reader_fuzz(const uint8_t* data, size_t size);
+int TroveFuzzEntry_safetensors_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_tdz_reader_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_tensordict_dir_fuzz(const uint8_t* data, size_t size);
 int TroveFuzzEntry_tensordict_meta_fuzz(const uint8_t* data, size_t size);
@@ -72,6 +73,7 @@ const Target kTargets[] = {
     {"pskd_header_fuzz", TroveFuzzEntry_pskd_header_fuzz},
     {"pskd_pack_fuzz", TroveFuzzEntry_pskd_pack_fuzz},
     {"pt_reader_fuzz", TroveFuzzEntry_pt_reader_fuzz},
+    {"safetensors_fuzz", TroveFuzzEntry_safetensors_fuzz},
     {"tdz_reader_fuzz", TroveFuzzEntry_tdz_reader_fuzz},
     {"tensordict_dir_fuzz", TroveFuzzEntry_tensordict_dir_fuzz},
     {"tensordict_meta_fuzz", TroveFuzzEntry_tensordict_meta_fuzz},
