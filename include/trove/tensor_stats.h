@@ -10,8 +10,9 @@
 //
 // Work is split into fixed chunks of logical elements spread over threads; chunk results merge in
 // a fixed pairwise tree, so the figures do not depend on the thread count. Memory is bounded by a
-// few blocks per thread whatever the tensor's size; dimensions of stride 0 (expanded views) are
-// never walked, they multiply the counts.
+// few blocks per thread whatever the tensor's size (with histograms, the mapped pages of a tensor
+// of up to 64 MiB stay resident between its two passes); dimensions of stride 0 (expanded views)
+// are never walked, they multiply the counts.
 //
 // Lifetime: the views must stay valid during the call only. Thread-safety: the functions share
 // no state; the views are only read.

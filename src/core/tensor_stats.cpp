@@ -8,6 +8,7 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -32,6 +33,10 @@ constexpr size_t kBlockValues = 2048;
 // complete subtree of the pairwise tree, so merging chunk results in order gives exactly what one
 // thread merging every block would (the figures do not depend on the thread count).
 constexpr uint64_t kBlocksPerChunk = 256;
+// With histograms, a tensor of at most this many stored bytes keeps its mapped pages between its
+// two sweeps: the second finds them mapped and cached instead of mapping and reading them again.
+// Resident memory then holds up to this much per thread (larger tensors are released as read).
+constexpr uint64_t kStatsRereadBytes = uint64_t{64} << 20;
 
 // The block loops run over four doubles at a time (GCC/Clang vector extensions: two SSE2
 // operations each on any x86-64, one with AVX2, which the clones below pick at run time).
@@ -413,18 +418,22 @@ struct Binning {
   // edges[i], so |x| >= thresholds[i] exactly when log10|x| >= edges[i] (log10 is monotonic) and
   // values are binned without computing a logarithm each.
   std::vector<double> thresholds;
-  // What the counting loop compares with: bin i holds the values v with below[i] <= v < above[i]
-  // (the edges, or the log binning's thresholds for |v|), the outer bounds infinite (every
-  // finite value belongs to a bin; the last bin is closed), so no index needs a bounds check.
-  std::vector<double> below, above;
+  // Of a linear binning: how far (in bins) (v - lo) * norm may lie from the exact position of v
+  // against the rounded edges (see SetLinearMargin); guesses within it of a bin boundary are
+  // checked against the edges. 1 when no guess can be trusted (every value is checked).
+  double margin = 1;
+  // Of a log10 binning: the bin of every |x| whose bits, shifted right by key_shift, equal
+  // key_lo + k is key_bins[k] (-1 when a threshold falls inside that run of doubles, so its values
+  // are placed by comparison); key_bins.back() is -2, where zeros and non-finite values go.
+  int key_shift = 52;
+  int64_t key_lo = 0;
+  std::vector<int16_t> key_bins = {-2};
   bool active() const { return !edges.empty(); }
-  void SetBounds(const std::vector<double>& e) {
-    below.assign(e.begin(), e.end() - 1);
-    above.assign(e.begin() + 1, e.end());
-    below.front() = -INFINITY;
-    above.back() = INFINITY;
-  }
 };
+
+// Runs of doubles a log10 binning's key table covers at most: 32 KB of int16, which stays in the
+// first-level cache, and at least one run per binary exponent (2046 of them) always fits.
+constexpr int64_t kLogKeyRuns = 16384;
 
 // The smallest positive double whose log10 is at least e.
 double Log10Threshold(double e) {
@@ -434,16 +443,6 @@ double Log10Threshold(double e) {
   while (a < DBL_MAX && std::log10(a) < e) a = std::nextafter(a, INFINITY);
   for (double below = std::nextafter(a, 0.0); below > 0 && std::log10(below) >= e; below = std::nextafter(a, 0.0)) a = below;
   return a;
-}
-
-// log10 of a positive finite value to within about 0.01, from its exponent and a quadratic in its
-// mantissa: a guess of the bin, which the thresholds then correct.
-inline double RoughLog10(double av) {
-  const uint64_t bits = std::bit_cast<uint64_t>(av);
-  const int exponent = static_cast<int>(bits >> 52) - 1023;
-  if (exponent == -1023) return std::log10(av);  // subnormal
-  const double m = std::bit_cast<double>((bits & 0xFFFFFFFFFFFFFull) | 0x3FF0000000000000ull) - 1;  // [0, 1)
-  return (exponent + m * (1.3465 - 0.3465 * m)) * 0.30102999566398120;
 }
 
 // Edges as numpy.linspace(lo, hi, bins + 1) makes them (i * step + lo, the last exactly hi).
@@ -464,11 +463,59 @@ Binning MakeBinning(double lo, double hi, uint32_t bins) {
 // off), so counts equal numpy.histogram's with these edges.
 inline size_t BinOf(const Binning& b, double v) {
   const size_t bins = b.edges.size() - 1;
-  double f = (v - b.lo) * b.norm;
-  size_t i = f <= 0 ? 0 : f >= static_cast<double>(bins) ? bins - 1 : static_cast<size_t>(f);
+  const double f = (v - b.lo) * b.norm;  // NaN when the range overflows: starts from bin 0
+  size_t i = f >= static_cast<double>(bins) ? bins - 1 : f > 0 ? static_cast<size_t>(f) : 0;
   while (i > 0 && v < b.edges[i]) --i;
   while (i + 1 < bins && v >= b.edges[i + 1]) ++i;
   return i;
+}
+
+// The log10 bin of a finite nonzero |v|, by comparison with the thresholds: how many of the inner
+// ones it reaches (the outer bins are unbounded, like BinOf's).
+inline int32_t LogBinOf(const Binning& b, double av) {
+  const double* t = b.thresholds.data();
+  return static_cast<int32_t>(std::upper_bound(t + 1, t + b.thresholds.size() - 1, av) - (t + 1));
+}
+
+// Every rounding between v and its guess (v - lo) * norm (the subtraction, norm's two, the
+// product) moves it by at most 2^-53 of `bins`; each rounded edge i * step + lo lies within a few
+// 2^-53 of |lo| + |hi| (times norm, in bins) of its exact place. 2^-40 of their sum bounds both
+// with room to spare: a guess farther than that from a whole number is the bin of v.
+void SetLinearMargin(Binning& b) {
+  const double bins = static_cast<double>(b.edges.size() - 1);
+  const double margin = ((std::fabs(b.lo) + std::fabs(b.hi)) * b.norm + bins) * 0x1p-40;
+  b.margin = margin < 0.25 ? margin : 1;  // also when a span past float64's range made norm 0 or inf
+}
+
+// The key run of a magnitude: its bits less one, shifted, less the first run's; zero's bits
+// wrap around to a run past the table's (as do NaN's and, unless the range reaches DBL_MAX, the
+// infinities' bits), so only nonzero finite magnitudes need no other test.
+inline uint32_t LogKeyRun(const Binning& b, double av) {
+  return static_cast<uint32_t>(static_cast<int64_t>((std::bit_cast<uint64_t>(av) - 1) >> b.key_shift) - b.key_lo);
+}
+
+// The key table of a log10 binning of the magnitudes in [min_abs, max_abs] (positive, finite):
+// runs as fine as kLogKeyRuns allows, each known to lie in one bin when its first and last
+// doubles (within the range) do. Runs and thresholds both increase: one walk along the two.
+void SetLogKeys(Binning& b, double min_abs, double max_abs) {
+  const auto a = static_cast<int64_t>(std::bit_cast<uint64_t>(min_abs)) - 1;
+  const auto z = static_cast<int64_t>(std::bit_cast<uint64_t>(max_abs)) - 1;
+  int shift = 40;
+  while ((z >> shift) - (a >> shift) + 1 > kLogKeyRuns) ++shift;
+  b.key_shift = shift;
+  b.key_lo = a >> shift;
+  const int64_t runs = (z >> shift) - b.key_lo + 1;
+  b.key_bins.assign(static_cast<size_t>(runs) + 1, -1);
+  const std::vector<double>& t = b.thresholds;
+  const size_t last_bin = t.size() - 2;
+  size_t bin = 0;  // of the run's first magnitude: how many inner thresholds it reaches
+  for (int64_t k = 0; k < runs; ++k) {
+    const double first = std::bit_cast<double>(static_cast<uint64_t>(std::max(a, (b.key_lo + k) << shift) + 1));
+    const double last = std::bit_cast<double>(static_cast<uint64_t>(std::min(z, ((b.key_lo + k + 1) << shift) - 1) + 1));
+    while (bin < last_bin && first >= t[bin + 1]) ++bin;
+    if (bin == last_bin || last < t[bin + 1]) b.key_bins[static_cast<size_t>(k)] = static_cast<int16_t>(bin);
+  }
+  b.key_bins.back() = -2;
 }
 
 // --- Walking a view's elements -----------------------------------------------------------------
@@ -608,9 +655,17 @@ void WalkRange(const Walk& w, uint64_t begin, uint64_t end, BlockFiller& filler)
   }
 }
 
+// A contiguous mapped run leaves the resident set once read (it stays in the page cache).
+void ReleaseChunk(const Walk& w, uint64_t chunk) {
+  if (w.serial || w.shape.size() != 1 || w.strides[0] != 1) return;
+  const uint64_t begin = chunk * w.chunk_elements;
+  const uint64_t end = std::min(w.elements, begin + w.chunk_elements);
+  w.view->storage.Release((static_cast<uint64_t>(w.offset) + begin) * w.esize, (end - begin) * w.esize);
+}
+
 // Calls blocks(filler-ready callback) for chunk c of the walk: the chunk's elements as blocks.
 template <class OnBlock>
-void ForEachBlockOfChunk(const Walk& w, uint64_t chunk, double* values, OnBlock&& on_block) {
+void ForEachBlockOfChunk(const Walk& w, uint64_t chunk, double* values, bool release, OnBlock&& on_block) {
   BlockFiller filler(w, values, on_block);
   if (w.serial) {
     w.view->ForEachChunk([&](const uint8_t* p, size_t n) {
@@ -635,17 +690,16 @@ void ForEachBlockOfChunk(const Walk& w, uint64_t chunk, double* values, OnBlock&
 #endif
   WalkRange(w, begin, end, filler);
   filler.Flush();
-  // A contiguous mapped run leaves the resident set once read (it stays in the page cache).
-  if (contiguous) {
-    w.view->storage.Release((static_cast<uint64_t>(w.offset) + begin) * w.esize, (end - begin) * w.esize);
-  }
+  if (release) ReleaseChunk(w, chunk);
 }
 
 // --- The pool --------------------------------------------------------------------------------
 
 // Runs fn(item) for items [0, count) on up to `threads` threads, in increasing order of start.
-// The error of the lowest failing item is rethrown (every item below it has run by then).
-void RunItems(uint64_t count, uint32_t threads, bool guard, const std::function<void(uint64_t)>& fn) {
+// The error of the lowest failing item is rethrown (every item below it has run by then);
+// on_error, when given, is called at each failure (items waiting for another can stop waiting).
+void RunItems(uint64_t count, uint32_t threads, bool guard, const std::function<void(uint64_t)>& fn,
+              const std::function<void()>& on_error = {}) {
   if (count == 0) return;
   std::atomic<uint64_t> next{0};
   std::atomic<bool> stop{false};
@@ -658,6 +712,7 @@ void RunItems(uint64_t count, uint32_t threads, bool guard, const std::function<
       std::lock_guard<std::mutex> lock(error_mutex);
       if (item < error_item) error_item = item, error = e;
       stop = true;
+      if (on_error) on_error();
     };
     auto loop = [&] {
       while (!stop && (item = next.fetch_add(1)) < count) fn(item);
@@ -692,97 +747,135 @@ struct Accumulator {
   Extremes extremes;
   Binning linear, log10_abs;
   std::vector<uint64_t> linear_counts, log_counts;
+  uint64_t chunks_done = 0;  // of the first sweep; at walk.chunks the binnings are set
+  bool binned = false;
 };
 
+// A tensor's histogram bins, once its first sweep found the extremes.
+void SetBinnings(Accumulator& acc, uint32_t bins) {
+  const Extremes& e = acc.extremes;
+  acc.binned = true;
+  if (e.finite == 0) return;
+  acc.linear = MakeBinning(e.min, e.max, bins);
+  SetLinearMargin(acc.linear);
+  acc.linear_counts.assign(bins, 0);
+  if (e.finite > e.zeros) {
+    const double max_abs = std::max(std::fabs(e.min), std::fabs(e.max));
+    acc.log10_abs = MakeBinning(std::log10(e.min_abs_nonzero), std::log10(max_abs), bins);
+    for (double edge : acc.log10_abs.edges) acc.log10_abs.thresholds.push_back(Log10Threshold(edge));
+    SetLogKeys(acc.log10_abs, e.min_abs_nonzero, max_abs);
+    acc.log_counts.assign(bins, 0);
+  }
+}
+
 std::vector<TreeNode> ChunkMoments(const Walk& w, uint64_t chunk, double smallest_normal, bool min_abs, double* values,
-                                   Extremes& e) {
+                                   bool release, Extremes& e) {
   PairwiseTree tree;
-  ForEachBlockOfChunk(w, chunk, values, [&](double* x, size_t n) {
+  ForEachBlockOfChunk(w, chunk, values, release, [&](double* x, size_t n) {
     tree.Push({0, BlockMoments(x, n, smallest_normal, min_abs, e)});
   });
   return tree.stack;
 }
 
-using Vec4i = int32_t __attribute__((vector_size(16)));
-
-// Every value's bins guessed for a whole block, four values at a time: the linear bin from
-// (v - lo) * norm, the log10 bin from the exponent and a quadratic in the mantissa (RoughLog10's
-// formula), both clamped to the bins. -1: not counted (NaN and infinities; zeros, and every value
-// when there is no log binning, for the log histogram). A guess only saves work: CountBins
-// corrects each against the edges themselves.
+// Up to this many bins, a value in both histograms costs one count, of its pair of bins (a
+// table of kMaxPairBins^2 counts, two of them: 16 KB); the histograms are summed from the pairs
+// once per chunk.
+constexpr size_t kMaxPairBins = 32;
+// One block's values counted in both histograms. Four at a time, without a lookup: the linear
+// bin from (v - lo) * norm, trusted when it is farther than the margin from a bin boundary, and
+// the log10 key run of |v| from its bits. Then one value at a time, the counts: the run's bin
+// from the key table, and the values a guess or a run leaves open (and zeros, NaN, infinities)
+// placed by comparison with the edges or thresholds, so the counts equal numpy.histogram's with
+// these edges. Whatever the values (even ones changed since the first sweep), every index is
+// checked before use.
 TROVE_STATS_CLONES
-void GuessBins(const double* x, size_t n, const Binning& linear, const Binning& logs, int32_t* lin, int32_t* lg) {
-  const double top = static_cast<double>(linear.edges.size() - 2);
-  const Vec lo = Splat(linear.lo), norm = Splat(linear.norm), zero = Splat(0), last = Splat(top);
-  const Vec log_lo = Splat(logs.lo), log_norm = Splat(logs.norm), biggest = Splat(DBL_MAX);
-  const Mask log_active = logs.active() ? Mask{-1, -1, -1, -1} : Mask{0, 0, 0, 0};
-  const Mask exponent_bits = {0x4330000000000000, 0x4330000000000000, 0x4330000000000000, 0x4330000000000000};
-  const Mask mantissa_mask = {0xFFFFFFFFFFFFF, 0xFFFFFFFFFFFFF, 0xFFFFFFFFFFFFF, 0xFFFFFFFFFFFFF};
-  const Mask one_bits = {0x3FF0000000000000, 0x3FF0000000000000, 0x3FF0000000000000, 0x3FF0000000000000};
+void CountBlock(const double* x, size_t n, const Binning& linear, const Binning& logs, uint64_t* __restrict linear_counts,
+                uint64_t* __restrict log_counts, uint64_t* __restrict pair_counts /* or null */) {
+  // Per value, the linear bin guess (-1: open) in the high 32 bits and the key run in the low 32.
+  int64_t codes[kBlockValues];
+  const auto bins = static_cast<uint32_t>(linear.edges.size() - 1);
+  // Adding 2^52 rounds to a whole number and leaves it in the low bits of the sum. A NaN or
+  // infinite guess has a NaN distance from it: never trusted.
+  const Vec round = Splat(0x1p52), lo = Splat(linear.lo), norm = Splat(linear.norm), margin = Splat(linear.margin),
+            zero = Splat(0);
+  const int shift = logs.key_shift;
+  using UMask = uint64_t __attribute__((vector_size(32)));
+  const Mask key_lo = {logs.key_lo, logs.key_lo, logs.key_lo, logs.key_lo};
+  const Mask low32 = {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, one = {1, 1, 1, 1}, open = {-1, -1, -1, -1};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     const Vec v = LoadVec(x + i), av = Abs(v);
-    const Mask finite = av <= biggest;
-    Vec f = (v - lo) * norm;
-    f = f < zero ? zero : f;
-    f = f > last ? last : f;
-    f = finite ? f : Splat(-1);  // -1 as a double: one conversion makes every lane's int
-    const Vec4i lin4 = __builtin_convertvector(f, Vec4i);
-    // The exponent as a double without an int64 conversion: 2^52 + e has e in its low bits.
-    const Mask bits = (Mask)av;
-    const Vec exponent = (Vec)((bits >> 52) | exponent_bits) - Splat(4503599627370496.0 + 1023);
-    const Vec m = (Vec)((bits & mantissa_mask) | one_bits) - Splat(1);
-    Vec g = ((exponent + m * (Splat(1.3465) - Splat(0.3465) * m)) * Splat(0.30102999566398120) - log_lo) * log_norm;
-    g = g < zero ? zero : g;
-    g = g > last ? last : g;
-    const Mask counted = finite & (av != zero) & log_active;
-    g = counted ? g : Splat(-1);
-    const Vec4i lg4 = __builtin_convertvector(g, Vec4i);
-    std::memcpy(lin + i, &lin4, sizeof lin4);
-    std::memcpy(lg + i, &lg4, sizeof lg4);
+    const Vec f = (v - lo) * norm;
+    const Vec t = f + round;
+    const Vec frac = f - (t - round);  // from the nearest whole number, in [-0.5, 0.5]
+    const Mask sure = Abs(frac) > margin;
+    // The nearest whole number, one less when f is below it.
+    const Mask b = sure ? ((Mask)t & low32) + (Mask)(frac < zero) : open;
+    const Mask k = (Mask)(((UMask)((Mask)av - one)) >> shift) - key_lo;
+    const Mask code = (b << 32) | (k & low32);
+    std::memcpy(codes + i, &code, sizeof code);
   }
-  for (; i < n; ++i) {
-    const double av = std::fabs(x[i]);
-    const bool finite = av <= DBL_MAX;
-    lin[i] = finite ? static_cast<int32_t>(std::clamp((x[i] - linear.lo) * linear.norm, 0.0, top)) : -1;
-    lg[i] = finite && av != 0 && logs.active()
-                ? static_cast<int32_t>(std::clamp((RoughLog10(av) - logs.lo) * logs.norm, 0.0, top)) : -1;
-  }
-}
-
-// Each guess corrected against the bin bounds (Binning::below, above), then counted: the counts
-// equal numpy.histogram's with these edges whatever the guesses were.
-void CountBins(const double* __restrict x, size_t n, const int32_t* __restrict lin, const int32_t* __restrict lg,
-               const Binning& linear, const Binning& logs, uint64_t* __restrict linear_counts,
-               uint64_t* __restrict log_counts) {
-  const double* __restrict below = linear.below.data();
-  const double* __restrict above = linear.above.data();
-  const double* __restrict log_below = logs.below.data();
-  const double* __restrict log_above = logs.above.data();
-  for (size_t i = 0; i < n; ++i) {
-    int32_t b = lin[i];
-    if (b < 0) continue;  // NaN, infinities
-    const double v = x[i];
-    while (v < below[b]) --b;
-    while (v >= above[b]) ++b;
+  for (; i < n; ++i) codes[i] = int64_t{-1} * (int64_t{1} << 32) | static_cast<int64_t>(LogKeyRun(logs, std::fabs(x[i])));
+  const int16_t* __restrict key_bins = logs.key_bins.data();
+  const auto none = static_cast<uint32_t>(logs.key_bins.size() - 1);  // the -2 entry
+  // The placing of a value the fast path does not take.
+  auto place = [&](double v, uint32_t b, int32_t g) {
+    if (!(std::fabs(v) <= DBL_MAX)) return;  // NaN, infinities
+    if (b >= bins) b = static_cast<uint32_t>(BinOf(linear, v));
     ++linear_counts[b];
-    b = lg[i];
-    if (b < 0) continue;  // zeros, or no log binning
-    const double av = std::fabs(v);
-    while (av < log_below[b]) --b;
-    while (av >= log_above[b]) ++b;
-    ++log_counts[b];
+    if (v == 0) return;
+    if (g < 0) g = LogBinOf(logs, std::fabs(v));
+    ++log_counts[g];
+  };
+  if (pair_counts) {
+    // Four tables, taken in turn: a run of values in one pair of bins does not make each count
+    // wait for the one before.
+    auto count = [&](size_t j, uint64_t* __restrict table) {
+      const int64_t code = codes[j];
+      const auto b = static_cast<uint32_t>(static_cast<uint64_t>(code) >> 32);
+      const int32_t g = key_bins[std::min(static_cast<uint32_t>(code), none)];
+      if (b < bins && g >= 0) [[likely]] ++table[b * kMaxPairBins + static_cast<uint32_t>(g)];
+      else place(x[j], b, g);
+    };
+    constexpr size_t kTable = kMaxPairBins * kMaxPairBins;
+    for (i = 0; i + 4 <= n; i += 4) {
+      count(i, pair_counts);
+      count(i + 1, pair_counts + kTable);
+      count(i + 2, pair_counts + 2 * kTable);
+      count(i + 3, pair_counts + 3 * kTable);
+    }
+    for (; i < n; ++i) count(i, pair_counts);
+    return;
+  }
+  for (i = 0; i < n; ++i) {
+    const int64_t code = codes[i];
+    const auto b = static_cast<uint32_t>(static_cast<uint64_t>(code) >> 32);
+    const int32_t g = key_bins[std::min(static_cast<uint32_t>(code), none)];
+    if (b < bins && g >= 0) {
+      ++linear_counts[b];
+      ++log_counts[g];
+    } else {
+      place(x[i], b, g);
+    }
   }
 }
 
 void ChunkHistogram(const Walk& w, uint64_t chunk, const Accumulator& acc, double* values,
                     std::vector<uint64_t>& linear, std::vector<uint64_t>& logs) {
-  const Binning& lb = acc.log10_abs;
-  int32_t lin[kBlockValues], lg[kBlockValues];
-  ForEachBlockOfChunk(w, chunk, values, [&](double* x, size_t n) {
-    GuessBins(x, n, acc.linear, lb, lin, lg);
-    CountBins(x, n, lin, lg, acc.linear, lb, linear.data(), logs.data());
+  const size_t bins = linear.size();
+  std::vector<uint64_t> pairs(bins <= kMaxPairBins ? 4 * kMaxPairBins * kMaxPairBins : 0, 0);
+  uint64_t* pair_counts = pairs.empty() ? nullptr : pairs.data();
+  ForEachBlockOfChunk(w, chunk, values, true, [&](double* x, size_t n) {
+    CountBlock(x, n, acc.linear, acc.log10_abs, linear.data(), logs.data(), pair_counts);
   });
+  if (pairs.empty()) return;
+  for (size_t b = 0; b < bins; ++b)
+    for (size_t g = 0; g < bins; ++g) {
+      const size_t k = b * kMaxPairBins + g, table = kMaxPairBins * kMaxPairBins;
+      const uint64_t c = pairs[k] + pairs[table + k] + pairs[2 * table + k] + pairs[3 * table + k];
+      linear[b] += c;
+      logs[g] += c;
+    }
 }
 
 }  // namespace
@@ -816,7 +909,8 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, 
       accs[i].walk = MakeWalk(v);
     });
     accs[i].smallest_normal = SmallestNormal(v.dtype);
-    first_item[i + 1] = first_item[i] + accs[i].walk.chunks;
+    // With histograms, each chunk is an item of each sweep.
+    first_item[i + 1] = first_item[i] + accs[i].walk.chunks * (options.histogram_bins > 0 ? 2 : 1);
   }
   const uint64_t items = first_item.back();
   auto tensor_of = [&](uint64_t item) {
@@ -824,56 +918,62 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, 
   };
   std::mutex merge_mutex;
   thread_local std::vector<double> values;
+  const uint32_t bins = options.histogram_bins;
 
-  // Sweep 1: moments and counts.
+  // One sweep of moments and counts per tensor, and with histograms a second one between the
+  // extremes the first found. A tensor's second sweep follows its own first (its items come
+  // right after; they wait until the last chunk of the first sweep is merged), so a tensor that
+  // fits in the caches is read from them again; its mapped pages are released after the second.
+  std::condition_variable binned;
+  bool failed = false;
   RunItems(items, threads, options.guard_truncation, [&](uint64_t item) {
     const size_t t = tensor_of(item);
     Accumulator& acc = accs[t];
-    const uint64_t chunk = item - first_item[t];
+    uint64_t chunk = item - first_item[t];
     values.resize(kBlockValues);
-    Extremes e;
-    std::vector<TreeNode> nodes = named(t, [&] { return ChunkMoments(acc.walk, chunk, acc.smallest_normal, options.histogram_bins > 0, values.data(), e);
-    });
-    std::lock_guard<std::mutex> lock(merge_mutex);
-    acc.extremes.Add(e);
-    acc.early.emplace(chunk, std::move(nodes));
-    // Chunks join the tree in order, each as the subtree it is; those done early wait their turn.
-    for (auto it = acc.early.begin(); it != acc.early.end() && it->first == acc.next_chunk; it = acc.early.erase(it)) {
-      for (const TreeNode& node : it->second) acc.tree.Push(node);
-      ++acc.next_chunk;
-    }
-  });
-
-  // Sweep 2: histograms, between the extremes sweep 1 found.
-  if (options.histogram_bins > 0) {
-    const uint32_t bins = options.histogram_bins;
-    for (Accumulator& acc : accs) {
-      const Extremes& e = acc.extremes;
-      if (e.finite == 0) continue;
-      acc.linear = MakeBinning(e.min, e.max, bins);
-      acc.linear.SetBounds(acc.linear.edges);
-      acc.linear_counts.assign(bins, 0);
-      if (e.finite > e.zeros) {
-        const double max_abs = std::max(std::fabs(e.min), std::fabs(e.max));
-        acc.log10_abs = MakeBinning(std::log10(e.min_abs_nonzero), std::log10(max_abs), bins);
-        for (double edge : acc.log10_abs.edges) acc.log10_abs.thresholds.push_back(Log10Threshold(edge));
-        acc.log10_abs.SetBounds(acc.log10_abs.thresholds);
-        acc.log_counts.assign(bins, 0);
+    if (chunk < acc.walk.chunks) {
+      Extremes e;
+      const bool release = bins == 0 || acc.walk.elements * acc.walk.esize > kStatsRereadBytes;
+      std::vector<TreeNode> nodes = named(t, [&] {
+        return ChunkMoments(acc.walk, chunk, acc.smallest_normal, bins > 0, values.data(), release, e);
+      });
+      std::lock_guard<std::mutex> lock(merge_mutex);
+      acc.extremes.Add(e);
+      acc.early.emplace(chunk, std::move(nodes));
+      // Chunks join the tree in order, each as the subtree it is; those done early wait their turn.
+      for (auto it = acc.early.begin(); it != acc.early.end() && it->first == acc.next_chunk; it = acc.early.erase(it)) {
+        for (const TreeNode& node : it->second) acc.tree.Push(node);
+        ++acc.next_chunk;
       }
+      if (bins > 0 && ++acc.chunks_done == acc.walk.chunks) {
+        SetBinnings(acc, bins);
+        binned.notify_all();
+      }
+      return;
     }
-    RunItems(items, threads, options.guard_truncation, [&](uint64_t item) {
-      const size_t t = tensor_of(item);
-      Accumulator& acc = accs[t];
-      if (!acc.linear.active()) return;
-      values.resize(kBlockValues);
-      std::vector<uint64_t> linear(bins, 0), logs(bins, 0);
-      named(t, [&] { ChunkHistogram(acc.walk, item - first_item[t], acc, values.data(), linear, logs); });
-      std::lock_guard<std::mutex> lock(merge_mutex);  // integer counts: any order gives the same sums
-      for (uint32_t b = 0; b < bins; ++b) acc.linear_counts[b] += linear[b];
-      if (acc.log10_abs.active())
-        for (uint32_t b = 0; b < bins; ++b) acc.log_counts[b] += logs[b];
-    });
-  }
+    chunk -= acc.walk.chunks;
+    {
+      // Every first-sweep item of this tensor has started (items start in order) and none
+      // waits: they finish, or fail and stop the wait.
+      std::unique_lock<std::mutex> lock(merge_mutex);
+      binned.wait(lock, [&] { return acc.binned || failed; });
+      if (failed) return;
+    }
+    if (!acc.linear.active()) {  // no finite value: only the pages the first sweep kept to release
+      ReleaseChunk(acc.walk, chunk);
+      return;
+    }
+    std::vector<uint64_t> linear(bins, 0), logs(bins, 0);
+    named(t, [&] { ChunkHistogram(acc.walk, chunk, acc, values.data(), linear, logs); });
+    std::lock_guard<std::mutex> lock(merge_mutex);  // integer counts: any order gives the same sums
+    for (uint32_t b = 0; b < bins; ++b) acc.linear_counts[b] += linear[b];
+    if (acc.log10_abs.active())
+      for (uint32_t b = 0; b < bins; ++b) acc.log_counts[b] += logs[b];
+  }, [&] {
+    std::lock_guard<std::mutex> lock(merge_mutex);
+    failed = true;
+    binned.notify_all();
+  });
 
   std::vector<TensorStats> out(views.size());
   for (size_t i = 0; i < views.size(); ++i) {
