@@ -13,22 +13,23 @@
 #include <string>
 #include <vector>
 
-#include "trove/atomic_file.h"
 #include "trove/document.h"
-#include "trove/open.h"
+#include "trove/format.h"
+#include "trove/write_options.h"
+#include "trove/zip_reader.h"
 
 namespace trove {
 
-struct ConvertOptions {
+// The selection and casting options, then what the target's writer takes (trove/write_options.h
+// and each format's own settings below; ConvertDocument hands each writer its part).
+struct ConvertOptions : WriteOptions {
   // Key-path globs (`*` within one component, `**` across components, `?` one character).
   // Tensors matching none are dropped (dict entries removed, list items left as None so the
   // other indices keep their keys). Empty: keep all.
   std::vector<std::string> keys;
   std::optional<DType> floating_dtype;  // cast float16/32/64, bfloat16 tensors to this on the way
   std::optional<uint64_t> vocab;        // .psk.d: the N of idx[N] for integer leaves (else max+1)
-  std::string compression = "stored";   // .tdz: stored, deflate, bzip2, lzma
-  Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
-  Replace replace = Replace::kOwnKind;               // kAnything: --force (trove/atomic_file.h)
+  ZipMethod compression = ZipMethod::kStored;  // .tdz payloads (ZipMethodFromName)
   ReadOptions read;
   // Write views that expand beyond kMaxExpandRatio (trove/tensor.h) into a format without strides
   // anyway (`--allow-expand`); otherwise that is Error(kLimit) before anything is written.
@@ -39,10 +40,6 @@ struct ConvertOptions {
   // Sharded output into a directory (safetensors or pt shards and their index): the most bytes of
   // tensors a shard holds, as --max-shard-size gives it.
   std::optional<uint64_t> max_shard_bytes;
-  // Called with a remark for the user (what was dropped, what was unshared); may be empty.
-  std::function<void(const std::string&)> note;
-  // Called with (bytes written, bytes total) as tensors stream; may be empty.
-  std::function<void(uint64_t, uint64_t)> progress;
 };
 
 // The target format from `--to` (pt, tensordict, tdz, pskd, safetensors) or else from the

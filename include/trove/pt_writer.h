@@ -15,11 +15,14 @@
 
 #include <string>
 
-#include "trove/convert.h"
 #include "trove/document.h"
+#include "trove/write_options.h"
 
 namespace trove {
 
-void WritePt(const Document& doc, const std::string& path, const ConvertOptions& options);
+// Nothing beyond what every writer takes (trove/write_options.h).
+struct PtWriteOptions : WriteOptions {};
+
+void WritePt(const Document& doc, const std::string& path, const PtWriteOptions& options = {});
 
 }  // namespace trove

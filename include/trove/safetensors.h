@@ -16,10 +16,13 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
-#include "trove/convert.h"
 #include "trove/document.h"
+#include "trove/format.h"
 #include "trove/shared_bytes.h"
+#include "trove/write_options.h"
 
 namespace trove {
 
@@ -40,7 +43,13 @@ Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& op
 // error listing them unless options.drop_values (then a note names them); tensors sharing
 // storage are written once per name (a note says so); non-contiguous views are gathered in
 // bounded chunks. options.metadata becomes "__metadata__".
-void WriteSafetensors(const Document& doc, const std::string& path, const ConvertOptions& options);
+struct SafetensorsWriteOptions : WriteOptions {
+  // "__metadata__" entries, in order.
+  std::vector<std::pair<std::string, std::string>> metadata;
+  // Values other than tensors left out (a note names them) instead of refused.
+  bool drop_values = false;
+};
+void WriteSafetensors(const Document& doc, const std::string& path, const SafetensorsWriteOptions& options = {});
 
 // Sharded output (options.max_shard_bytes set): `directory` gets shards filled as the Hugging
 // Face tools fill them and named as they name them (model-00001-of-00003.safetensors or
@@ -48,7 +57,11 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Conver
 // (model.safetensors.index.json / pytorch_model.bin.index.json: total_size and the weight map);
 // one shard is written alone under the unsharded name, without an index. The whole directory
 // appears at once (AtomicDirectory).
-void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target, const ConvertOptions& options);
+struct ShardedWriteOptions : SafetensorsWriteOptions {
+  uint64_t max_shard_bytes = 0;  // the most bytes of tensors a shard holds (--max-shard-size)
+};
+void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target,
+                            const ShardedWriteOptions& options);
 // "5GB" (10^9), "500MiB" (2^20), "1000" (bytes): the sizes --max-shard-size takes.
 uint64_t ParseShardSize(const std::string& text);
 

@@ -19,6 +19,7 @@
 
 #include "trove/atomic_file.h"
 #include "trove/document.h"
+#include "trove/write_options.h"
 #include "trove/zip_reader.h"
 
 namespace trove {
@@ -26,11 +27,9 @@ namespace trove {
 // The format version trove writes, and the newest one it reads.
 inline constexpr int kTensordictFormatVersion = 1;
 
-struct TensordictWriteOptions {
+struct TensordictWriteOptions : WriteOptions {
   // Archives only: how `.memmap` payloads are stored. meta.json and pickles are always stored.
   ZipMethod compression = ZipMethod::kStored;
-  Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
-  Replace replace = Replace::kOwnKind;               // kAnything: --force (trove/atomic_file.h)
 };
 
 // Reads a tensordict directory or a .tdz archive (detected by content: a directory, or a zip

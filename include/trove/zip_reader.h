@@ -22,10 +22,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "trove/error.h"
 #include "trove/shared_bytes.h"
 
 namespace trove {
@@ -37,6 +39,11 @@ inline constexpr uint64_t kMaxZipEntries = 1'000'000;
 inline constexpr uint64_t kMaxInflatedEntryBytes = uint64_t{16} << 30;
 
 enum class ZipMethod : uint16_t { kStored = 0, kDeflate = 8, kBzip2 = 12, kLzma = 14 };
+// "stored", "deflate", "bzip2", "lzma"; "method N" for any other number.
+std::string ZipMethodName(uint16_t method);
+// The method a name gives (those four; "" is stored, "deflated" is deflate); Error(kUsage)
+// listing them for any other name.
+ZipMethod ZipMethodFromName(std::string_view name);
 
 struct ZipEntry {
   std::string name;
@@ -89,6 +96,10 @@ class ZipReader {
   // method, another disk, inconsistent stored sizes), left out of entries(); the others are read
   // (torch's reader would open them), so a scanner still sees every pickle.
   const std::vector<ZipProblem>& refused_entries() const { return refused_; }
+  // Throws what the constructor would have thrown under kRefuse (the first disagreement or refused
+  // entry, same code and message); returns for an archive every reader sees alike. Lets one parse
+  // in kReport serve both a scanner's or detector's look and a strict read.
+  void RefuseDisagreements() const;
   const MappedFile& file() const { return *file_; }
   const std::shared_ptr<MappedFile>& shared_file() const { return file_; }  // null for in-memory
   const SharedBytes& bytes() const { return bytes_; }                        // the whole archive
@@ -114,7 +125,13 @@ class ZipReader {
   std::vector<ZipProblem> case_collisions_;
   std::vector<ZipEntry> zipfile_extra_;
   std::vector<ZipProblem> refused_;
+  std::optional<Error> first_refusal_;
 };
+
+// How many bytes precede a zip archive that ends the file, as Python's zipfile computes them
+// from the last end record (0 when it says the archive starts at byte 0, for zip64, or with no
+// end record): zipfile reads every entry that much further on than its recorded offset.
+uint64_t ZipfilePrefixBytes(const uint8_t* data, uint64_t size);
 
 // CRC-32 (zip polynomial) of a byte range, continuing from `crc` (0 to start).
 uint32_t Crc32(const uint8_t* data, uint64_t size, uint32_t crc = 0);

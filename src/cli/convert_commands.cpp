@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/value_printer.h"
 #include "trove/convert.h"
+#include "trove/open.h"
 #include "trove/safetensors.h"
 #include "trove/diff.h"
 #include "trove/error.h"
@@ -117,7 +118,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->callback([exit_code] {
     ConvertOptions opts;
     opts.keys = keys;
-    opts.compression = compression;
+    opts.compression = ZipMethodFromName(compression);
     opts.read.permissive = permissive;
     opts.durability = DurabilityFromSyncFlag(sync);
     opts.replace = ReplaceFromForceFlag(force);

@@ -9,17 +9,6 @@
 #include "trove/tensordict.h"
 
 namespace trove::cli {
-namespace {
-
-ZipMethod CompressionFromName(const std::string& name) {
-  if (name.empty() || name == "stored") return ZipMethod::kStored;
-  if (name == "deflate" || name == "deflated") return ZipMethod::kDeflate;
-  if (name == "bzip2") return ZipMethod::kBzip2;
-  if (name == "lzma") return ZipMethod::kLzma;
-  Fail(ErrorCode::kUsage, "unknown compression '" + name + "' (stored, deflate, bzip2 or lzma)");
-}
-
-}  // namespace
 
 void AddTensordictCommands(CLI::App& app, int* exit_code) {
   // Option storage shared by the callbacks, which the app owns: fresh for every app built
@@ -44,7 +33,7 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   pack->footer("Examples:\n  trove pack replay_buffer/ rb.tdz\n  trove pack replay_buffer/ rb.tdz --compression lzma");
   pack->callback([exit_code, args] {
     TensordictWriteOptions options;
-    options.compression = CompressionFromName(args->compression);
+    options.compression = ZipMethodFromName(args->compression);
     options.durability = DurabilityFromSyncFlag(args->sync);
     options.replace = ReplaceFromForceFlag(args->force);
     PackTdz(args->dir, args->archive, options);

@@ -124,6 +124,8 @@ class Parser {
 
   void Run(std::vector<ZipEntry>* entries, std::vector<ZipProblem>* anomalies, std::vector<ZipProblem>* disagreements,
            std::vector<ZipEntry>* zipfile_extra, std::vector<ZipProblem>* refused);
+  // kReport: what kRefuse would have thrown (the first disagreement or refused entry).
+  std::optional<Error> first_refusal_;
 
  private:
   void Note(std::string entry, uint64_t offset, std::string message) {
@@ -137,6 +139,7 @@ class Parser {
   // code a plain error of that kind has), a listed problem under kReport (then read as torch does).
   void Disagree(ErrorCode code, std::string entry, uint64_t offset, std::string message) {
     if (mode_ == ZipDisagreement::kRefuse) Fail(code, message);
+    if (!first_refusal_) first_refusal_.emplace(code, message);
     if (disagreements_.size() < kMaxAnomalies) {
       disagreements_.push_back({std::move(entry), offset, std::move(message)});
     } else {
@@ -150,6 +153,7 @@ class Parser {
   std::optional<ZipEntry> ReadCentral(ByteReader& cd, uint64_t index);
   void RefuseEntry(ErrorCode code, const std::string& name, uint64_t offset, const std::string& what, bool* refused) {
     if (mode_ == ZipDisagreement::kRefuse) EntryFail(code, name, offset, what);
+    if (!first_refusal_) first_refusal_.emplace(code, Where(name, offset) + ": " + what);
     if (refused_.size() < kMaxAnomalies) refused_.push_back({name, offset, Where(name, offset) + ": " + what});
     *refused = true;
   }
@@ -686,6 +690,50 @@ int CompareFolded(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::string ZipMethodName(uint16_t method) {
+  switch (method) {
+    case static_cast<uint16_t>(ZipMethod::kStored): return "stored";
+    case static_cast<uint16_t>(ZipMethod::kDeflate): return "deflate";
+    case static_cast<uint16_t>(ZipMethod::kBzip2): return "bzip2";
+    case static_cast<uint16_t>(ZipMethod::kLzma): return "lzma";
+    default: return "method " + std::to_string(method);
+  }
+}
+
+ZipMethod ZipMethodFromName(std::string_view name) {
+  if (name.empty() || name == "stored") return ZipMethod::kStored;
+  if (name == "deflate" || name == "deflated") return ZipMethod::kDeflate;
+  if (name == "bzip2") return ZipMethod::kBzip2;
+  if (name == "lzma") return ZipMethod::kLzma;
+  Fail(ErrorCode::kUsage, "unknown compression '" + std::string(name) + "' (stored, deflate, bzip2 or lzma)");
+}
+
+// How many bytes precede a zip archive that ends the file: Python's zipfile (and so most
+// scanners) finds the end record, sees where the central directory really is, and reads entry
+// offsets relative to that, so a zip glued behind other bytes is still a zip to them. 0 when
+// the end record says the archive starts at byte 0, or when there is no end record.
+uint64_t ZipfilePrefixBytes(const uint8_t* data, uint64_t size) {
+  constexpr uint64_t kEndRecordBytes = 22;
+  constexpr uint64_t kMaxComment = 0xFFFF;
+  if (size < kEndRecordBytes) return 0;
+  const uint64_t lowest = size > kEndRecordBytes + kMaxComment ? size - kEndRecordBytes - kMaxComment : 0;
+  for (uint64_t at = size - kEndRecordBytes + 1; at-- > lowest;) {
+    if (std::memcmp(data + at, "PK\x05\x06", 4) != 0) continue;
+    auto u32 = [&](uint64_t o) {
+      return uint64_t{data[o]} | uint64_t{data[o + 1]} << 8 | uint64_t{data[o + 2]} << 16 | uint64_t{data[o + 3]} << 24;
+    };
+    const uint64_t cd_size = u32(at + 12), cd_offset = u32(at + 16);
+    if (cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) return 0;  // zip64: offsets are taken as they are
+    if (cd_size > at || cd_offset > at - cd_size) return 0;
+    return at - cd_size - cd_offset;
+  }
+  return 0;
+}
+
+void ZipReader::RefuseDisagreements() const {
+  if (first_refusal_) throw *first_refusal_;
+}
+
 void ZipReader::Parse(ZipDisagreement mode) {
   // Checking every local header touches a page near each entry, and the kernel maps whole folios
   // (up to 2 MiB) around a touched page: in a mapped archive of many large entries that adds up
@@ -693,7 +741,9 @@ void ZipReader::Parse(ZipDisagreement mode) {
   // it touched as it goes, and all of it at the end; payloads fault back in when read.
   std::function<void(uint64_t, uint64_t)> release;
   if (bytes_.mapped()) release = [this](uint64_t from, uint64_t to) { bytes_.Release(from, to - from); };
-  Parser(bytes_.data(), bytes_.size(), mode, release).Run(&entries_, &anomalies_, &disagreements_, &zipfile_extra_, &refused_);
+  Parser parser(bytes_.data(), bytes_.size(), mode, release);
+  parser.Run(&entries_, &anomalies_, &disagreements_, &zipfile_extra_, &refused_);
+  first_refusal_ = std::move(parser.first_refusal_);
   // The end records and the central directory were read too.
   if (release) release(0, bytes_.size());
   sorted_.resize(entries_.size());
@@ -709,6 +759,7 @@ void ZipReader::Parse(ZipDisagreement mode) {
       const std::string msg = Where(b.name, b.local_header_offset) + ": duplicate entry name (also at " +
                               std::to_string(a.local_header_offset) + ")";
       if (mode == ZipDisagreement::kRefuse) Fail(ErrorCode::kRefused, msg);
+      if (!first_refusal_) first_refusal_.emplace(ErrorCode::kRefused, msg);
       if (disagreements_.size() < kMaxAnomalies) disagreements_.push_back({b.name, b.local_header_offset, msg});
     }
   }

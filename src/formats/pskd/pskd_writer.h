@@ -13,14 +13,13 @@
 
 #include "trove/atomic_file.h"
 #include "trove/document.h"
+#include "trove/write_options.h"
 
 namespace trove {
 
-struct PskdWriteOptions {
+struct PskdWriteOptions : WriteOptions {
   // The bound N of every integer leaf; unset: each leaf's max + 1.
   std::optional<uint64_t> vocab;
-  Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
-  Replace replace = Replace::kOwnKind;
 };
 
 void WritePskd(const Document& doc, const std::string& path, const PskdWriteOptions& opts);

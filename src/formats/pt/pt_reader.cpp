@@ -56,9 +56,11 @@ void CollectNamedTensors(Document& doc, TorchResolver& resolver) {
   });
 }
 
-Document ReadZipPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
+Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
   // Where zip readers disagree, --permissive reads the archive as torch does and says so.
-  ZipReader zip(file, options.permissive ? ZipDisagreement::kReport : ZipDisagreement::kRefuse);
+  if (!options.permissive) zip.RefuseDisagreements();
+  const MappedFile* file = zip.shared_file().get();
+  if (file == nullptr) Fail(ErrorCode::kUsage, "ReadPt: the archive is not a mapped file");
   // Entries the reader refuses on their own stay refusals, --permissive or not.
   if (!zip.refused_entries().empty()) Fail(ErrorCode::kRefused, zip.refused_entries().front().message);
   Document doc;
@@ -75,15 +77,14 @@ Document ReadZipPt(std::shared_ptr<MappedFile> file, const ReadOptions& options)
     if (e.name.compare(0, prefix.size() + 1, prefix + "/") != 0) {
       Fail(ErrorCode::kCorrupt, "entry '" + e.name + "' is outside the archive folder '" + prefix + "/'");
     }
-    static const char* const kMethods[] = {"stored", "deflate", "bzip2", "lzma"};
-    std::string method = e.method == 0 ? kMethods[0] : e.method == 8 ? kMethods[1] : e.method == 12 ? kMethods[2] : kMethods[3];
-    doc.records.push_back({e.name, e.data_offset, e.uncompressed_size, e.compressed_size, method, e.crc32});
+    doc.records.push_back({e.name, e.data_offset, e.uncompressed_size, e.compressed_size,
+                           std::string(ZipMethodName(e.method)), e.crc32});
   }
   // torch opens records by name, ignoring ASCII case (miniz's default lookup).
-  auto record = [&](const std::string& name) { return zip.FindIgnoringCase(prefix + "/" + name); };
-  for (const char* code_record : {"constants.pkl", "bytecode.pkl", ".data/version"}) {
+  auto record = [&](std::string_view name) { return zip.FindIgnoringCase(prefix + "/" + std::string(name)); };
+  for (std::string_view code_record : kTorchScriptRecords) {
     if (record(code_record)) {
-      Fail(ErrorCode::kRefused, "'" + prefix + "/" + code_record +
+      Fail(ErrorCode::kRefused, "'" + prefix + "/" + std::string(code_record) +
                                     "' present: a TorchScript/torch.package archive holds code, refused");
     }
   }
@@ -234,32 +235,32 @@ bool IsLegacyPtMagic(std::string_view head) {
          static_cast<uint8_t>(head[3]) == 0x0a && std::memcmp(head.data() + 4, kLegacyMagic, 10) == 0;
 }
 
-Format DetectZipFormat(std::shared_ptr<MappedFile> file) {
-  try {
-    // Telling the format apart needs no agreement between readers; reading it does.
-    ZipReader zip(std::move(file), ZipDisagreement::kReport);
-    bool has_pkl = false;
-    for (const auto& e : zip.entries()) {
-      if (e.name == "meta.json") return Format::kTdz;
-    }
-    std::vector<std::string_view> names;
-    for (const auto& e : zip.entries()) names.push_back(e.name);
-    for (const auto& r : zip.refused_entries()) names.push_back(r.entry);  // refused by the reader, a record all the same
-    for (std::string_view name : names) {
-      std::string rest = TorchRecordName(name);
-      if (rest == "constants.pkl" || rest == "bytecode.pkl" || rest == ".data/version") return Format::kTorchScript;
-      if (rest == "data.pkl") has_pkl = true;
-    }
-    return has_pkl ? Format::kPt : Format::kUnknown;
-  } catch (const Error&) {
-    return Format::kPt;  // let the reader report what is wrong
+bool IsTorchScriptRecord(std::string_view record) {
+  for (std::string_view r : kTorchScriptRecords)
+    if (record == r) return true;
+  return false;
+}
+
+Format TorchZipFormat(const ZipReader& zip) {
+  bool has_pkl = false;
+  std::vector<std::string_view> names;
+  for (const auto& e : zip.entries()) names.push_back(e.name);
+  for (const auto& r : zip.refused_entries()) names.push_back(r.entry);  // refused by the reader, a record all the same
+  for (std::string_view name : names) {
+    std::string rest = TorchRecordName(name);
+    if (IsTorchScriptRecord(rest)) return Format::kTorchScript;
+    if (rest == "data.pkl") has_pkl = true;
   }
+  return has_pkl ? Format::kPt : Format::kUnknown;
 }
 
 Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
   std::string_view head(reinterpret_cast<const char*>(file->data()), std::min<uint64_t>(file->size(), 64));
   if (IsLegacyPtMagic(head)) return ReadLegacyPt(std::move(file), options);
-  return ReadZipPt(std::move(file), options);
+  ZipReader zip(std::move(file), options.permissive ? ZipDisagreement::kReport : ZipDisagreement::kRefuse);
+  return ReadZipPt(zip, options);
 }
+
+Document ReadPt(const ZipReader& zip, const ReadOptions& options) { return ReadZipPt(zip, options); }
 
 }  // namespace trove

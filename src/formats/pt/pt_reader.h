@@ -10,16 +10,19 @@
 #include <string_view>
 
 #include "trove/document.h"
-#include "trove/open.h"
+#include "trove/format.h"
 #include "trove/shared_bytes.h"
 
 namespace trove {
 
 class ZipReader;
 
-// kPt for a torch zip, kTorchScript for TorchScript/torch.package zips, kTdz for a tensordict
-// archive (top-level meta.json), kUnknown otherwise. Does not throw on malformed zips (kPt).
-Format DetectZipFormat(std::shared_ptr<MappedFile> file);
+// Records whose presence makes a torch zip a TorchScript/torch.package archive (code, not data),
+// as TorchRecordName spells them.
+inline constexpr std::string_view kTorchScriptRecords[] = {"constants.pkl", "bytecode.pkl", ".data/version"};
+bool IsTorchScriptRecord(std::string_view record);
+// kTorchScript when the archive holds code records, kPt when it holds a data.pkl, else kUnknown.
+Format TorchZipFormat(const ZipReader& zip);
 // The record name torch would match an entry name with: the part after the top folder, ASCII
 // lowercased (torch looks names up ignoring case).
 std::string TorchRecordName(std::string_view entry);
@@ -27,5 +30,8 @@ std::string TorchRecordName(std::string_view entry);
 bool IsLegacyPtMagic(std::string_view head);
 
 Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options);
+// A zip archive already parsed (ZipDisagreement::kReport or kRefuse) over a mapped file: what
+// detection parsed is read without a second parse. Strict reads refuse what kRefuse would.
+Document ReadPt(const ZipReader& zip, const ReadOptions& options);
 
 }  // namespace trove

@@ -172,7 +172,7 @@ bool NeedsV3(DType d) { return Info(d).storage_class.empty(); }
 
 }  // namespace
 
-void WritePt(const Document& doc, const std::string& path, const ConvertOptions& options) {
+void WritePt(const Document& doc, const std::string& path, const PtWriteOptions& options) {
   ValueArena arena;
   PlainTorchData plain(arena);
   Value* root = doc.root ? plain.Convert(doc.root) : arena.None();

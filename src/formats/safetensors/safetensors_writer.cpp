@@ -74,7 +74,7 @@ struct Planned {
 
 }  // namespace
 
-void WriteSafetensors(const Document& doc, const std::string& path, const ConvertOptions& options) {
+void WriteSafetensors(const Document& doc, const std::string& path, const SafetensorsWriteOptions& options) {
   auto note = [&](const std::string& text) {
     if (options.note) options.note(text);
   };

@@ -11,11 +11,28 @@
 
 #include "formats/safetensors/sharded_reader.h"
 #include "trove/error.h"
-#include "trove/open.h"
+#include "formats/pt/pt_reader.h"
+#include "trove/safetensors.h"
 #include "trove/shared_bytes.h"
 
 namespace trove {
 namespace fs = std::filesystem;
+
+namespace {
+
+// A shard is a .safetensors file or a torch.save file (zip or legacy), told apart by content as
+// trove::Open would; the file's name prefixes any error, as it does there.
+Document ReadShard(const std::string& path, const ReadOptions& options) {
+  return WithContext(path, [&] {
+    auto file = MappedFile::Open(path);
+    std::string_view head(reinterpret_cast<const char*>(file->data()), std::min<uint64_t>(file->size(), 64));
+    if (head.starts_with(std::string_view("PK\x03\x04", 4)) || IsLegacyPtMagic(head)) return ReadPt(file, options);
+    if (LooksLikeSafetensors(head, file->size()) || path.ends_with(".safetensors")) return ReadSafetensors(file, options);
+    Fail(ErrorCode::kUnsupported, "not a .safetensors or torch.save shard");
+  });
+}
+
+}  // namespace
 
 std::string FindShardIndex(const std::string& directory) {
   std::error_code ec;
@@ -118,7 +135,7 @@ Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions&
     const fs::path path = ShardPath(dir, shard, *names.begin());
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) Fail(ErrorCode::kNotFound, "shard '" + shard + "' (of tensor '" + *names.begin() + "') is not a file");
-    Document part = Open(path.string(), options);
+    Document part = ReadShard(path.string(), options);
     if (kind.empty()) kind = part.format;
     if (part.format != kind) Fail(ErrorCode::kCorrupt, "shard '" + shard + "' is " + part.format + ", the others " + kind);
     if (!part.root || part.root->kind != ValueKind::kDict) Fail(ErrorCode::kCorrupt, "shard '" + shard + "' is not a dict of tensors");

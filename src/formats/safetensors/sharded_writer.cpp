@@ -35,11 +35,13 @@ uint64_t ParseShardSize(const std::string& text) {
   return bytes;
 }
 
-void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target, const ConvertOptions& options) {
+void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target,
+                            const ShardedWriteOptions& options) {
   if (target != Format::kSafetensors && target != Format::kPt) {
     Fail(ErrorCode::kUsage, "--max-shard-size writes safetensors or pt shards (--to safetensors or --to pt)");
   }
-  const uint64_t max = *options.max_shard_bytes;
+  const uint64_t max = options.max_shard_bytes;
+  if (max == 0) Fail(ErrorCode::kUsage, "--max-shard-size must be more than 0 bytes");
   // Names as the safetensors writer gives them; for .bin shards they are the state dict's keys.
   struct Item {
     std::string name;
@@ -79,8 +81,10 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, F
   const std::string stem = st ? "model" : "pytorch_model", ext = st ? ".safetensors" : ".bin";
   AtomicDirectory out(directory, options.durability, options.replace);
   nlohmann::json weight_map = nlohmann::json::object();
-  ConvertOptions shard_options = options;
+  SafetensorsWriteOptions shard_options = options;
   shard_options.progress = nullptr;
+  PtWriteOptions pt_options;
+  static_cast<WriteOptions&>(pt_options) = shard_options;
   for (size_t s = 0; s < shards.size(); ++s) {
     char suffix[64];
     std::snprintf(suffix, sizeof suffix, "-%05zu-of-%05zu", s + 1, shards.size());
@@ -99,7 +103,7 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, F
     const std::string path = (std::filesystem::path(out.path()) / file).string();
     WithContext(file, [&] {
       if (st) WriteSafetensors(part, path, shard_options);
-      else WritePt(part, path, shard_options);
+      else WritePt(part, path, pt_options);
     });
   }
   if (shards.size() > 1) {

@@ -9,16 +9,6 @@
 namespace trove::tensordict {
 namespace {
 
-std::string MethodName(uint16_t method) {
-  switch (method) {
-    case static_cast<uint16_t>(ZipMethod::kStored): return "stored";
-    case static_cast<uint16_t>(ZipMethod::kDeflate): return "deflate";
-    case static_cast<uint16_t>(ZipMethod::kBzip2): return "bzip2";
-    case static_cast<uint16_t>(ZipMethod::kLzma): return "lzma";
-    default: return "method " + std::to_string(method);
-  }
-}
-
 class ArchiveSource final : public TreeSource {
  public:
   ArchiveSource(std::shared_ptr<const ZipReader> zip, std::string name) : zip_(std::move(zip)), name_(std::move(name)) {
@@ -28,7 +18,7 @@ class ArchiveSource final : public TreeSource {
       r.offset = e.data_offset;
       r.size = e.uncompressed_size;
       r.stored_size = e.compressed_size;
-      r.method = MethodName(e.method);
+      r.method = ZipMethodName(e.method);
       r.crc32 = e.crc32;
       records_.push_back(std::move(r));
       // Directories no deeper than the reader ever goes: a name of thousands of components must

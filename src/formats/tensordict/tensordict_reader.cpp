@@ -62,6 +62,14 @@ Document ReadTdz(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
   return ReadTdzFromZip(std::move(zip), name, options);
 }
 
+Document ReadTdz(std::shared_ptr<const ZipReader> zip, const ReadOptions& options) {
+  const std::string name = zip->shared_file() ? zip->shared_file()->path() : std::string("(archive)");
+  WithContext(name, [&] { zip->RefuseDisagreements(); });
+  return ReadTdzFromZip(std::move(zip), name, options);
+}
+
+bool IsTdzArchive(const ZipReader& zip) { return zip.Find("meta.json") != nullptr; }
+
 Document ReadTdzBytes(SharedBytes archive, const std::string& name, const ReadOptions& options) {
   auto zip = WithContext(name, [&] { return std::make_shared<const ZipReader>(std::move(archive)); });
   return ReadTdzFromZip(std::move(zip), name, options);

@@ -136,9 +136,12 @@ TEST(WritePskdTest, ConvertsADocumentAndReadsItBack) {
     AppendSampleText(dst.type(), dst.Sample(i), true, 0, b);
   }
   EXPECT_EQ(a, b);
-  WritePskd(doc, tmp.Path("v.psk.d"), {300});
+  PskdWriteOptions vocab300, vocab8;
+  vocab300.vocab = 300;
+  vocab8.vocab = 8;
+  WritePskd(doc, tmp.Path("v.psk.d"), vocab300);
   EXPECT_EQ(PskdFile::Open(tmp.Path("v.psk.d")).type().text, "(ℝ[2], idx[300][3], idx[300][])");
-  EXPECT_THROW(WritePskd(doc, tmp.Path("small.psk.d"), {8}), Error);
+  EXPECT_THROW(WritePskd(doc, tmp.Path("small.psk.d"), vocab8), Error);
   EXPECT_FALSE(std::filesystem::exists(tmp.Path("small.psk.d")));
 }
 

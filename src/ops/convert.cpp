@@ -3,8 +3,9 @@
 #include <filesystem>
 #include <unordered_set>
 
-#include "trove/error.h"
 #include "formats/pskd/pskd_writer.h"
+#include "trove/error.h"
+#include "trove/open.h"
 #include "trove/pt_writer.h"
 #include "trove/safetensors.h"
 #include "trove/tensordict.h"
@@ -14,6 +15,21 @@ namespace {
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A writer's options with what every writer takes copied from the convert options.
+template <class Options>
+Options WriterPart(const ConvertOptions& options) {
+  Options o;
+  static_cast<WriteOptions&>(o) = options;
+  return o;
+}
+
+SafetensorsWriteOptions SafetensorsPart(const ConvertOptions& options) {
+  auto o = WriterPart<SafetensorsWriteOptions>(options);
+  o.metadata = options.metadata;
+  o.drop_values = options.drop_values;
+  return o;
 }
 
 bool IsCastable(DType d) {
@@ -114,33 +130,30 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
       for (const auto& t : doc.tensors) t.view->CheckExpansion(t.key);
     }
     if (options.max_shard_bytes) {
-      WriteShardedCheckpoint(doc, destination, target, options);
+      ShardedWriteOptions sharded;
+      static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPart(options);
+      sharded.max_shard_bytes = *options.max_shard_bytes;
+      WriteShardedCheckpoint(doc, destination, target, sharded);
       return;
     }
     switch (target) {
       case Format::kPt:
-        WritePt(doc, destination, options);
+        WritePt(doc, destination, WriterPart<PtWriteOptions>(options));
         return;
       case Format::kTensordictDir:
       case Format::kTdz: {
-        TensordictWriteOptions td;
-        td.durability = options.durability;
-        td.replace = options.replace;
-        const std::string& c = options.compression;
-        td.compression = c == "deflate" ? ZipMethod::kDeflate : c == "bzip2" ? ZipMethod::kBzip2
-                       : c == "lzma" ? ZipMethod::kLzma : ZipMethod::kStored;
+        auto td = WriterPart<TensordictWriteOptions>(options);
+        td.compression = options.compression;
         if (target == Format::kTdz) WriteTdz(doc, destination, td);
         else WriteTensordictDir(doc, destination, td);
         return;
       }
       case Format::kSafetensors:
-        WriteSafetensors(doc, destination, options);
+        WriteSafetensors(doc, destination, SafetensorsPart(options));
         return;
       case Format::kPskd: {
-        PskdWriteOptions p;
+        auto p = WriterPart<PskdWriteOptions>(options);
         p.vocab = options.vocab;
-        p.durability = options.durability;
-        p.replace = options.replace;
         WritePskd(doc, destination, p);
         return;
       }

@@ -1,0 +1,46 @@
+// trove/findings.h: what a check of a file found, as verify and scan report it.
+//
+// A CheckReport collects Findings instead of stopping at the first: the layer that checks a
+// container (zip, pickle, a format's own checks) adds them, and trove/checks.h's Verify and Scan
+// return them. Plain values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trove {
+
+enum class Severity : uint8_t { kInfo, kMedium, kHigh, kCritical };
+std::string_view SeverityName(Severity s);  // "info", "medium", "high", "critical"
+
+struct Finding {
+  Severity severity = Severity::kMedium;
+  std::string entry;    // record / entry / file inside the container ("" for the whole file)
+  uint64_t offset = 0;  // byte offset in the entry (pickle opcodes) or the file
+  std::string message;
+  std::string key_path;  // the tensor or value involved, where known ("" otherwise)
+};
+
+struct CheckReport {
+  std::string path;
+  std::string format;
+  uint64_t entries_checked = 0;
+  uint64_t bytes_checked = 0;
+  std::vector<Finding> findings;
+  // Scan only: every global the pickles named, with the entry that named it.
+  struct Global {
+    std::string entry;
+    std::string name;  // module.name
+    uint64_t offset = 0;
+    bool allowed = false;
+  };
+  std::vector<Global> globals;
+
+  void Add(Severity severity, std::string entry, uint64_t offset, std::string message, std::string key_path = {}) {
+    findings.push_back({severity, std::move(entry), offset, std::move(message), std::move(key_path)});
+  }
+};
+
+}  // namespace trove

@@ -1,0 +1,270 @@
+#include "trove/checks.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "formats/pskd/pskd_checks.h"
+#include "formats/pt/legacy_tar.h"
+#include "formats/pt/pt_checks.h"
+#include "formats/pt/pt_reader.h"
+#include "formats/safetensors/sharded_reader.h"
+#include "formats/tensordict/tree_checks.h"
+#include "ops/detect.h"
+#include "pickle/pickle_scan.h"
+#include "trove/error.h"
+#include "trove/open.h"
+#include "trove/zip_reader.h"
+
+namespace trove {
+namespace {
+
+// Caps (reasons):
+// A TorchScript/torch.package record not named like a pickle is checked for one (its first bytes)
+// only up to this size when compressed: the check inflates it, and real pickled resources are
+// small. Stored records of any size are checked (a view, nothing inflated).
+constexpr uint64_t kMaxSniffedRecordBytes = uint64_t{64} << 20;
+
+// Structure: what a reader would refuse, read from what detection already parsed.
+void CheckStructure(CheckReport& report, const ops::Detection& d) {
+  try {
+    ops::OpenDetected(d, {});
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) {
+      report.Add(Severity::kMedium, "", 0, "not readable: " + e.message());
+      return;
+    }
+    report.Add(e.code() == ErrorCode::kRefused ? Severity::kHigh : Severity::kMedium, "", 0, e.message());
+  }
+}
+
+// A sharded checkpoint: each shard checked as a file of its own (a .bin shard's CRCs and
+// pickle), its findings under the shard's name, then the index against the shards.
+CheckReport CheckShards(const std::string& path, CheckReport (*check)(const std::string&)) {
+  CheckReport report;
+  report.path = path;
+  report.format = std::string(FormatName(Format::kShardedIndex));
+  std::error_code ec;
+  const std::string index = std::filesystem::is_directory(path, ec) ? FindShardIndex(path) : path;
+  std::vector<std::string> shards;
+  try {
+    shards = ShardFiles(index);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw;
+    report.Add(e.code() == ErrorCode::kRefused ? Severity::kHigh : Severity::kMedium, "", 0, e.message());
+    return report;
+  }
+  for (const std::string& shard : shards) {
+    const std::string name = std::filesystem::path(shard).filename().string();
+    std::error_code exists;
+    if (!std::filesystem::is_regular_file(shard, exists)) continue;  // reported by CheckStructure below
+    CheckReport part = check(shard);
+    report.entries_checked += part.entries_checked;
+    report.bytes_checked += part.bytes_checked;
+    for (auto& f : part.findings) report.Add(f.severity, f.entry.empty() ? name : name + "/" + f.entry, f.offset, f.message, f.key_path);
+    for (auto& g : part.globals) report.globals.push_back({name + "/" + g.entry, g.name, g.offset, g.allowed});
+  }
+  CheckStructure(report, ops::Detect(path));
+  return report;
+}
+
+// The zip a zip format was detected with, or (when that parse failed) the error that parse gives,
+// named by the path: an unreadable container is an error, not a finding.
+std::shared_ptr<const ZipReader> DetectedZip(const ops::Detection& d) {
+  if (d.zip) return d.zip;
+  return WithContext(d.path, [&] { return std::make_shared<const ZipReader>(d.file, ZipDisagreement::kReport); });
+}
+
+}  // namespace
+
+CheckReport Verify(const std::string& path) {
+  CheckReport report;
+  report.path = path;
+  const ops::Detection d = ops::Detect(path);
+  const Format format = d.format;
+  report.format = std::string(FormatName(format));
+  if (format == Format::kShardedIndex) return CheckShards(path, Verify);
+  if (format == Format::kUnknown) Fail(ErrorCode::kUnsupported, path + ": not a format trove reads");
+  if (format == Format::kPskd) {
+    VerifyPskdFile(report, d.file);
+    return report;
+  }
+  if (IsZipFormat(format)) {
+    // An unreadable container throws (exit 2); one that zip readers read differently is a problem.
+    const std::shared_ptr<const ZipReader> zip = DetectedZip(d);
+    for (const auto& p : zip->disagreements()) {
+      report.Add(Severity::kHigh, p.entry, p.offset, "zip readers disagree: " + p.message);
+    }
+    for (const auto& r : zip->refused_entries()) report.Add(Severity::kHigh, r.entry, r.offset, r.message);
+    for (const auto& e : zip->entries()) {
+      report.entries_checked++;
+      report.bytes_checked += e.compressed_size;
+      try {
+        if (!zip->CheckCrc(e)) {
+          if (e.crc32 == 0) {
+            report.Add(Severity::kInfo, e.name, e.data_offset, "no CRC-32 recorded (0); bytes unchecked");
+          } else {
+            report.Add(Severity::kMedium, e.name, e.data_offset, "CRC-32 mismatch: the bytes differ from what was written");
+          }
+        }
+      } catch (const Error& err) {
+        report.Add(Severity::kMedium, e.name, e.data_offset, err.message());
+      }
+    }
+  }
+  try {
+    // The same parse read as a document: a sound archive is parsed once.
+    Document doc = ops::OpenDetected(d, {});
+    for (const auto& w : doc.warnings) report.Add(Severity::kInfo, "", 0, w);
+    if (!IsZipFormat(format)) {
+      report.entries_checked += doc.records.size();
+      report.bytes_checked += doc.file_size;
+    }
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw;
+    report.Add(Severity::kMedium, "", 0, e.message());
+  }
+  return report;
+}
+
+CheckReport Scan(const std::string& path) {
+  CheckReport report;
+  report.path = path;
+  const ops::Detection d = ops::Detect(path);
+  const Format format = d.format;
+  report.format = std::string(FormatName(format));
+  if (format == Format::kShardedIndex) return CheckShards(path, Scan);
+  if (format == Format::kTensordictDir) {
+    ScanTensordictDir(report, path);
+    CheckStructure(report, d);
+    return report;
+  }
+  // A directory detection did not recognise: nothing trove reads.
+  if (d.directory) Fail(ErrorCode::kUnsupported, path + ": directory without meta.json: not a tensordict");
+  const std::shared_ptr<MappedFile>& file = d.file;
+  if (IsZipFormat(format)) {
+    // Python's zipfile shifts every offset when the end records leave room for data before the
+    // archive; torch's reader does not. Both views are scanned.
+    if (const uint64_t shift = ZipfilePrefixBytes(file->data(), file->size()); shift > 0) {
+      const size_t at = report.findings.size();
+      uint64_t entries = 0, first = 0;
+      if (ScanZipfileView(report, file, shift, &entries, &first)) {
+        report.findings.insert(report.findings.begin() + static_cast<std::ptrdiff_t>(at),
+                               {Severity::kCritical, "", shift,
+                                "zip readers disagree: Python's zipfile reads every entry " + std::to_string(shift) +
+                                    " bytes further on than torch's reader (it takes them for data before the "
+                                    "archive) and sees " + std::to_string(entries) + " entries there; scanned as "
+                                    "'zipfile view'",
+                                {}});
+      }
+    }
+    std::shared_ptr<const ZipReader> zip = d.zip;
+    if (!zip) {
+      try {
+        // Read as torch reads it, with every point where zip readers part ways listed.
+        zip = std::make_shared<const ZipReader>(file, ZipDisagreement::kReport);
+      } catch (const Error& e) {
+        // Path tricks (".." and absolute names), encrypted entries, overlaps and headers that
+        // disagree with the central directory all stop the zip reader: each is reported here.
+        report.Add(Severity::kHigh, "", 0, "zip container refused: " + e.message());
+        return report;
+      }
+    }
+    for (const auto& a : zip->anomalies()) {
+      // Data descriptors that agree with the central directory are how torch.save writes every
+      // record: worth listing, not alarming.
+      bool usual = a.message.find("use a data descriptor") != std::string::npos;
+      report.Add(usual ? Severity::kInfo : Severity::kMedium, a.entry, a.offset, a.message);
+    }
+    // Readers that see different archives or bytes: whatever trove scans, torch or another tool
+    // may run something else.
+    // Path tricks (".." and absolute names), encryption and unknown methods: the entry is not
+    // read; the rest of the archive, which torch's reader would still open, is scanned.
+    for (const auto& r : zip->refused_entries()) {
+      report.Add(Severity::kHigh, r.entry, r.offset, "zip entry refused: " + r.message);
+    }
+    for (const auto& p : zip->disagreements()) {
+      report.Add(Severity::kCritical, p.entry, p.offset, "zip readers disagree: " + p.message);
+    }
+    if (format != Format::kTdz) {
+      for (const auto& c : zip->case_collisions()) {
+        report.Add(Severity::kCritical, c.entry, c.offset, "zip readers disagree: " + c.message);
+      }
+    }
+    for (const auto& e : zip->entries()) {
+      const std::string rest = TorchRecordName(e.name);
+      if (rest == "constants.pkl" || rest == "bytecode.pkl" || rest.starts_with("code/") || rest == ".data/version") {
+        report.Add(Severity::kHigh, e.name, e.data_offset, "TorchScript/torch.package record: the archive carries code");
+      }
+      // Every entry whose name torch's loaders (ignoring case) or tensordict would unpickle, and
+      // in TorchScript/torch.package archives every other record that starts like a pickle
+      // (torch.package loads pickled resources by any name).
+      const bool named = NamedLikePickle(e.name);
+      const bool sniff = !named && format == Format::kTorchScript && !IsStorageRecord(e.name);
+      if (!named && !sniff) continue;
+      if (sniff && e.method != static_cast<uint16_t>(ZipMethod::kStored) && e.uncompressed_size > kMaxSniffedRecordBytes) {
+        report.Add(Severity::kMedium, e.name, e.data_offset,
+                                   "compressed record larger than kMaxSniffedRecordBytes: not checked for a pickle");
+        continue;
+      }
+      SharedBytes bytes;
+      try {
+        bytes = zip->Read(e);
+      } catch (const Error& err) {
+        report.Add(Severity::kMedium, e.name, e.data_offset, err.message());
+        continue;
+      }
+      if (sniff && !LooksLikePickle(bytes.data(), bytes.size())) continue;
+      if (format == Format::kTdz && IsPickledSidecar(e.name)) {
+        ScanSidecar(report, e.name, bytes);
+      } else {
+        ScanTorchPickle(report, e.name, bytes.data(), bytes.size());
+      }
+    }
+    for (const auto& e : zip->zipfile_extra_entries()) {
+      if (!NamedLikePickle(e.name)) continue;
+      const std::string label = "zipfile view: " + e.name;
+      try {
+        SharedBytes bytes = zip->Read(e);
+        ScanTorchPickle(report, label, bytes.data(), bytes.size());
+      } catch (const Error& err) {
+        report.Add(Severity::kMedium, label, e.data_offset, err.message());
+      }
+    }
+    if (format == Format::kTdz) CheckStructure(report, d);
+    return report;
+  }
+  // torch.load hands every file that does not start as a zip to Python's tarfile first, whatever
+  // its magic: a file tarfile accepts is read as a legacy tar checkpoint.
+  const bool tar = LooksLikeTar(file->data(), file->size());
+  if (tar) ScanLegacyTar(report, file);
+  if (format == Format::kPtTar) {
+    if (!tar) {
+      // A ustar header tarfile rejects: torch.load goes on to unpickle the file from its start.
+      CheckStructure(report, d);
+      ScanPolyglot(report, file, /*scan_leading_pickle=*/true);
+    }
+    report.entries_checked++;
+    report.bytes_checked += file->size();
+    return report;
+  }
+  if (format == Format::kPtLegacy) {
+    ScanLegacyPt(report, file);
+    return report;
+  }
+  if (format == Format::kUnknown) {
+    // Not a format trove reads, but maybe one that others run: a bare pickle, or a zip hidden
+    // behind other bytes (a "magic bypass" polyglot). Anything else is an error, not a report.
+    ScanPolyglot(report, file, /*scan_leading_pickle=*/true);
+    if (report.findings.empty()) Fail(ErrorCode::kUnsupported, path + ": not a format trove reads");
+    return report;
+  }
+  // .psk.d (and refused formats): no pickle in the container; reading them checks their
+  // structure, and a zip hidden inside is a polyglot.
+  CheckStructure(report, d);
+  ScanPolyglot(report, file, /*scan_leading_pickle=*/false);
+  report.entries_checked++;
+  report.bytes_checked += file->size();
+  return report;
+}
+
+}  // namespace trove

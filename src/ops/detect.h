@@ -1,0 +1,37 @@
+// ops/detect.h: what a path holds, found once and handed on.
+//
+// Detect maps a file (or looks into a directory) and tells its format by content; for a zip it
+// parses the archive once (ZipDisagreement::kReport, which every later use can read from: a
+// strict reader refuses through ZipReader::RefuseDisagreements) so that Open, Verify and Scan do
+// not parse it again. ReadDetected routes to the format's reader. Thread-safe: no shared state.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "trove/document.h"
+#include "trove/format.h"
+#include "trove/shared_bytes.h"
+#include "trove/zip_reader.h"
+
+namespace trove::ops {
+
+struct Detection {
+  Format format = Format::kUnknown;
+  std::string path;
+  bool directory = false;
+  std::shared_ptr<MappedFile> file;       // every file format
+  std::shared_ptr<const ZipReader> zip;   // zip formats; null when the parse failed (the reader
+                                          // parses again, for its own error)
+  std::string shard_index;                // kShardedIndex: the index file
+};
+
+// Throws Error for a path that cannot be opened or mapped (unknown content is kUnknown).
+Detection Detect(const std::string& path);
+// The document; Error for formats trove recognises but does not read (tar, TorchScript) and for
+// kUnknown. Errors do not yet name the path (OpenDetected adds it).
+Document ReadDetected(const Detection& detection, const ReadOptions& options);
+// ReadDetected with the path named in every error, as trove::Open reports them.
+Document OpenDetected(const Detection& detection, const ReadOptions& options);
+
+}  // namespace trove::ops
