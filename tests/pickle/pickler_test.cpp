@@ -121,7 +121,7 @@ TEST(Pickler, DataMatchesCPythonProtocol2ByteForByte) {
   EXPECT_GE(cases, 50);
 }
 
-// torch.save(nn.Parameter(torch.ones(2, 2))) with torch 1.13: pt-format.md 2.7 (c).
+// torch.save(nn.Parameter(torch.ones(2, 2))) with torch 1.13.
 TEST(Pickler, HooksReproduceTorchParameterPickle) {
   const std::string expected = [] {
     auto b = testing::FromHex(

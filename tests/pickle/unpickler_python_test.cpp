@@ -166,7 +166,7 @@ TEST(UnpicklerPython, HandWrittenOldProtocolPicklesMatchCPython) {
 }
 
 TEST(UnpicklerPython, ProtocolAndGlobalsAreReported) {
-  // The torch 1.13 state_dict shape of pt-format.md 2.7(a), minus tensors.
+  // The shape of a torch 1.13 state_dict pickle (an OrderedDict with _metadata), minus tensors.
   const std::string p =
       "\x80\x02" "ccollections\nOrderedDict\nq\x00)Rq\x01(X\x01\x00\x00\x00" "aq\x02K\x01u}q\x03X\x09\x00\x00\x00"
       "_metadataq\x04" "h\x00)Rq\x05X\x00\x00\x00\x00}q\x06X\x07\x00\x00\x00" "versionq\x07K\x01sssb."s;

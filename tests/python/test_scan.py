@@ -1,7 +1,7 @@
-"""`trove scan` against the hostile-file classes of notes/anchors.md §3 (and docs/security.md's
-table): each file is flagged (exit 1 at the default --fail-on), the finding names what is wrong,
-and nothing in it runs: every payload would `touch` a marker file, which must never appear
-(trove info, verify and scan are all run on each file)."""
+"""`trove scan` against the hostile-file classes of docs/security.md's table: each file is flagged
+(exit 1 at the default --fail-on), the finding names what is wrong, and nothing in it runs: every
+payload would `touch` a marker file, which must never appear (trove info, verify and scan are all
+run on each file)."""
 import json
 import os
 import struct

@@ -30,7 +30,8 @@ uint64_t Le(const std::string& s, uint64_t at, int n) {
   return v;
 }
 
-// PyTorch's detail::getPadding, written out again from the notes (pt-format.md §1.2).
+// PyTorch's detail::getPadding (the "FB" extra field that aligns payloads to 64 bytes), written
+// out again from its description in docs/, independently of src/zip.
 uint64_t TorchPadding(uint64_t cursor, uint64_t name_size, uint64_t size) {
   uint64_t start = cursor + 30 + name_size + 4;
   if (size >= 0xFFFFFFFF || cursor >= 0xFFFFFFFF) {

@@ -1,7 +1,7 @@
 // formats/pt/torch_resolver.h: what the names in a torch.save pickle mean, as data.
 //
 // TorchResolver extends the plain-data resolver with the allowlist of torch names that have a
-// known data meaning (notes/pt-format.md §2.3-2.6, §3.1): the _rebuild_* functions become
+// known data meaning (the names torch.save writes; docs/security.md, "What trove reads"): the _rebuild_* functions become
 // TensorView nodes, storage classes and dtypes become global nodes, torch.Size a tuple,
 // torch.device an inert object. Persistent ids become storage handles; tensor views are made
 // against them and get their bytes in Finish(), once the container has supplied every storage
