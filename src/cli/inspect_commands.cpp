@@ -268,13 +268,16 @@ void CatTensor(const Document& doc, const std::string& key, bool raw, bool json,
 }
 
 Json FindingJson(const Finding& f) {
-  return {{"severity", SeverityName(f.severity)}, {"entry", f.entry}, {"offset", f.offset}, {"message", f.message}};
+  Json j{{"severity", SeverityName(f.severity)}, {"entry", f.entry}, {"offset", f.offset}, {"message", f.message}};
+  if (!f.key_path.empty()) j["key_path"] = f.key_path;
+  return j;
 }
 
 std::string FindingText(const std::string& path, const Finding& f) {
   std::string where = path;
   if (!f.entry.empty()) where += ": " + f.entry;
   if (f.offset) where += " @ " + std::to_string(f.offset);
+  if (!f.key_path.empty()) where += " (key " + f.key_path + ")";
   return fmt::format("{:<8} {}: {}", SeverityName(f.severity), where, f.message);
 }
 
@@ -361,9 +364,12 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
         all.push_back(std::move(j));
       } else {
         for (const auto& f : r.findings) std::cout << FindingText(r.path, f) << '\n';
-        size_t allowed = 0;
+        size_t allowed = 0, notes = 0;
         for (const auto& g : r.globals) allowed += g.allowed;
-        std::cout << r.path << ": " << r.format << ", " << r.findings.size() << " finding(s), " << r.globals.size()
+        // Informational notes (how torch.save writes every record, say) are listed, not counted.
+        for (const auto& f : r.findings) notes += f.severity == Severity::kInfo;
+        std::cout << r.path << ": " << r.format << ", " << (r.findings.size() - notes) << " finding(s)"
+                  << (notes ? ", " + std::to_string(notes) + " note(s)" : std::string()) << ", " << r.globals.size()
                   << " global reference(s), " << (r.globals.size() - allowed) << " outside the allowlist\n";
       }
     }
