@@ -7,12 +7,17 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/suggest.h"
 #include "cli/table.h"
+#include "cli/tensor_slice.h"
 #include "cli/value_printer.h"
 #include "trove/checks.h"
+#include "trove/convert.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
 #include "trove/open.h"
@@ -59,11 +64,80 @@ std::map<int64_t, int> SharingCounts(const Document& doc) {
   return counts;
 }
 
-void PrintInfo(const Document& doc, bool json) {
+// "12.7 KiB": sizes for people (binary units, three significant digits).
+std::string HumanBytes(uint64_t n) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(n);
+  size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(kUnits)) {
+    v /= 1024;
+    ++u;
+  }
+  if (u == 0) return std::to_string(n) + " B";
+  const int digits = v < 10 ? 2 : v < 100 ? 1 : 0;
+  return fmt::format("{:.{}f} {}", v, digits, kUnits[u]);
+}
+
+struct InfoOptions {
+  bool json = false, records = false, tsv = false;
+  std::vector<std::string> keys;  // globs: only matching tensors are listed
+  std::string sort;               // "", key, size, dtype
+  int depth = 0;                  // > 0: tensors grouped by their first `depth` key components
+};
+
+// The tensors' totals: parameters count each stored view once (tied weights once), bytes as
+// they would be written.
+struct TensorTotals {
+  uint64_t tensors = 0, distinct = 0, parameters = 0, bytes = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
+};
+
+TensorTotals Totals(const std::vector<const NamedTensor*>& tensors) {
+  TensorTotals t;
+  std::set<std::tuple<int64_t, int64_t, std::vector<int64_t>, std::vector<int64_t>, int>> seen;
+  for (const NamedTensor* n : tensors) {
+    const TensorView& v = *n->view;
+    ++t.tensors;
+    auto& d = t.by_dtype[std::string(Name(v.dtype))];
+    ++d.first;
+    d.second += v.nbytes();
+    t.bytes += v.nbytes();
+    const bool first = v.storage_index < 0 ||
+                       seen.emplace(v.storage_index, v.storage_offset, v.shape, v.strides, static_cast<int>(v.dtype)).second;
+    if (first) {
+      ++t.distinct;
+      t.parameters += static_cast<uint64_t>(v.numel());
+    }
+  }
+  return t;
+}
+
+// The first `depth` components of a key path, splitting at '/' and at '.' (module names).
+std::string KeyPrefix(const std::string& key, int depth) {
+  size_t at = 0;
+  for (int d = 0; d < depth; ++d) {
+    const size_t next = key.find_first_of("/.", at);
+    if (next == std::string::npos) return key;
+    at = next + 1;
+  }
+  return key.substr(0, at - 1);
+}
+
+void PrintInfo(const Document& doc, const InfoOptions& o) {
   auto sharing = SharingCounts(doc);
   uint64_t total = 0;
   for (const auto& t : doc.tensors) total += t.view->nbytes();
-  if (json) {
+  std::vector<const NamedTensor*> listed;
+  for (const auto& t : doc.tensors) {
+    bool keep = o.keys.empty();
+    for (const auto& g : o.keys) keep |= KeyMatches(g, t.key);
+    if (keep) listed.push_back(&t);
+  }
+  if (!o.keys.empty() && listed.empty()) {
+    Fail(ErrorCode::kNotFound, "no tensor matches " + std::string(o.keys.size() > 1 ? "the --keys globs" : "--keys '" + o.keys[0] + "'"));
+  }
+  const TensorTotals totals = Totals(listed);
+  if (o.json) {
     Json j;
     j["format"] = doc.format;
     j["path"] = doc.path;
@@ -71,6 +145,10 @@ void PrintInfo(const Document& doc, bool json) {
     Json props = Json::object();
     for (const auto& [k, v] : doc.properties) props[k] = v;
     j["properties"] = props;
+    Json by_dtype = Json::object();
+    for (const auto& [d, c] : totals.by_dtype) by_dtype[d] = {{"tensors", c.first}, {"bytes", c.second}};
+    j["summary"] = {{"tensors", totals.tensors}, {"distinct_tensors", totals.distinct}, {"parameters", totals.parameters},
+                    {"bytes", totals.bytes}, {"by_dtype", by_dtype}};
     Json records = Json::array();
     for (const auto& r : doc.records) {
       records.push_back({{"name", r.name}, {"offset", r.offset}, {"size", r.size}, {"stored_size", r.stored_size},
@@ -78,9 +156,9 @@ void PrintInfo(const Document& doc, bool json) {
     }
     j["records"] = records;
     Json tensors = Json::array();
-    for (const auto& t : doc.tensors) {
-      const TensorView& v = *t.view;
-      Json tj{{"key", t.key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}, {"nbytes", v.nbytes()},
+    for (const NamedTensor* t : listed) {
+      const TensorView& v = *t->view;
+      Json tj{{"key", t->key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}, {"nbytes", v.nbytes()},
               {"strides", v.strides}, {"storage_offset", v.storage_offset}, {"storage", v.storage_key},
               {"shared", v.storage_index >= 0 && sharing[v.storage_index] > 1}, {"contiguous", v.is_contiguous()},
               {"byte_order", v.byte_order == ByteOrder::kBig ? "big" : "little"}, {"requires_grad", v.requires_grad},
@@ -95,32 +173,93 @@ void PrintInfo(const Document& doc, bool json) {
     return;
   }
   const bool tty = StdoutIsTerminal();
-  std::cout << doc.path << ": " << doc.format << ", " << Thousands(doc.file_size) << " bytes\n";
-  for (const auto& [k, v] : doc.properties) std::cout << "  " << fmt::format("{:<18} ", k) << v << '\n';
-  std::cout << "records (" << doc.records.size() << ")\n";
-  Table records({"name", "size", "method", "offset"});
-  for (const auto& r : doc.records) records.Add({r.name, std::to_string(r.size), r.method, std::to_string(r.offset)});
-  records.Print(std::cout, tty);
-  std::cout << "tensors (" << doc.tensors.size() << ", " << Thousands(total) << " bytes)\n";
-  Table tensors({"key", "dtype", "shape", "bytes", "storage", "shared", "view"});
-  for (const auto& t : doc.tensors) {
-    const TensorView& v = *t.view;
-    int share = v.storage_index >= 0 ? sharing[v.storage_index] : 0;
-    tensors.Add({t.key.empty() ? "\"\"" : t.key, std::string(Name(v.dtype)), ShapeString(v.shape), std::to_string(v.nbytes()),
-                 v.storage_key, share > 1 ? "x" + std::to_string(share) : "", ViewNote(v)});
+  const bool aligned = !o.tsv;
+  // Sizes for people at a terminal; exact byte counts for whatever reads a pipe.
+  auto size = [&](uint64_t n) { return tty ? HumanBytes(n) : std::to_string(n); };
+  std::cout << doc.path << ": " << doc.format << ", " << Thousands(doc.file_size) << " bytes"
+            << (tty && doc.file_size >= 1024 ? " (" + HumanBytes(doc.file_size) + ")" : std::string()) << '\n';
+  {
+    std::string dtypes;
+    for (const auto& [d, c] : totals.by_dtype) {
+      dtypes += (dtypes.empty() ? "" : ", ") + d + " " + Thousands(c.first) + " (" + (tty ? HumanBytes(c.second) : Thousands(c.second) + " bytes") + ")";
+    }
+    auto line = [](const std::string& label, const std::string& value) {
+      std::cout << "  " << fmt::format("{:<18} ", label) << value << '\n';
+    };
+    line("tensors", Thousands(totals.tensors) + (totals.distinct != totals.tensors ? " (" + Thousands(totals.distinct) + " distinct)" : ""));
+    line("parameters", Thousands(totals.parameters));
+    line("tensor bytes", Thousands(totals.bytes) + (tty && totals.bytes >= 1024 ? " (" + HumanBytes(totals.bytes) + ")" : std::string()));
+    if (!dtypes.empty()) line("by dtype", dtypes);
   }
-  tensors.Print(std::cout, tty);
+  for (const auto& [k, v] : doc.properties) std::cout << "  " << fmt::format("{:<18} ", k) << v << '\n';
+  // The record table is the container's plumbing: listed when short or asked for.
+  constexpr size_t kRecordsShownUnasked = 20;
+  if (o.records || doc.records.size() <= kRecordsShownUnasked) {
+    std::cout << "records (" << doc.records.size() << ")\n";
+    Table records({"name", "size", "method", "offset"});
+    for (const auto& r : doc.records) records.Add({r.name, size(r.size), r.method, std::to_string(r.offset)});
+    records.Print(std::cout, aligned);
+  } else {
+    std::cout << "records (" << Thousands(doc.records.size()) << ": trove info --records lists them)\n";
+  }
+  if (o.sort == "key") {
+    std::stable_sort(listed.begin(), listed.end(), [](auto* a, auto* b) { return a->key < b->key; });
+  } else if (o.sort == "size") {
+    std::stable_sort(listed.begin(), listed.end(), [](auto* a, auto* b) { return a->view->nbytes() > b->view->nbytes(); });
+  } else if (o.sort == "dtype") {
+    std::stable_sort(listed.begin(), listed.end(), [](auto* a, auto* b) { return Name(a->view->dtype) < Name(b->view->dtype); });
+  }
+  std::cout << "tensors (" << Thousands(listed.size()) << (listed.size() != doc.tensors.size() ? " of " + Thousands(doc.tensors.size()) : "")
+            << ", " << Thousands(totals.bytes) << " bytes)\n";
+  if (o.depth > 0) {
+    // A tree view: one row per key prefix, in order of first appearance.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<const NamedTensor*>> groups;
+    for (const NamedTensor* t : listed) {
+      auto& g = groups[KeyPrefix(t->key, o.depth)];
+      if (g.empty()) order.push_back(KeyPrefix(t->key, o.depth));
+      g.push_back(t);
+    }
+    Table prefixes({"prefix", "tensors", "parameters", "bytes", "dtypes"});
+    for (const std::string& p : order) {
+      const TensorTotals g = Totals(groups[p]);
+      std::string dtypes;
+      for (const auto& [d, c] : g.by_dtype) dtypes += (dtypes.empty() ? "" : ", ") + d;
+      prefixes.Add({p.empty() ? "\"\"" : p, std::to_string(g.tensors), Thousands(g.parameters), size(g.bytes), dtypes});
+    }
+    prefixes.Print(std::cout, aligned);
+  } else {
+    Table tensors({"key", "dtype", "shape", "bytes", "storage", "shared", "view"});
+    for (const NamedTensor* t : listed) {
+      const TensorView& v = *t->view;
+      int share = v.storage_index >= 0 ? sharing[v.storage_index] : 0;
+      tensors.Add({t->key.empty() ? "\"\"" : t->key, std::string(Name(v.dtype)), ShapeString(v.shape), size(v.nbytes()),
+                   v.storage_key, share > 1 ? "x" + std::to_string(share) : "", ViewNote(v)});
+    }
+    tensors.Print(std::cout, aligned);
+  }
   std::cout << "values\n";
   for (const auto& line : DescribeValues(doc.root, 40)) std::cout << "  " << line << '\n';
   for (const auto& w : doc.warnings) std::cout << "warning: " << w << '\n';
 }
 
-const NamedTensor& FindTensorOrFail(const Document& doc, const std::string& key) {
-  if (const NamedTensor* t = doc.FindTensor(key)) return *t;
-  std::string known;
-  for (size_t i = 0; i < doc.tensors.size() && i < 10; ++i) known += (i ? ", " : "") + doc.tensors[i].key;
-  if (doc.tensors.size() > 10) known += ", ...";
-  Fail(ErrorCode::kNotFound, "no tensor '" + key + "'" + (known.empty() ? " (the file has no tensors)" : " (keys: " + known + ")"));
+// Every key path `cat` can reach: the tensors, then the other leaves, in tree order.
+std::vector<std::string> KeyPaths(const Document& doc) {
+  std::vector<std::string> keys;
+  ForEachLeaf(doc.root, [&](const std::string& path, const Value&) { keys.push_back(path); });
+  return keys;
+}
+
+[[noreturn]] void FailNoKey(const Document& doc, const std::string& key, const char* what) {
+  const std::vector<std::string> keys = KeyPaths(doc);
+  std::string hint = DidYouMean(Suggest(key, keys));
+  if (hint.empty()) {
+    std::string known;
+    for (size_t i = 0; i < keys.size() && i < 10; ++i) known += (i ? ", " : "") + keys[i];
+    if (keys.size() > 10) known += ", ... (trove info lists them)";
+    hint = known.empty() ? " (the file holds no values)" : " (keys: " + known + ")";
+  }
+  Fail(ErrorCode::kNotFound, std::string("no ") + what + " '" + key + "'" + hint);
 }
 
 void AppendNumber(std::string& out, const ElementValue& e, DType dtype, bool json) {
@@ -222,12 +361,69 @@ void PrintNested(const TensorView& v, bool json, uint64_t limit, std::FILE* out)
   std::fwrite(buf.data(), 1, buf.size(), out);
 }
 
-void CatTensor(const Document& doc, const std::string& key, bool raw, bool json, bool allow_expand) {
-  const NamedTensor& t = FindTensorOrFail(doc, key);
-  const TensorView& v = *t.view;
+// One numpy-like text of a tensor: rows on their own lines; past kMaxHumanElements elements, only
+// the first and last `edge` items of each axis, with "..." between.
+class TensorText {
+ public:
+  TensorText(const TensorView& v, bool summarise) : v_(v), index_(v.shape.size(), 0) {
+    // Summarised, a tensor prints (2 edge)^rank elements: three per side as numpy does, fewer
+    // for tensors of many axes, so that the text stays a screenful whatever the rank.
+    edge_ = 3;
+    while (summarise && edge_ > 1 && Power(2 * edge_, v.shape.size()) > kMaxSummaryElements) --edge_;
+    summarise_ = summarise;
+  }
+  bool Printable() const { return !summarise_ || Power(2 * edge_, v_.shape.size()) <= kMaxSummaryElements; }
+  std::string Text() {
+    std::string out;
+    Axis(0, out);
+    return out;
+  }
+
+ private:
+  static constexpr uint64_t kMaxSummaryElements = 1 << 14;
+  static uint64_t Power(uint64_t b, size_t e) {
+    uint64_t r = 1;
+    for (size_t i = 0; i < e; ++i)
+      if ((r *= b) > kMaxSummaryElements) return kMaxSummaryElements + 1;
+    return r;
+  }
+  void Axis(size_t d, std::string& out) {
+    if (d == v_.shape.size()) {
+      AppendNumber(out, v_.Element(index_), v_.dtype, false);
+      return;
+    }
+    const int64_t n = v_.shape[d];
+    const bool cut = summarise_ && n > 2 * edge_;
+    const std::string gap = d + 1 == v_.shape.size() ? ", " : "," + std::string(v_.shape.size() - d - 1, '\n') +
+                                                              std::string(d + 1, ' ');
+    out += '[';
+    for (int64_t i = 0; i < n; ++i) {
+      if (cut && i == edge_) {
+        out += "..." + gap;
+        i = n - edge_;
+      }
+      index_[d] = i;
+      Axis(d + 1, out);
+      if (i + 1 < n) out += gap;
+    }
+    out += ']';
+  }
+  const TensorView& v_;
+  std::vector<int64_t> index_;
+  int64_t edge_ = 3;
+  bool summarise_ = false;
+};
+
+struct CatOptions {
+  bool raw = false, json = false, allow_expand = false, full = false;
+  uint64_t head = 0;  // 0: not asked
+};
+
+void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o) {
+  const bool raw = o.raw, json = o.json;
   // Every element is printed: a view far larger than its storage is refused unless allowed (the
   // human form prints kMaxHumanElements at most, so it is always summarised).
-  if ((raw || json) && !allow_expand) v.CheckExpansion(key);
+  if ((raw || json || o.full) && !o.allow_expand) v.CheckExpansion(key);
   if (!Info(v.dtype).readable) {
     Fail(ErrorCode::kUnsupported, "tensor '" + key + "' is quantized (" + std::string(Name(v.dtype)) +
                                       "): reading quantized tensors is not supported");
@@ -263,8 +459,66 @@ void CatTensor(const Document& doc, const std::string& key, bool raw, bool json,
     return;
   }
   std::printf("%s: %s %s\n", key.empty() ? "\"\"" : key.c_str(), std::string(Name(v.dtype)).c_str(), ShapeString(v.shape).c_str());
-  PrintNested(v, false, kMaxHumanElements, stdout);
+  if (o.head > 0 || v.numel() == 0 || v.shape.empty()) {
+    PrintNested(v, false, o.head > 0 ? o.head : kMaxHumanElements, stdout);
+  } else {
+    TensorText text(v, !o.full && static_cast<uint64_t>(v.numel()) > kMaxHumanElements);
+    if (!text.Printable()) {
+      Fail(ErrorCode::kUsage, "'" + key + "' has " + std::to_string(v.shape.size()) +
+                                  " axes, too many to summarise: use --head N, --full or --json");
+    }
+    std::fputs(text.Text().c_str(), stdout);
+  }
   std::fputs("\n", stdout);
+}
+
+// A value that is not a tensor: Python-like text (containers as an indented outline) or JSON.
+void CatValue(const std::string& key, const Value& v, const CatOptions& o) {
+  if (o.raw) Fail(ErrorCode::kUsage, "'" + key + "' is a " + std::string(KindName(v.kind)) + ", not a tensor: --raw writes tensor bytes");
+  if (o.json) {
+    std::cout << Json{{"key", key}, {"value", ValueToJson(&v)}}.dump() << '\n';
+    return;
+  }
+  const bool container = v.kind == ValueKind::kDict || v.kind == ValueKind::kList || v.kind == ValueKind::kTuple ||
+                         v.kind == ValueKind::kObject;
+  if (!container) {
+    std::cout << (key.empty() ? "\"\"" : key) << " = " << ScalarText(v, 1 << 16) << '\n';
+    return;
+  }
+  std::cout << (key.empty() ? "(root)" : key) << ":\n";
+  for (const auto& line : DescribeValues(&v, 200)) std::cout << "  " << line << '\n';
+}
+
+// What one KEY argument of `cat` names: a tensor (exact key, or KEY[slice]), any other value by
+// its key path, or, with * or ?, every leaf whose key path matches.
+struct CatItem {
+  std::string key;
+  std::optional<TensorView> tensor;
+  const Value* value = nullptr;
+};
+
+std::vector<CatItem> ResolveCatKey(const Document& doc, const std::string& key) {
+  if (const NamedTensor* t = doc.FindTensor(key)) return {{key, *t->view, nullptr}};
+  if (const Value* v = doc.FindValue(key)) {
+    if (v->kind == ValueKind::kTensor) return {{key, *v->tensor, nullptr}};
+    return {{key, std::nullopt, v}};
+  }
+  if (auto parts = SplitSlice(key)) {
+    const NamedTensor* t = doc.FindTensor(parts->first);
+    if (t == nullptr) FailNoKey(doc, parts->first, "tensor");
+    return {{key, WithContext(key, [&] { return SliceView(*t->view, parts->second); }), nullptr}};
+  }
+  if (key.find_first_of("*?") != std::string::npos) {
+    std::vector<CatItem> items;
+    ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
+      if (!KeyMatches(key, path)) return;
+      if (leaf.kind == ValueKind::kTensor) items.push_back({path, *leaf.tensor, nullptr});
+      else items.push_back({path, std::nullopt, &leaf});
+    });
+    if (items.empty()) FailNoKey(doc, key, "key path matching");
+    return items;
+  }
+  FailNoKey(doc, key, "key");
 }
 
 Json FindingJson(const Finding& f) {
@@ -286,36 +540,64 @@ std::string FindingText(const std::string& path, const Finding& f) {
 void AddInspectCommands(CLI::App& app, int* exit_code) {
   static std::string path, fail_on = "medium";
   static std::vector<std::string> keys;
-  static bool json = false, raw = false, permissive = false, allow_expand = false;
+  static bool json = false, permissive = false;
   static std::vector<std::string> paths;
 
   auto* info = app.add_subcommand("info", "Show a file's format, records, tensors and values (metadata only)");
   info->add_option("path", path, "File or tensordict directory")->required();
-  info->add_flag("--json", json, "One JSON object for scripts");
+  static InfoOptions info_options;
+  info->add_flag("--json", info_options.json, "One JSON object for scripts");
+  info->add_flag("--records", info_options.records, "List every record of the container (shown unasked up to 20)");
+  info->add_option("--keys", info_options.keys, "Only the tensors whose key path matches a glob (* ** ?); repeatable");
+  info->add_option("--sort", info_options.sort, "Order the tensors by key, size (largest first) or dtype")
+      ->check(CLI::IsMember({"key", "size", "dtype"}));
+  info->add_option("--depth", info_options.depth, "One row per key prefix of N components (split at / and .)")
+      ->check(CLI::PositiveNumber);
+  info->add_flag("--tsv", info_options.tsv, "Tables as tab-separated lines for scripts (else aligned, terminal or not)");
   info->add_flag("--permissive", permissive, "Show unknown pickle globals as inert objects instead of refusing");
-  info->footer("Examples:\n  trove info model.pt\n  trove info model.pt --json | jq '.tensors[].key'");
+  info->footer("Examples:\n  trove info model.pt\n  trove info model.pt --sort size --keys 'model/**'\n"
+               "  trove info model.pt --depth 2\n  trove info model.pt --json | jq '.tensors[].key'");
   info->callback([exit_code] {
     ReadOptions opts;
     opts.permissive = permissive;
-    PrintInfo(Open(path, opts), json);
+    PrintInfo(Open(path, opts), info_options);
     *exit_code = kExitOk;
   });
 
-  auto* cat = app.add_subcommand("cat", "Print tensors' values (several keys: one after another)");
+  static CatOptions cat_options;
+  static bool force = false;
+  auto* cat = app.add_subcommand("cat", "Print values: tensors, scalars, strings, lists and subtrees, by key path");
   cat->add_option("path", path, "File or tensordict directory")->required();
-  cat->add_option("keys", keys, "Tensor key paths as `trove info` lists them")->required();
-  auto* raw_flag = cat->add_flag("--raw", raw, "C-contiguous little-endian bytes to stdout (bool as 0/1 bytes)");
-  cat->add_flag("--json", json, "{\"key\", \"dtype\", \"shape\", \"data\"} with nested lists")->excludes(raw_flag);
+  cat->add_option("keys", keys, "Key paths as `trove info` lists them; globs (* one component, ** any, ?); KEY[0:4, :] slices a tensor")
+      ->required();
+  auto* raw_flag = cat->add_flag("--raw", cat_options.raw, "C-contiguous little-endian bytes to stdout (bool as 0/1 bytes)");
+  cat->add_flag("--json", cat_options.json, "One JSON object per key: {\"key\", \"dtype\", \"shape\", \"data\"} or {\"key\", \"value\"}")
+      ->excludes(raw_flag);
+  auto* full_flag = cat->add_flag("--full", cat_options.full, "Every element (a large tensor is otherwise summarised: the edges of each axis)");
+  cat->add_option("--head", cat_options.head, "The first N elements, in order")->excludes(full_flag);
+  cat->add_flag("--force", force, "--raw: write binary bytes to a terminal anyway");
   cat->add_flag("--permissive", permissive, "Accept unknown pickle globals as inert objects");
-  cat->add_flag("--allow-expand", allow_expand, "--raw/--json: print views far larger than their stored bytes (stride 0) whole");
-  cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat model.pt lin.weight lin.bias --raw > wb.bin\n"
+  cat->add_flag("--allow-expand", cat_options.allow_expand,
+                "--raw/--json/--full: print views far larger than their stored bytes (stride 0) whole");
+  cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat ck.pt epoch optimizer/param_groups/0/lr config\n"
+              "  trove cat model.pt 'blocks.*.attn.bias' 'embed.weight[0:4, :]'\n"
+              "  trove cat model.pt lin.weight lin.bias --raw > wb.bin\n"
               "--json with several keys prints one JSON object per line.");
   cat->callback([exit_code] {
+    if (cat_options.raw && StdoutIsTerminal() && !force) {
+      Fail(ErrorCode::kUsage, "--raw writes binary bytes: redirect stdout to a file or a pipe (or pass --force)");
+    }
     ReadOptions opts;
     opts.permissive = permissive;
     Document doc = Open(path, opts);
-    for (const auto& k : keys) FindTensorOrFail(doc, k);  // every key checked before any output
-    for (const auto& k : keys) CatTensor(doc, k, raw, json, allow_expand);
+    std::vector<CatItem> items;
+    for (const auto& k : keys) {  // every key resolved before any output
+      for (CatItem& item : ResolveCatKey(doc, k)) items.push_back(std::move(item));
+    }
+    for (const CatItem& item : items) {
+      if (item.tensor) CatTensor(item.key, *item.tensor, cat_options);
+      else CatValue(item.key, *item.value, cat_options);
+    }
     *exit_code = kExitOk;
   });
 

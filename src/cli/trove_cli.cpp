@@ -2,10 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/suggest.h"
 #include "trove/error.h"
 #include "trove/version.h"
 #include "trove/shared_bytes.h"
@@ -13,6 +15,45 @@
 namespace trove::cli {
 
 bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+namespace {
+
+std::vector<std::string> CommandNames(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  return names;
+}
+
+std::vector<std::string> OptionNames(const CLI::App& command) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : command.get_options()) {
+    for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+    for (const std::string& n : o->get_snames()) names.push_back("-" + n);
+  }
+  return names;
+}
+
+// The subcommand the words named, or nullptr (the command line's own usage error).
+const CLI::App* ParsedCommand(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) return sub;
+  return nullptr;
+}
+
+// A usage error: what is wrong, a suggestion for a misspelt option, and the command's own help.
+int UsageError(const CLI::App& app, const CLI::ParseError& e) {
+  const CLI::App* command = ParsedCommand(app);
+  std::string hint;
+  if (command != nullptr) {
+    for (const std::string& extra : command->remaining()) {
+      if (extra.starts_with("-")) hint += DidYouMean(Suggest(extra.substr(0, extra.find('=')), OptionNames(*command)));
+    }
+  }
+  std::cerr << "trove: error: " << e.what() << hint << "\n(run 'trove "
+            << (command != nullptr ? command->get_name() + " " : std::string()) << "--help' for usage)\n";
+  return kExitError;
+}
+
+}  // namespace
 
 int TroveMain(int argc, char** argv) {
   InstallWriteSignalHandlers();
@@ -24,6 +65,7 @@ int TroveMain(int argc, char** argv) {
   CLI::App app{"trove: inspect, read, verify, convert and write ML tensor containers\n"
                "(PyTorch .pt/.pth/.bin/.ckpt, tensordict directories and .tdz archives, .psk.d files).\n"
                "Nothing in a file is ever executed."};
+  app.name("trove");
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("trove ") + kVersion);
   app.footer(
@@ -43,6 +85,33 @@ int TroveMain(int argc, char** argv) {
   AddStatsCommands(app, &exit_code);
   AddReportCommands(app, &exit_code);
   app.add_subcommand("data", "The presk data commands (.psk.d files): trove data --help");
+  app.add_subcommand("help", "Show the help of trove or of one command: trove help CMD");
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    const std::vector<std::string> commands = CommandNames(app);
+    if (std::find(commands.begin(), commands.end(), word) == commands.end()) {
+      std::cerr << "trove: error: unknown command '" << word << "'" << DidYouMean(Suggest(word, commands))
+                << "\n(run 'trove --help' for the commands)\n";
+      return kExitError;
+    }
+    if (word == "help") {
+      if (argc == 2) {
+        std::cout << app.help();
+        return kExitOk;
+      }
+      const std::string topic = argv[2];
+      if (topic == "data") return RunPreskData({"--help"});
+      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        if (sub->get_name() == topic && topic != "help") {
+          std::cout << sub->help("trove");
+          return kExitOk;
+        }
+      }
+      std::cerr << "trove: error: no command '" << topic << "'" << DidYouMean(Suggest(topic, commands))
+                << "\n(run 'trove --help' for the commands)\n";
+      return kExitError;
+    }
+  }
   try {
     // Every command reads mapped files: one shrinking under it is an error, not a SIGBUS death.
     RunGuardingTruncation([&] { app.parse(argc, argv); });
@@ -53,8 +122,7 @@ int TroveMain(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "trove: error: " << e.what() << "\n(run 'trove --help' for usage)\n";
-    return kExitError;
+    return UsageError(app, e);
   } catch (const Error& e) {
     std::fflush(stdout);
     std::cerr << "trove: error: " << e.message() << '\n';

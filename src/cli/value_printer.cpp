@@ -128,12 +128,31 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
   out.push_back(summary + (tensors ? " (" + std::to_string(tensors) + " tensors inside)" : ""));
   if (v->kind == ValueKind::kDict) {
     size_t skipped = 0;
-    for (const auto& [k, val] : v->entries) {
-      if (val->kind == ValueKind::kTensor) { ++skipped; continue; }
-      if (out.size() >= max_lines) return;
-      Describe(val, EncodeKeyComponent(KeyComponentText(*k)), depth + 1, out, max_lines);
+    // Scalars first (epoch, step, a learning rate), then containers without tensors (a config,
+    // hyperparameters), then the rest: the short facts a person looks for are never cut off by
+    // a long subtree of weights or optimizer state before them.
+    // Bounded: the first kReorderedEntries entries are ranked, each by a look at no more than
+    // kRankNodes nodes; later entries keep their order, after them.
+    constexpr size_t kReorderedEntries = 4096, kRankNodes = 64;
+    std::vector<uint8_t> ranks(std::min(v->entries.size(), kReorderedEntries));
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const Value& e = *v->entries[i].second;
+      const Value* shown = StandsFor(e) ? StandsFor(e) : &e;
+      ranks[i] = IsInline(*shown) ? 0 : CountTensors(shown, kRankNodes) == 0 ? 1 : 2;
     }
-    if (skipped && out.size() < max_lines) out.push_back(indent + "  (" + std::to_string(skipped) + " tensors)");
+    for (int pass = 0; pass < 3; ++pass) {
+      for (size_t i = 0; i < v->entries.size(); ++i) {
+        const auto& [k, val] = v->entries[i];
+        if (val->kind == ValueKind::kTensor) {
+          skipped += pass == 0;
+          continue;
+        }
+        if ((i < ranks.size() ? ranks[i] : 2) != pass) continue;
+        if (out.size() >= max_lines) return;
+        Describe(val, EncodeKeyComponent(KeyComponentText(*k)), depth + 1, out, max_lines);
+      }
+    }
+    if (skipped && out.size() < max_lines) out.push_back(indent + "  (" + std::to_string(skipped) + (skipped == 1 ? " tensor)" : " tensors)"));
   } else {
     size_t skipped = 0;
     for (size_t i = 0; i < v->items.size(); ++i) {
@@ -141,7 +160,7 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
       if (out.size() >= max_lines) return;
       Describe(v->items[i], std::to_string(i), depth + 1, out, max_lines);
     }
-    if (skipped && out.size() < max_lines) out.push_back(indent + "  (" + std::to_string(skipped) + " tensors)");
+    if (skipped && out.size() < max_lines) out.push_back(indent + "  (" + std::to_string(skipped) + (skipped == 1 ? " tensor)" : " tensors)"));
   }
   if (v->state && out.size() < max_lines) Describe(v->state, "attributes", depth + 1, out, max_lines);
 }

@@ -131,4 +131,9 @@ def test_info_is_readable_text(trove, files):
     assert r.code == 0
     text = r.text
     assert "module.pt: pt" in text and "head.weight" in text and "float32" in text
-    assert "\t" in text  # a pipe gets tab-separated columns
+    # A pipe gets aligned columns too, with exact byte counts; --tsv the machine form.
+    assert "\t" not in text
+    rows = [l.split() for l in text.splitlines() if l.strip().startswith("head.weight")]
+    assert rows and rows[0][1] == "float32"
+    tsv = trove("info", files["module"][0], "--tsv")
+    assert tsv.code == 0 and any(l.startswith("head.weight\tfloat32\t") for l in tsv.text.splitlines())
