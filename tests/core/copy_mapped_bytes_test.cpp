@@ -1,0 +1,68 @@
+// tests/core/copy_mapped_bytes_test.cpp: CopyMappedBytes: bytes of a MappedFile copied by the
+// kernel into a writer's file.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "trove/atomic_file.h"
+#include "trove/error.h"
+#include "trove/shared_bytes.h"
+
+namespace trove {
+namespace {
+
+// Large writes of mapped bytes go through the kernel (copy_file_range) straight from the mapped
+// file; what lands must be exactly those bytes at the writer's position, and the cases the kernel
+// cannot copy fall back to the caller.
+TEST(CopyMappedBytesTest, CopiesFromTheFileFallsBackAndNamesATruncatedSource) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("trove-copy-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path src = dir / "src.bin";
+  std::string pattern(3 * 1024 * 1024 + 123, '\0');
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<char>((i * 131 + i / 4099) & 0xff);
+  { std::ofstream(src, std::ios::binary) << pattern; }
+  auto file = MappedFile::Open(src.string());
+  const uint64_t at = 4097, length = 2 * 1024 * 1024 + 7;  // unaligned on both sides
+  SharedBytes slice = file->Slice(at, length);
+  {
+    AtomicFile out((dir / "out.bin").string());
+    out.Write("head!", 5);  // buffered, so the copy must land after it
+    out.Write(slice.data(), slice.size());
+    out.Write("tail", 4);
+    out.Commit();
+  }
+  std::ifstream in(dir / "out.bin", std::ios::binary);
+  std::string got((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(got, "head!" + pattern.substr(at, length) + "tail");
+
+  std::vector<uint8_t> heap(4096, 7);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  EXPECT_EQ(CopyMappedBytes(pipe_fds[1], heap.data(), heap.size(), "pipe"), 0u);  // not a mapping
+  EXPECT_EQ(CopyMappedBytes(pipe_fds[1], slice.data(), 4096, "pipe"), 0u);       // kernel cannot
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+
+  fs::resize_file(src, 1024 * 1024);  // another program shrinks the file under the mapping
+  int out_fd = ::open((dir / "after.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(out_fd, 0);
+  try {
+    CopyMappedBytes(out_fd, file->data() + 2 * 1024 * 1024, 4096, "after.bin");
+    ADD_FAILURE() << "no error for a truncated source";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("src.bin: changed while being read"), std::string::npos)
+        << e.what();
+  }
+  ::close(out_fd);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trove

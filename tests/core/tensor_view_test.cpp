@@ -1,0 +1,60 @@
+// tests/core/tensor_view_test.cpp: TensorView: validation against its storage, gathering strided
+// views, byte order and chunks.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "trove/dtype.h"
+#include "trove/error.h"
+#include "trove/shared_bytes.h"
+#include "trove/tensor.h"
+
+namespace trove {
+namespace {
+
+TensorView MakeView(std::vector<uint8_t> bytes, DType dt, std::vector<int64_t> shape, std::vector<int64_t> strides,
+                    int64_t offset = 0) {
+  TensorView v;
+  v.dtype = dt;
+  v.storage = SharedBytes::FromVector(std::move(bytes));
+  v.shape = std::move(shape);
+  v.strides = std::move(strides);
+  v.storage_offset = offset;
+  return v;
+}
+
+TEST(TensorViewTest, ValidateRejectsLies) {
+  EXPECT_NO_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {3, 4}, {4, 1}).Validate());
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(46), DType::kFloat32, {3, 4}, {4, 1}).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {3, 4}, {4, 1}, 1).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {-1}, {1}).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {2}, {-1}).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {int64_t{1} << 40, int64_t{1} << 40}, {1, 1}).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(48), DType::kFloat32, {int64_t{1} << 62}, {0}).Validate(), Error);
+  EXPECT_NO_THROW(MakeView(std::vector<uint8_t>(0), DType::kFloat32, {0, 5}, {5, 1}).Validate());
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(4), DType::kFloat32, {1}, {1, 1}).Validate(), Error);
+}
+
+TEST(TensorViewTest, GathersTransposeAndSwapsBigEndian) {
+  std::vector<uint8_t> bytes(12 * 2);
+  for (int i = 0; i < 12; ++i) { bytes[2 * i] = static_cast<uint8_t>(i); bytes[2 * i + 1] = 0; }
+  auto t = MakeView(bytes, DType::kInt16, {4, 3}, {1, 4});  // transpose of a 3x4
+  ASSERT_NO_THROW(t.Validate());
+  EXPECT_FALSE(t.is_contiguous());
+  auto c = t.ContiguousLittleEndian();
+  ASSERT_EQ(c.size(), 24u);
+  std::vector<int> got;
+  for (int i = 0; i < 12; ++i) got.push_back(c.data()[2 * i]);
+  EXPECT_EQ(got, (std::vector<int>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  auto be = MakeView({0, 1, 0, 2}, DType::kInt16, {2}, {1});
+  be.byte_order = ByteOrder::kBig;
+  auto s = be.ContiguousLittleEndian();
+  EXPECT_EQ(std::vector<uint8_t>(s.data(), s.data() + 4), (std::vector<uint8_t>{1, 0, 2, 0}));
+  // Small chunks must give the same bytes.
+  std::vector<uint8_t> chunked;
+  t.ForEachChunk([&](const uint8_t* p, size_t n) { chunked.insert(chunked.end(), p, p + n); }, 4);
+  EXPECT_EQ(chunked, std::vector<uint8_t>(c.data(), c.data() + c.size()));
+}
+
+}  // namespace
+}  // namespace trove

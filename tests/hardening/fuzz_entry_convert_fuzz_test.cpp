@@ -1,5 +1,0 @@
-// The convert_fuzz fuzz target's entry point, compiled under its own name so that the regression test
-// (fuzz_regressions_test.cpp) feeds saved inputs to exactly the code the fuzzer ran.
-#define LLVMFuzzerTestOneInput TroveFuzzEntry_convert_fuzz
-#include "../../fuzz/convert_fuzz.cpp"
-#undef LLVMFuzzerTestOneInput

@@ -1,5 +1,0 @@
-// The print_fuzz fuzz target's entry point, compiled under its own name so that the regression test
-// (fuzz_regressions_test.cpp) feeds saved inputs to exactly the code the fuzzer ran.
-#define LLVMFuzzerTestOneInput TroveFuzzEntry_print_fuzz
-#include "../../fuzz/print_fuzz.cpp"
-#undef LLVMFuzzerTestOneInput

@@ -1,5 +1,0 @@
-// The pskd_header_fuzz fuzz target's entry point, compiled under its own name so that the regression test
-// (fuzz_regressions_test.cpp) feeds saved inputs to exactly the code the fuzzer ran.
-#define LLVMFuzzerTestOneInput TroveFuzzEntry_pskd_header_fuzz
-#include "../../fuzz/pskd_header_fuzz.cpp"
-#undef LLVMFuzzerTestOneInput
