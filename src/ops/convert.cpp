@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <unordered_set>
 
-#include "formats/pskd/pskd_writer.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "trove/pskd.h"
 #include "trove/pt_writer.h"
 #include "trove/safetensors.h"
 #include "trove/tensordict.h"
