@@ -132,8 +132,9 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
     if (options.max_shard_bytes) {
       ShardedWriteOptions sharded;
       static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPart(options);
+      sharded.shard_format = target;
       sharded.max_shard_bytes = *options.max_shard_bytes;
-      WriteShardedCheckpoint(doc, destination, target, sharded);
+      WriteShardedCheckpoint(doc, destination, sharded);
       return;
     }
     switch (target) {

@@ -35,8 +35,8 @@ uint64_t ParseShardSize(const std::string& text) {
   return bytes;
 }
 
-void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target,
-                            const ShardedWriteOptions& options) {
+void WriteShardedCheckpoint(const Document& doc, const std::string& directory, const ShardedWriteOptions& options) {
+  const Format target = options.shard_format;
   if (target != Format::kSafetensors && target != Format::kPt) {
     Fail(ErrorCode::kUsage, "--max-shard-size writes safetensors or pt shards (--to safetensors or --to pt)");
   }

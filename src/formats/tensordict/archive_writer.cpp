@@ -88,6 +88,7 @@ DirListing ListForPack(int dfd, const std::string& where) {
     ::close(dup_fd);
     Fail(ErrorCode::kIo, where + ": " + std::strerror(errno));
   }
+  ::rewinddir(d);  // the duplicate shares dfd's position: a directory listed before is listed whole again
   DirListing out;
   bool has_meta = false;
   while (dirent* e = ::readdir(d)) {

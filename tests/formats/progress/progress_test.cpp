@@ -146,6 +146,7 @@ class ProgressTest : public ::testing::Test {
       PackTdz(P(tag + "_a_dir"), P(tag + "_packed.tdz"), opts);
       r.Check(tag + ": pack", 0);
       EXPECT_GE(r.calls.back().total, bytes);  // every file, meta.json included
+      EXPECT_EQ(Open(P(tag + "_packed.tdz")).tensors.size(), doc.tensors.size());
     }
     {
       Recorder r;
