@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "trove/atomic_file.h"
+#include "trove/document.h"
 #include "trove/dtype.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
+#include "trove/write_options.h"
 
 namespace trove::pskd {
 
@@ -222,3 +224,22 @@ class PskdWriter {
 };
 
 }  // namespace trove::pskd
+
+namespace trove {
+
+// --- A Document as a .psk.d file (trove convert) ---------------------------------------------
+//
+// The document's tensors, all with the same leading dimension (the sample count), become the
+// leaves of a tuple type, in the document's key order: reals as ℝ[...] stored f64/f32/bf16 by
+// dtype (float64/float32/bfloat16), integers as idx[N][...] with N from the options or max + 1,
+// bools as bool[...]. Any other dtype is an error naming the key. The file is written through an
+// AtomicFile: a failure leaves nothing. Thread-safe: no shared state. Progress counts the bytes of
+// samples written (the file's size less its header).
+struct PskdWriteOptions : WriteOptions {
+  // The bound N of every integer leaf; unset: each leaf's max + 1.
+  std::optional<uint64_t> vocab;
+};
+
+void WritePskd(const Document& doc, const std::string& path, const PskdWriteOptions& options = {});
+
+}  // namespace trove

@@ -51,17 +51,19 @@ struct SafetensorsWriteOptions : WriteOptions {
 };
 void WriteSafetensors(const Document& doc, const std::string& path, const SafetensorsWriteOptions& options = {});
 
-// Sharded output (options.max_shard_bytes set): `directory` gets shards filled as the Hugging
-// Face tools fill them and named as they name them (model-00001-of-00003.safetensors or
-// pytorch_model-00001-of-00003.bin, target kSafetensors or kPt) and the index
+// Sharded output: `directory` gets shards filled as the Hugging Face tools fill them and named
+// as they name them (model-00001-of-00003.safetensors or pytorch_model-00001-of-00003.bin,
+// options.shard_format kSafetensors or kPt) and the index
 // (model.safetensors.index.json / pytorch_model.bin.index.json: total_size and the weight map);
 // one shard is written alone under the unsharded name, without an index. The whole directory
 // appears at once (AtomicDirectory).
 struct ShardedWriteOptions : SafetensorsWriteOptions {
-  uint64_t max_shard_bytes = 0;  // the most bytes of tensors a shard holds (--max-shard-size)
+  Format shard_format = Format::kSafetensors;  // or kPt (.bin shards); anything else: Error(kUsage)
+  // The most bytes of tensors a shard holds (--max-shard-size); more than 0. The default is the
+  // transformers library's ("5GB").
+  uint64_t max_shard_bytes = 5'000'000'000;
 };
-void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target,
-                            const ShardedWriteOptions& options);
+void WriteShardedCheckpoint(const Document& doc, const std::string& directory, const ShardedWriteOptions& options = {});
 // "5GB" (10^9), "500MiB" (2^20), "1000" (bytes): the sizes --max-shard-size takes.
 uint64_t ParseShardSize(const std::string& text);
 

@@ -43,12 +43,15 @@ void WriteTdz(const Document& doc, const std::string& path, const TensordictWrit
 
 // Packs a tensordict directory (which must hold meta.json) file by file into an archive, in the
 // spec's entry order, `.memmap` payloads stored 64-byte aligned or compressed as asked. The
-// files are copied as they are (meta.json is not rewritten). Symlinks are refused.
+// files are copied as they are (meta.json is not rewritten). Symlinks are refused. Progress
+// counts the bytes of every file packed.
 void PackTdz(const std::string& dir, const std::string& archive, const TensordictWriteOptions& options = {});
 // Extracts an archive into `dir` (built under a temporary name, then renamed into place).
 // Names that would leave `dir` are refused; nothing is ever written outside it.
 // An existing `dir` is replaced only as CheckDestination allows (an empty directory or a
 // tensordict; anything with kAnything), never the archive or a directory containing it.
+// options.compression is not used; progress counts the bytes of the entries extracted.
+void UnpackTdz(const std::string& archive, const std::string& dir, const TensordictWriteOptions& options);
 void UnpackTdz(const std::string& archive, const std::string& dir,
                Durability durability = Durability::kReplaceSafe, Replace replace = Replace::kOwnKind);
 

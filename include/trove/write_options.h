@@ -3,7 +3,10 @@
 // Each format's writer takes its own options struct (PtWriteOptions, TensordictWriteOptions,
 // SafetensorsWriteOptions, PskdWriteOptions) deriving from WriteOptions: how durable the result
 // is, what an existing destination may be, and two callbacks for the caller (a CLI prints them;
-// a binding forwards them). Plain values; the callbacks are called on the writing thread.
+// a binding forwards them). Plain values. `note` is called on the writing thread; `progress`
+// there too, except that the tensordict directory writer may call it from one of its helper
+// threads (never two calls at once: they are serialized). An exception a callback throws
+// abandons the write (nothing appears at the destination) and propagates to the caller.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +22,12 @@ struct WriteOptions {
   Replace replace = Replace::kOwnKind;               // kAnything: --force (trove/atomic_file.h)
   // A remark for the user (what was dropped, what was unshared); may be empty.
   std::function<void(const std::string&)> note;
-  // (bytes written, bytes total) as tensors stream; may be empty.
+  // (bytes written, bytes total) as tensors stream; may be empty. Every writer calls it: total is
+  // the bytes of tensor payloads it writes (pack/unpack: of the files or entries copied), the
+  // same in every call; bytes written never decreases. A call comes only once at least 4 MiB
+  // more are written (a payload the kernel copies whole counts at once), and a last one,
+  // (total, total), when the payloads are written, before the output is made durable and
+  // renamed into place: at most total / 4 MiB + 1 calls.
   std::function<void(uint64_t, uint64_t)> progress;
 };
 

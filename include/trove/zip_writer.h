@@ -20,7 +20,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -34,8 +33,6 @@ enum class ZipLayout { kPyTorch, kTensordict };
 
 // BeginEntry's expected_size when the length of a streamed entry is not known in advance.
 inline constexpr uint64_t kZipUnknownSize = ~uint64_t{0};
-
-class ZipCompressor;  // internal (src/zip/zip_compress.h)
 
 // Where a stored payload should start: `phase` bytes past a multiple of `align`.
 struct ZipPlacement {
@@ -87,38 +84,11 @@ class ZipWriter {
 
   // The entries written so far, with their final flags, CRC-32, sizes, offsets and local extra
   // (PyTorch's serialization id combines their CRCs in order).
-  const std::vector<ZipEntry>& written() const { return written_; }
+  const std::vector<ZipEntry>& written() const;
 
  private:
-  void Emit(const void* data, uint64_t size);
-  void FlushStaged();
-
-  AtomicFile& out_;
-  ZipLayout layout_;
-  std::vector<ZipEntry> written_;
-  std::set<std::string> names_;
-  uint64_t cursor_ = 0;  // where the next byte lands: bytes given to out_ plus staged_
-  bool finished_ = false;
-  // Current entry state.
-  bool open_ = false;
-  ZipEntry current_;
-  std::string header_;           // its local header as planned, patched at EndEntry
-  bool header_zip64_ = false;    // the local header has a zip64 extra
-  uint64_t zip64_sizes_at_ = 0;  // where that extra's sizes are in header_ (0: none)
-  uint64_t expected_size_ = kZipUnknownSize;
-  uint32_t crc_ = 0;
-  uint64_t size_ = 0;
-  uint64_t compressed_ = 0;
-  // The local header and the first payload bytes stay here until the entry ends or outgrows
-  // it, so that small entries are patched in memory instead of with a write at an offset.
-  std::string staged_;
-  bool staged_out_ = false;  // staged_ has been written; patches go through WriteAt
-  // The local header was completed before its payload (WriteBytes knew the whole payload and its
-  // CRC-32 up front) for this CRC and size: EndEntry patches nothing if they still hold.
-  bool header_final_ = false;
-  uint32_t final_crc_ = 0;
-  uint64_t final_size_ = 0;
-  std::unique_ptr<ZipCompressor> compressor_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace trove

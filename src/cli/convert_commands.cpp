@@ -1,18 +1,12 @@
 // trove convert / diff.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <fstream>
 #include <iostream>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/value_printer.h"
 #include "trove/convert.h"
 #include "trove/open.h"
@@ -25,59 +19,6 @@ namespace trove::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-uint64_t BytesWrittenSoFar() {
-  // The kernel's count of bytes this process has written: progress without the writers' help.
-  std::ifstream io("/proc/self/io");
-  std::string key;
-  uint64_t value = 0;
-  while (io >> key >> value)
-    if (key == "wchar:") return value;
-  return 0;
-}
-
-// Shows bytes, rate and time left on stderr while a long write runs, only on a terminal and
-// only once the work has lasted a second.
-class Progress {
- public:
-  explicit Progress(uint64_t total) : total_(total) {
-    if (!::isatty(STDERR_FILENO) || total == 0) return;
-    start_bytes_ = BytesWrittenSoFar();
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Progress() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void Run() {
-    using namespace std::chrono;
-    const auto t0 = steady_clock::now();
-    bool shown = false;
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, milliseconds(250), [this] { return done_; })) {
-      double secs = duration<double>(steady_clock::now() - t0).count();
-      if (secs < 1.0) continue;
-      uint64_t done = std::min(BytesWrittenSoFar() - start_bytes_, total_);
-      double rate = done / secs;
-      double left = rate > 0 ? (total_ - done) / rate : 0;
-      std::cerr << fmt::format("\r{:.1f}/{:.1f} MB  {:.0f} MB/s  {:.0f} s left   ", done / 1e6, total_ / 1e6, rate / 1e6, left);
-      shown = true;
-    }
-    if (shown) std::cerr << "\r\033[K";
-  }
-  uint64_t total_;
-  uint64_t start_bytes_ = 0;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-};
 
 std::string DoubleText(double d) { return fmt::format("{:.6g}", d); }
 
@@ -152,9 +93,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     RunGuardingTruncation([&] {
       Document doc = Open(src, opts.read);
       ApplyConvertOptions(doc, opts);
-      uint64_t total = 0;
-      for (const auto& t : doc.tensors) total += t.view->nbytes();
-      Progress progress(total);
+      Progress progress;
+      opts.progress = progress.Callback();
       ConvertDocument(doc, dst, target, opts);
     });
     *exit_code = kExitOk;

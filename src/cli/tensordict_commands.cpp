@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "trove/error.h"
 #include "trove/tensordict.h"
 
@@ -36,6 +37,8 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
     options.compression = ZipMethodFromName(args->compression);
     options.durability = DurabilityFromSyncFlag(args->sync);
     options.replace = ReplaceFromForceFlag(args->force);
+    Progress progress;
+    options.progress = progress.Callback();
     PackTdz(args->dir, args->archive, options);
     *exit_code = kExitOk;
   });
@@ -48,7 +51,12 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   unpack->add_flag("--force", args->force, kForceFlagHelp);
   unpack->footer("Example:\n  trove unpack rb.tdz replay_buffer/");
   unpack->callback([exit_code, args] {
-    UnpackTdz(args->archive, args->dir, DurabilityFromSyncFlag(args->sync), ReplaceFromForceFlag(args->force));
+    TensordictWriteOptions options;
+    options.durability = DurabilityFromSyncFlag(args->sync);
+    options.replace = ReplaceFromForceFlag(args->force);
+    Progress progress;
+    options.progress = progress.Callback();
+    UnpackTdz(args->archive, args->dir, options);
     *exit_code = kExitOk;
   });
 

@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <unordered_set>
 
-#include "formats/pskd/pskd_writer.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "trove/pskd.h"
 #include "trove/pt_writer.h"
 #include "trove/safetensors.h"
 #include "trove/tensordict.h"
@@ -132,8 +132,9 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
     if (options.max_shard_bytes) {
       ShardedWriteOptions sharded;
       static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPart(options);
+      sharded.shard_format = target;
       sharded.max_shard_bytes = *options.max_shard_bytes;
-      WriteShardedCheckpoint(doc, destination, target, sharded);
+      WriteShardedCheckpoint(doc, destination, sharded);
       return;
     }
     switch (target) {

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cstring>
+#include <set>
 
 #include "trove/error.h"
 #include "zip/zip_compress.h"
@@ -22,11 +23,61 @@ std::string Entry(const std::string& name) { return "zip entry " + QuoteName(nam
 
 }  // namespace
 
-ZipWriter::ZipWriter(AtomicFile& out, ZipLayout layout) : out_(out), layout_(layout), cursor_(out.position()) {}
+// Everything the writer keeps; ZipWriter's methods forward here.
+struct ZipWriter::Impl {
+  Impl(AtomicFile& out, ZipLayout layout) : out_(out), layout_(layout), cursor_(out.position()) {}
+
+  void BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size, uint64_t phase);
+  void Write(const void* data, uint64_t size);
+  void WriteBytes(const SharedBytes& bytes);
+  void EndEntry();
+  void Finish();
+  void Emit(const void* data, uint64_t size);
+  void FlushStaged();
+
+  AtomicFile& out_;
+  ZipLayout layout_;
+  std::vector<ZipEntry> written_;
+  std::set<std::string> names_;
+  uint64_t cursor_ = 0;  // where the next byte lands: bytes given to out_ plus staged_
+  bool finished_ = false;
+  // Current entry state.
+  bool open_ = false;
+  ZipEntry current_;
+  std::string header_;           // its local header as planned, patched at EndEntry
+  bool header_zip64_ = false;    // the local header has a zip64 extra
+  uint64_t zip64_sizes_at_ = 0;  // where that extra's sizes are in header_ (0: none)
+  uint64_t expected_size_ = kZipUnknownSize;
+  uint32_t crc_ = 0;
+  uint64_t size_ = 0;
+  uint64_t compressed_ = 0;
+  // The local header and the first payload bytes stay here until the entry ends or outgrows
+  // it, so that small entries are patched in memory instead of with a write at an offset.
+  std::string staged_;
+  bool staged_out_ = false;  // staged_ has been written; patches go through WriteAt
+  // The local header was completed before its payload (WriteBytes knew the whole payload and its
+  // CRC-32 up front) for this CRC and size: EndEntry patches nothing if they still hold.
+  bool header_final_ = false;
+  uint32_t final_crc_ = 0;
+  uint64_t final_size_ = 0;
+  std::unique_ptr<ZipCompressor> compressor_;
+};
+
+ZipWriter::ZipWriter(AtomicFile& out, ZipLayout layout) : impl_(std::make_unique<Impl>(out, layout)) {}
 
 ZipWriter::~ZipWriter() = default;
 
-void ZipWriter::Emit(const void* data, uint64_t size) {
+void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size,
+                           uint64_t phase) {
+  impl_->BeginEntry(name, method, align, expected_size, phase);
+}
+void ZipWriter::Write(const void* data, uint64_t size) { impl_->Write(data, size); }
+void ZipWriter::WriteBytes(const SharedBytes& bytes) { impl_->WriteBytes(bytes); }
+void ZipWriter::EndEntry() { impl_->EndEntry(); }
+void ZipWriter::Finish() { impl_->Finish(); }
+const std::vector<ZipEntry>& ZipWriter::written() const { return impl_->written_; }
+
+void ZipWriter::Impl::Emit(const void* data, uint64_t size) {
   if (!staged_out_ && staged_.size() + size <= kStagedBytes) {
     staged_.append(static_cast<const char*>(data), static_cast<size_t>(size));
   } else {
@@ -36,7 +87,7 @@ void ZipWriter::Emit(const void* data, uint64_t size) {
   cursor_ += size;
 }
 
-void ZipWriter::FlushStaged() {
+void ZipWriter::Impl::FlushStaged() {
   if (staged_out_) return;
   out_.Write(staged_.data(), staged_.size());
   staged_.clear();
@@ -57,7 +108,7 @@ ZipPlacement PlacementFor(const SharedBytes& bytes, uint64_t align) {
   return PlacementFor(reinterpret_cast<uintptr_t>(bytes.data()), bytes.size(), align);
 }
 
-void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size,
+void ZipWriter::Impl::BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size,
                            uint64_t phase) {
   if (finished_) Fail(ErrorCode::kUsage, Entry(name) + ": the archive is already finished");
   if (open_) Fail(ErrorCode::kUsage, Entry(name) + ": entry " + QuoteName(current_.name) + " is still open");
@@ -102,7 +153,7 @@ void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t a
   Emit(header_.data(), header_.size());
 }
 
-void ZipWriter::Write(const void* data, uint64_t size) {
+void ZipWriter::Impl::Write(const void* data, uint64_t size) {
   if (!open_) Fail(ErrorCode::kUsage, "zip writer: Write without BeginEntry");
   if (size == 0) return;
   const auto* p = static_cast<const uint8_t*>(data);
@@ -119,7 +170,7 @@ void ZipWriter::Write(const void* data, uint64_t size) {
   }
 }
 
-void ZipWriter::WriteBytes(const SharedBytes& bytes) {
+void ZipWriter::Impl::WriteBytes(const SharedBytes& bytes) {
   const std::optional<uint32_t> recorded = bytes.recorded_crc32();
   if (!recorded || compressor_ != nullptr) {
     bytes.Stream([this](const uint8_t* p, size_t n) { Write(p, n); });
@@ -148,7 +199,7 @@ void ZipWriter::WriteBytes(const SharedBytes& bytes) {
   crc_ = static_cast<uint32_t>(crc32_combine(crc_, *recorded, static_cast<z_off_t>(bytes.size())));
 }
 
-void ZipWriter::EndEntry() {
+void ZipWriter::Impl::EndEntry() {
   if (!open_) Fail(ErrorCode::kUsage, "zip writer: EndEntry without BeginEntry");
   if (compressor_ != nullptr) {
     compressor_->Finish([this](const uint8_t* out, uint64_t n) {
@@ -203,7 +254,7 @@ void ZipWriter::AddEntry(const std::string& name, const void* data, uint64_t siz
   EndEntry();
 }
 
-void ZipWriter::Finish() {
+void ZipWriter::Impl::Finish() {
   if (finished_) Fail(ErrorCode::kUsage, "zip writer: Finish called twice");
   if (open_) Fail(ErrorCode::kUsage, Entry(current_.name) + ": still open at Finish");
   finished_ = true;

@@ -1,9 +1,9 @@
 // Documents to .psk.d: tensors of a common leading dimension become one tuple-typed sample each.
-#include "formats/pskd/pskd_writer.h"
+#include "trove/pskd.h"
 
 #include <cstring>
 
-#include "trove/pskd.h"
+#include "core/progress.h"
 
 namespace trove {
 namespace {
@@ -117,6 +117,7 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
 
   pskd::PskdWriter writer(path, type, opts.durability, opts.replace);
   pskd::SampleEncoder encoder(writer.type());
+  ProgressReporter progress(opts.progress, writer.type().sample_bytes * static_cast<uint64_t>(count));
   for (int64_t s = 0; s < count; ++s) {
     encoder.Reset();
     for (const Column& c : columns) {
@@ -132,7 +133,9 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
       }
     }
     writer.Append(encoder.bytes());
+    progress.Add(writer.type().sample_bytes);
   }
+  progress.Finish();
   writer.Commit();
 }
 

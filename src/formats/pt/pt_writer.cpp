@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <unordered_map>
 
+#include "core/progress.h"
 #include "formats/pt/torch_resolver.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -286,6 +287,9 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
   zip.AddEntry(prefix + "/.format_version", "1", 1, ZipMethod::kStored, kStorageAlignment);
   zip.AddEntry(prefix + "/.storage_alignment", "64", 2, ZipMethod::kStored, kStorageAlignment);
   zip.AddEntry(prefix + "/byteorder", "little", 6, ZipMethod::kStored, kStorageAlignment);
+  uint64_t payload_bytes = 0;
+  for (const StorageRecord& rec : records) payload_bytes += rec.nbytes;
+  ProgressReporter progress(options.progress, payload_bytes);
   for (const StorageRecord& rec : records) {
     std::optional<SharedBytes> stored = rec.whole_of ? std::optional<SharedBytes>(rec.whole_of->storage)
                                                      : rec.compact->StoredBytes();
@@ -293,11 +297,16 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
     zip.BeginEntry(prefix + "/data/" + rec.key, ZipMethod::kStored, at.align, rec.nbytes, at.phase);
     if (stored) {
       zip.WriteBytes(*stored);
+      progress.Add(rec.nbytes);
     } else {
-      rec.compact->ForEachChunk([&](const uint8_t* p, size_t n) { zip.Write(p, n); });
+      rec.compact->ForEachChunk([&](const uint8_t* p, size_t n) {
+        zip.Write(p, n);
+        progress.Add(n);
+      });
     }
     zip.EndEntry();
   }
+  progress.Finish();
   zip.AddEntry(prefix + "/version", "3\n", 2, ZipMethod::kStored, kStorageAlignment);
   // 20 digits naming the records (FNV-1a of their names) and 20 of their combined CRC-32s.
   uint64_t name_hash = 1469598103934665603ull;

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/progress.h"
 #include "formats/safetensors/safetensors_dtypes.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -176,16 +177,19 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Safete
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(n >> (8 * i));
   file.Write(length, 8);
   file.Write(header.data(), header.size());
-  uint64_t written = 0;
+  ProgressReporter progress(options.progress, offset);
   for (const Planned& p : plan) {
     if (std::optional<SharedBytes> stored = p.view->StoredBytes()) {
       file.Write(stored->data(), stored->size());  // large mapped ranges are copied by the kernel
+      progress.Add(stored->size());
     } else {
-      p.view->ForEachChunk([&](const uint8_t* data, size_t size) { file.Write(data, size); });
+      p.view->ForEachChunk([&](const uint8_t* data, size_t size) {
+        file.Write(data, size);
+        progress.Add(size);
+      });
     }
-    written += p.end - p.begin;
-    if (options.progress) options.progress(written, offset);
   }
+  progress.Finish();
   file.Commit();
 }
 

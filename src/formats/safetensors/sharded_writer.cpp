@@ -35,8 +35,8 @@ uint64_t ParseShardSize(const std::string& text) {
   return bytes;
 }
 
-void WriteShardedCheckpoint(const Document& doc, const std::string& directory, Format target,
-                            const ShardedWriteOptions& options) {
+void WriteShardedCheckpoint(const Document& doc, const std::string& directory, const ShardedWriteOptions& options) {
+  const Format target = options.shard_format;
   if (target != Format::kSafetensors && target != Format::kPt) {
     Fail(ErrorCode::kUsage, "--max-shard-size writes safetensors or pt shards (--to safetensors or --to pt)");
   }
@@ -82,10 +82,20 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, F
   AtomicDirectory out(directory, options.durability, options.replace);
   nlohmann::json weight_map = nlohmann::json::object();
   SafetensorsWriteOptions shard_options = options;
-  shard_options.progress = nullptr;
+  // Each shard's writer reports its own bytes; they map onto the shard's share of `total` (a
+  // .bin shard may write a little more or less than its tensors' bytes: whole or shared storages).
+  uint64_t before = 0, share = 0;
+  if (options.progress) {
+    shard_options.progress = [&](uint64_t done, uint64_t of) {
+      const uint64_t part = of == 0 ? share : static_cast<uint64_t>(static_cast<unsigned __int128>(done) * share / of);
+      options.progress(before + part, total);
+    };
+  }
   PtWriteOptions pt_options;
   static_cast<WriteOptions&>(pt_options) = shard_options;
   for (size_t s = 0; s < shards.size(); ++s) {
+    share = 0;
+    for (const Item& item : shards[s]) share += item.view->nbytes();
     char suffix[64];
     std::snprintf(suffix, sizeof suffix, "-%05zu-of-%05zu", s + 1, shards.size());
     const std::string file = stem + (shards.size() > 1 ? suffix : "") + ext;
@@ -105,6 +115,7 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, F
       if (st) WriteSafetensors(part, path, shard_options);
       else WritePt(part, path, pt_options);
     });
+    before += share;
   }
   if (shards.size() > 1) {
     nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/progress.h"
 #include "core/write_behind.h"
 #include "formats/tensordict/level_reader.h"
 #include "trove/atomic_file.h"
@@ -61,13 +62,23 @@ int OpenDirChain(int root, const std::vector<std::string>& parts, size_t n, cons
 }  // namespace
 
 void UnpackTdz(const std::string& archive, const std::string& dir, Durability durability, Replace replace) {
+  TensordictWriteOptions options;
+  options.durability = durability;
+  options.replace = replace;
+  UnpackTdz(archive, dir, options);
+}
+
+void UnpackTdz(const std::string& archive, const std::string& dir, const TensordictWriteOptions& options) {
   SourceGuard source(archive);
   auto file = MappedFile::Open(archive);  // its errors name the path already
   auto zip = WithContext(archive, [&] { return ZipReader(file); });
   if (zip.Find("meta.json") == nullptr) {
     Fail(ErrorCode::kCorrupt, archive + ": not a tensordict archive (no top-level meta.json entry)");
   }
-  AtomicDirectory out(dir, durability, replace);
+  AtomicDirectory out(dir, options.durability, options.replace);
+  uint64_t total = 0;
+  for (const ZipEntry& e : zip.entries()) total += e.uncompressed_size;
+  ProgressReporter progress(options.progress, total);
   int root = ::open(out.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root < 0) Fail(ErrorCode::kIo, out.path() + ": " + std::strerror(errno));
   try {
@@ -95,6 +106,7 @@ void UnpackTdz(const std::string& archive, const std::string& dir, Durability du
           WriteOut(fd, payload.data(), payload.size(), "entry '" + e.name + "'", written,
                    out.syncs() ? &writeback_started : nullptr);
           if (out.syncs()) WriteBehind(fd, written, writeback_started, /*complete=*/true);
+          progress.Add(payload.size());
         } catch (...) {
           ::close(fd);
           throw;
@@ -107,6 +119,7 @@ void UnpackTdz(const std::string& archive, const std::string& dir, Durability du
     throw;
   }
   ::close(root);
+  progress.Finish();
   out.Commit();
 }
 

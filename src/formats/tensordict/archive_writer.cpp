@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/progress.h"
 #include "formats/tensordict/level_reader.h"
 #include "formats/tensordict/write_plan.h"
 #include "trove/atomic_file.h"
@@ -49,18 +50,27 @@ void BeginArchiveEntry(ZipWriter& zip, const std::string& name, ZipMethod compre
 }
 
 void EmitPlannedDir(const tensordict::PlannedDir& dir, const std::string& prefix, ZipWriter& zip,
-                    ZipMethod compression) {
+                    ZipMethod compression, ProgressReporter& progress) {
   auto emit = [&](const tensordict::PlannedFile& f) {
     const std::optional<SharedBytes> whole =
         f.bytes.empty() && f.tensors.size() == 1 ? f.tensors[0]->StoredBytes() : std::nullopt;
     BeginArchiveEntry(zip, prefix + f.name, compression,
                       whole ? PlacementFor(*whole, kLeafAlignment) : ZipPlacement{kLeafAlignment, 0});
-    f.Emit([&](const uint8_t* p, size_t n) { zip.Write(p, n); }, [&](const SharedBytes& b) { zip.WriteBytes(b); });
+    const bool counted = !f.tensors.empty() && progress.active();
+    f.Emit(
+        [&](const uint8_t* p, size_t n) {
+          zip.Write(p, n);
+          if (counted) progress.Add(n);
+        },
+        [&](const SharedBytes& b) {
+          zip.WriteBytes(b);
+          if (counted) progress.Add(b.size());
+        });
     zip.EndEntry();
   };
   emit(dir.meta);
   for (const auto& f : dir.files) emit(f);
-  for (const auto& d : dir.dirs) EmitPlannedDir(*d, prefix + d->name + "/", zip, compression);
+  for (const auto& d : dir.dirs) EmitPlannedDir(*d, prefix + d->name + "/", zip, compression, progress);
 }
 
 // --- pack: the files of a directory, walked without following symlinks -----------------------
@@ -78,6 +88,7 @@ DirListing ListForPack(int dfd, const std::string& where) {
     ::close(dup_fd);
     Fail(ErrorCode::kIo, where + ": " + std::strerror(errno));
   }
+  ::rewinddir(d);  // the duplicate shares dfd's position: a directory listed before is listed whole again
   DirListing out;
   bool has_meta = false;
   while (dirent* e = ::readdir(d)) {
@@ -104,8 +115,31 @@ DirListing ListForPack(int dfd, const std::string& where) {
   return out;
 }
 
+// The bytes of the regular files under `dfd` (what pack's progress counts), walked as PackDir walks.
+uint64_t PackBytes(int dfd, const std::string& where, int depth) {
+  if (depth > tensordict::kMaxLevelDepth) return 0;  // PackDir refuses it
+  DirListing listing = ListForPack(dfd, where);
+  uint64_t total = 0;
+  for (const std::string& name : listing.files) {
+    struct stat st {};
+    if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) total += static_cast<uint64_t>(st.st_size);
+  }
+  for (const std::string& name : listing.dirs) {
+    int sub = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) continue;  // PackDir reports it
+    try {
+      total += PackBytes(sub, where + "/" + name, depth + 1);
+    } catch (...) {
+      ::close(sub);
+      throw;
+    }
+    ::close(sub);
+  }
+  return total;
+}
+
 void PackDir(int dfd, const std::string& where, const std::string& prefix, int depth, ZipWriter& zip,
-             ZipMethod compression, std::vector<uint8_t>& buffer) {
+             ZipMethod compression, std::vector<uint8_t>& buffer, ProgressReporter& progress) {
   if (depth > tensordict::kMaxLevelDepth) {
     Fail(ErrorCode::kLimit, where + ": nested deeper than kMaxLevelDepth (" +
                                 std::to_string(tensordict::kMaxLevelDepth) + ")");
@@ -128,6 +162,7 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
         if (n < 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
         if (n == 0) break;
         zip.Write(buffer.data(), static_cast<uint64_t>(n));
+        progress.Add(static_cast<uint64_t>(n));
         at += n;
       }
       // The entry's placement (and the leaf's meaning) came from the size it had when opened.
@@ -143,7 +178,7 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
     int sub = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0) Fail(ErrorCode::kIo, where + "/" + name + ": " + std::strerror(errno));
     try {
-      PackDir(sub, where + "/" + name, prefix + name + "/", depth + 1, zip, compression, buffer);
+      PackDir(sub, where + "/" + name, prefix + name + "/", depth + 1, zip, compression, buffer, progress);
     } catch (...) {
       ::close(sub);
       throw;
@@ -159,7 +194,9 @@ void WriteTdz(const Document& doc, const std::string& path, const TensordictWrit
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
     AtomicFile out(path, options.durability, options.replace);
     ZipWriter zip(out, ZipLayout::kTensordict);
-    EmitPlannedDir(*plan, "", zip, options.compression);
+    ProgressReporter progress(options.progress, tensordict::TensorBytes(*plan));
+    EmitPlannedDir(*plan, "", zip, options.compression, progress);
+    progress.Finish();
     zip.Finish();
     out.Commit();
   });
@@ -177,7 +214,11 @@ void PackTdz(const std::string& dir, const std::string& archive, const Tensordic
     AtomicFile out(archive, options.durability, options.replace);
     ZipWriter zip(out, ZipLayout::kTensordict);
     std::vector<uint8_t> buffer(kPackChunkBytes);
-    WithContext(archive, [&] { PackDir(root, dir, "", 0, zip, options.compression, buffer); });
+    WithContext(archive, [&] {
+      ProgressReporter progress(options.progress, options.progress ? PackBytes(root, dir, 0) : 0);
+      PackDir(root, dir, "", 0, zip, options.compression, buffer, progress);
+      progress.Finish();
+    });
     zip.Finish();
     out.Commit();
   } catch (...) {

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/progress.h"
 #include "core/write_behind.h"
 #include "formats/tensordict/write_plan.h"
 #include "trove/atomic_file.h"
@@ -40,7 +41,8 @@ struct LeafJob {
   std::string path;
 };
 
-void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path, bool syncs) {
+// `progress` counts the bytes of files holding tensors (from any thread: it serializes its calls).
+void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path, bool syncs, ProgressReporter& progress) {
   // O_EXCL|O_NOFOLLOW: the temporary tree is ours and empty; anything already there is an error.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) Fail(ErrorCode::kIo, path + ": " + std::strerror(errno));
@@ -48,7 +50,11 @@ void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path,
     uint64_t written = 0;
     uint64_t writeback_started = 0;
     uint64_t* writeback = syncs ? &writeback_started : nullptr;
-    f.Emit([&](const uint8_t* p, size_t n) { WriteOut(fd, p, n, path, written, writeback); });
+    const bool counted = !f.tensors.empty() && progress.active();
+    f.Emit([&](const uint8_t* p, size_t n) {
+      WriteOut(fd, p, n, path, written, writeback);
+      if (counted) progress.Add(n);
+    });
     if (syncs) WriteBehind(fd, written, writeback_started, /*complete=*/true);
   } catch (...) {
     ::close(fd);
@@ -82,7 +88,8 @@ void PlanJobs(const tensordict::PlannedDir& dir, const std::string& path, std::v
 // from starting new files and is rethrown by Finish once they have all finished.
 class LeafWriters {
  public:
-  LeafWriters(const std::vector<LeafJob>& jobs, bool syncs) : jobs_(jobs), syncs_(syncs) {}
+  LeafWriters(const std::vector<LeafJob>& jobs, bool syncs, ProgressReporter& progress)
+      : jobs_(jobs), syncs_(syncs), progress_(progress) {}
 
   void Start(unsigned helpers) {
     for (unsigned i = 0; i < helpers; ++i) {
@@ -109,7 +116,7 @@ class LeafWriters {
   void Work() {
     for (size_t i; !stop_ && (i = next_.fetch_add(1)) < jobs_.size();) {
       try {
-        WritePlannedFile(*jobs_[i].file, jobs_[i].path, syncs_);
+        WritePlannedFile(*jobs_[i].file, jobs_[i].path, syncs_, progress_);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!error_) error_ = std::current_exception();
@@ -125,6 +132,7 @@ class LeafWriters {
 
   const std::vector<LeafJob>& jobs_;
   const bool syncs_;
+  ProgressReporter& progress_;
   std::atomic<size_t> next_{0};
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
@@ -132,18 +140,19 @@ class LeafWriters {
   std::vector<std::thread> helpers_;
 };
 
-void WritePlannedTree(const tensordict::PlannedDir& root, const std::string& path, bool syncs) {
+void WritePlannedTree(const tensordict::PlannedDir& root, const std::string& path, bool syncs, ProgressReporter& progress) {
   std::vector<LeafJob> threaded, own_thread, metas;
   PlanJobs(root, path, threaded, own_thread, metas);
   // The leaves that read mapped pages go first, on this thread: the truncation guard is per thread
   // (RunGuardingTruncation), and helpers only ever hand bytes to the kernel.
-  for (const LeafJob& j : own_thread) WritePlannedFile(*j.file, j.path, syncs);
-  LeafWriters writers(threaded, syncs);
+  for (const LeafJob& j : own_thread) WritePlannedFile(*j.file, j.path, syncs, progress);
+  LeafWriters writers(threaded, syncs, progress);
   const size_t threads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), kMaxLeafWriters,
                                            threaded.size()});
   writers.Start(threads > 1 ? static_cast<unsigned>(threads - 1) : 0);
   writers.Finish();
-  for (const LeafJob& j : metas) WritePlannedFile(*j.file, j.path, syncs);
+  progress.Finish();
+  for (const LeafJob& j : metas) WritePlannedFile(*j.file, j.path, syncs, progress);
 }
 
 }  // namespace
@@ -152,7 +161,8 @@ void WriteTensordictDir(const Document& doc, const std::string& dir, const Tenso
   WithContext(dir, [&] {
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
     AtomicDirectory out(dir, options.durability, options.replace);
-    WritePlannedTree(*plan, out.path(), out.syncs());
+    ProgressReporter progress(options.progress, tensordict::TensorBytes(*plan));
+    WritePlannedTree(*plan, out.path(), out.syncs(), progress);
     out.Commit();
   });
 }

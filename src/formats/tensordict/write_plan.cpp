@@ -29,6 +29,14 @@ void PlannedFile::Emit(const std::function<void(const uint8_t*, size_t)>& fn,
   }
 }
 
+uint64_t TensorBytes(const PlannedDir& dir) {
+  uint64_t total = 0;
+  for (const auto& f : dir.files)
+    if (!f.tensors.empty()) total += f.size;
+  for (const auto& d : dir.dirs) total += TensorBytes(*d);
+  return total;
+}
+
 namespace {
 
 constexpr const char* kPickledNotRead = "pickled, not read";

@@ -48,4 +48,7 @@ struct PlannedDir {
 // written exactly.
 std::unique_ptr<PlannedDir> PlanTensordict(const Document& doc);
 
+// The payload bytes of every file holding tensors in the tree: what a writer's progress counts.
+uint64_t TensorBytes(const PlannedDir& dir);
+
 }  // namespace trove::tensordict

@@ -9,7 +9,7 @@
 
 #include "formats/pskd/pskd_reader.h"
 #include "formats/pskd/pskd_text.h"
-#include "formats/pskd/pskd_writer.h"
+#include "trove/pskd.h"
 #include "pskd_test_support.h"
 #include "trove/pipeline.h"
 
