@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace trove {
@@ -49,6 +50,8 @@ std::span<const DTypeInfo> AllDTypes();
 // Lookups. Each accepts exactly one spelling family; nullopt when unknown.
 std::optional<DType> DTypeFromName(std::string_view canonical_or_torch_name);   // "float32", "float4_e2m1fn_x2"
 std::optional<DType> DTypeFromTorchString(std::string_view s);                  // "torch.float32"
+// str(dtype) in torch, DTypeFromTorchString's inverse: "torch." + torch_name ("torch.float32").
+std::string TorchDtypeString(DType dtype);
 std::optional<DType> DTypeFromStorageClass(std::string_view class_name);        // "FloatStorage"
 
 }  // namespace trove

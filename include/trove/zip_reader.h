@@ -39,6 +39,9 @@ inline constexpr uint64_t kMaxZipEntries = 1'000'000;
 inline constexpr uint64_t kMaxInflatedEntryBytes = uint64_t{16} << 30;
 
 enum class ZipMethod : uint16_t { kStored = 0, kDeflate = 8, kBzip2 = 12, kLzma = 14 };
+// The names of the methods trove writes, in enum order: what ZipMethodName gives and
+// ZipMethodFromName takes (the command line's --compression choices).
+inline constexpr std::string_view kZipMethodNames[] = {"stored", "deflate", "bzip2", "lzma"};
 // "stored", "deflate", "bzip2", "lzma"; "method N" for any other number.
 std::string ZipMethodName(uint16_t method);
 // The method a name gives (those four; "" is stored, "deflated" is deflate); Error(kUsage)

@@ -14,6 +14,7 @@
 #include "trove/diff.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
+#include "trove/zip_reader.h"
 
 namespace trove::cli {
 namespace {
@@ -40,7 +41,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_option("--dtype", dtype, "Cast floating tensors (float16/32/64, bfloat16) to this dtype");
   convert->add_option("--vocab", vocab, ".psk.d: N of idx[N] for integer leaves (default: max + 1)");
   convert->add_option("--compression", compression, ".tdz: stored (default), deflate, bzip2, lzma")
-      ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kZipMethodNames), std::end(kZipMethodNames))));
   convert->add_flag("--permissive", permissive, "Read unknown pickle globals as inert objects (they are not written)");
   convert->add_flag("--sync", sync, kSyncFlagHelp);
   convert->add_flag("--force", force, kForceFlagHelp);

@@ -8,6 +8,7 @@
 #include "cli/progress.h"
 #include "trove/error.h"
 #include "trove/tensordict.h"
+#include "trove/zip_reader.h"
 
 namespace trove::cli {
 
@@ -28,7 +29,7 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   pack->add_option("archive", archive, "Archive to write (replaced atomically)")->required();
   pack->add_option("--compression", compression, "Compress .memmap leaves: deflate, bzip2 or lzma (default: stored, "
                                                   "64-byte aligned)")
-      ->check(CLI::IsMember({"stored", "deflate", "bzip2", "lzma"}));
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kZipMethodNames), std::end(kZipMethodNames))));
   pack->add_flag("--sync", args->sync, kSyncFlagHelp);
   pack->add_flag("--force", args->force, kForceFlagHelp);
   pack->footer("Examples:\n  trove pack replay_buffer/ rb.tdz\n  trove pack replay_buffer/ rb.tdz --compression lzma");

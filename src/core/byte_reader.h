@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/little_endian.h"
 #include "trove/error.h"
 
 namespace trove {
@@ -60,6 +61,19 @@ class ByteReader {
     pos_ += n;
     return v;
   }
+  // A reader over the next n bytes, which this one skips: it ends where they end, and its
+  // offsets (and so its error messages) stay absolute. For records nested in records, such as a
+  // zip extra field and its blocks.
+  ByteReader Sub(uint64_t n) {
+    Need(n);
+    ByteReader sub(data_ + pos_, n, offset());
+    pos_ += n;
+    return sub;
+  }
+  // The bytes not yet read, as a view, without consuming them.
+  std::string_view Rest() const {
+    return std::string_view(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(remaining()));
+  }
   // Up to (not including) the next '\n', which is consumed; throws if there is none.
   std::string_view Line() {
     const void* nl = std::memchr(data_ + pos_, '\n', static_cast<size_t>(remaining()));
@@ -73,8 +87,7 @@ class ByteReader {
  private:
   uint64_t Le(int n) {
     Need(static_cast<uint64_t>(n));
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= uint64_t(data_[pos_ + i]) << (8 * i);
+    const uint64_t v = LoadLe(data_ + pos_, static_cast<unsigned>(n));
     pos_ += static_cast<uint64_t>(n);
     return v;
   }

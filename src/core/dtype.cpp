@@ -63,10 +63,15 @@ std::optional<DType> DTypeFromName(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+constexpr std::string_view kTorchDtypePrefix = "torch.";
+}  // namespace
+
+std::string TorchDtypeString(DType dtype) { return std::string(kTorchDtypePrefix) + std::string(Info(dtype).torch_name); }
+
 std::optional<DType> DTypeFromTorchString(std::string_view s) {
-  constexpr std::string_view kPrefix = "torch.";
-  if (s.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  s.remove_prefix(kPrefix.size());
+  if (!s.starts_with(kTorchDtypePrefix)) return std::nullopt;
+  s.remove_prefix(kTorchDtypePrefix.size());
   for (const auto& row : kTable)
     if (row.torch_name == s) return row.dtype;
   return std::nullopt;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/little_endian.h"
+
 namespace trove {
 
 std::string_view KindName(ValueKind kind) {
@@ -40,9 +42,7 @@ std::string Value::IntToString() const {
   }
   std::vector<uint32_t> limbs;  // little-endian base 2^32
   for (size_t i = 0; i < mag.size(); i += 4) {
-    uint32_t w = 0;
-    for (size_t j = 0; j < 4 && i + j < mag.size(); ++j) w |= uint32_t(mag[i + j]) << (8 * j);
-    limbs.push_back(w);
+    limbs.push_back(static_cast<uint32_t>(LoadLe(mag.data() + i, static_cast<unsigned>(std::min<size_t>(4, mag.size() - i)))));
   }
   std::string digits;
   while (!limbs.empty()) {
@@ -97,8 +97,7 @@ Value* ValueArena::BigInt(std::vector<uint8_t> le) {
     else break;
   }
   if (le.size() <= 8) {
-    uint64_t u = 0;
-    for (size_t i = 0; i < le.size(); ++i) u |= uint64_t(le[i]) << (8 * i);
+    uint64_t u = LoadLe(le.data(), static_cast<unsigned>(le.size()));
     if ((le.back() & 0x80) && le.size() < 8) u |= ~uint64_t{0} << (8 * le.size());
     return Int(static_cast<int64_t>(u));
   }

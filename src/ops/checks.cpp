@@ -192,7 +192,7 @@ CheckReport Scan(const std::string& path) {
     }
     for (const auto& e : zip->entries()) {
       const std::string rest = TorchRecordName(e.name);
-      if (rest == "constants.pkl" || rest == "bytecode.pkl" || rest.starts_with("code/") || rest == ".data/version") {
+      if (IsTorchScriptCodeRecord(rest)) {
         report.Add(Severity::kHigh, e.name, e.data_offset, "TorchScript/torch.package record: the archive carries code");
       }
       // Every entry whose name torch's loaders (ignoring case) or tensordict would unpickle, and

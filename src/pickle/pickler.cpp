@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/little_endian.h"
 #include "pickle/opcodes.h"
 #include "pickle/utf8.h"
 #include "trove/error.h"
@@ -102,9 +103,7 @@ class Writer {
 
   // ---- raw output ----
   void Byte(uint8_t b) { out_.push_back(static_cast<char>(b)); }
-  void Le(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) Byte(static_cast<uint8_t>(v >> (8 * i)));
-  }
+  void Le(uint64_t v, int n) { AppendLe(out_, v, static_cast<unsigned>(n)); }
   void Put(uint64_t index) {
     if (index < 256) {
       Byte(op::kBinPut);

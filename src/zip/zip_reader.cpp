@@ -57,17 +57,17 @@ uint64_t CheckedAdd(uint64_t a, uint64_t b, std::string_view where, const char* 
 
 struct ExtraBlock {
   uint16_t id;
-  std::string_view data;
+  ByteReader data;  // the block's data, at its offset in the file
 };
 
-// Splits an extra field into its blocks; false when a block runs past the field's end.
-bool SplitExtra(std::string_view extra, std::vector<ExtraBlock>* blocks) {
-  ByteReader r(reinterpret_cast<const uint8_t*>(extra.data()), extra.size());
+// Splits an extra field (a sub-reader over it, so blocks keep their file offsets) into its
+// blocks; false when a block runs past the field's end.
+bool SplitExtra(ByteReader r, std::vector<ExtraBlock>* blocks) {
   while (r.remaining() >= 4) {
     uint16_t id = r.U16();
     uint16_t len = r.U16();
     if (len > r.remaining()) return false;
-    blocks->push_back({id, r.Bytes(len)});
+    blocks->push_back({id, r.Sub(len)});
   }
   return r.at_end();
 }
@@ -191,7 +191,6 @@ uint64_t Parser::FindEnd() {
   if (size_ < kEndSize) {
     Fail(ErrorCode::kCorrupt, "not a zip archive: " + std::to_string(size_) + " bytes cannot hold an end record");
   }
-  static const uint8_t kSig[4] = {0x50, 0x4B, 0x05, 0x06};
   auto comment_end = [&](uint64_t pos) {
     ByteReader r(data_ + pos + 20, 2, pos + 20);
     return pos + kEndSize + r.U16();
@@ -199,12 +198,10 @@ uint64_t Parser::FindEnd() {
   // torch's reader and Python's zipfile both take the last signature with a whole record after
   // it; trove reads that one too, and lists every other signature near the end that some reader
   // would take instead.
-  const uint64_t lowest = size_ > kTorchEndWindow ? size_ - kTorchEndWindow : 0;
   uint64_t chosen = UINT64_MAX;
   uint64_t truncated = UINT64_MAX;  // the last signature without a whole record after it
   std::vector<uint64_t> reaching;   // earlier signatures whose comment ends exactly at the end of the file
-  for (uint64_t pos = size_ - 4 + 1; pos-- > lowest;) {
-    if (std::memcmp(data_ + pos, kSig, 4) != 0) continue;
+  ForEachEndSignature(data_, size_, kTorchEndWindow, [&](uint64_t pos) {
     if (size_ - pos < kEndSize) {
       if (truncated == UINT64_MAX) truncated = pos;
     } else if (chosen == UINT64_MAX) {
@@ -212,7 +209,8 @@ uint64_t Parser::FindEnd() {
     } else if (comment_end(pos) == size_ && reaching.size() < 4) {
       reaching.push_back(pos);
     }
-  }
+    return true;
+  });
   if (chosen == UINT64_MAX) Fail(ErrorCode::kCorrupt, "not a zip archive: no end of central directory record");
   const std::string where = "end record @ " + std::to_string(chosen);
   // zipfile takes a comment-less record in the last 22 bytes before searching at all.
@@ -344,7 +342,7 @@ std::optional<ZipEntry> Parser::ReadCentral(ByteReader& cd, uint64_t index) {
   ZipEntry e;
   e.central_offset = at;
   uint64_t disk = 0;
-  std::string_view extra;
+  ByteReader extra;
   WithContext(where, [&] {
     if (cd.U32() != kCentralSig) Fail(ErrorCode::kCorrupt, "bad signature");
     cd.Skip(4);  // versions made by / needed
@@ -361,7 +359,7 @@ std::optional<ZipEntry> Parser::ReadCentral(ByteReader& cd, uint64_t index) {
     cd.Skip(6);  // internal and external attributes
     e.local_header_offset = cd.U32();
     e.name = std::string(cd.Bytes(name_len));
-    extra = cd.Bytes(extra_len);
+    extra = cd.Sub(extra_len);
     cd.Skip(comment_len);
   });
   bool refused = false;
@@ -385,7 +383,7 @@ std::optional<ZipEntry> Parser::ReadCentral(ByteReader& cd, uint64_t index) {
     if (!extra_ok) Fail(ErrorCode::kCorrupt, ewhere + ": malformed extra field holding the zip64 values");
     const ExtraBlock* z = FindZip64(blocks, ewhere);
     if (z == nullptr) Fail(ErrorCode::kCorrupt, ewhere + ": a size or offset is 0xFFFFFFFF but there is no zip64 extra");
-    ByteReader zr(reinterpret_cast<const uint8_t*>(z->data.data()), z->data.size());
+    ByteReader zr = z->data;
     WithContext(ewhere + ": zip64 extra", [&] {
       if (e.uncompressed_size == kMax32) e.uncompressed_size = zr.U64();
       if (e.compressed_size == kMax32) e.compressed_size = zr.U64();
@@ -423,6 +421,7 @@ void Parser::CheckLocal(ZipEntry& e, uint64_t* extent_end) {
   uint32_t lcrc = 0;
   uint64_t lcsize = 0, lusize = 0;
   std::string_view lname, lextra;
+  ByteReader lextra_reader;
   WithContext(where, [&] {
     if (r.U32() != kLocalSig) Fail(ErrorCode::kCorrupt, "no local header signature at the entry's offset");
     r.Skip(2);  // version needed
@@ -435,7 +434,8 @@ void Parser::CheckLocal(ZipEntry& e, uint64_t* extent_end) {
     const uint16_t name_len = r.U16();
     const uint16_t extra_len = r.U16();
     lname = r.Bytes(name_len);
-    lextra = r.Bytes(extra_len);
+    lextra_reader = r.Sub(extra_len);
+    lextra = lextra_reader.Rest();
   });
   // torch's reader takes the name, method and sizes from the central directory and only the
   // lengths from the local header; Python's zipfile refuses a different name, and a streaming
@@ -461,13 +461,13 @@ void Parser::CheckLocal(ZipEntry& e, uint64_t* extent_end) {
   }
 
   std::vector<ExtraBlock> blocks;
-  const bool extra_ok = SplitExtra(lextra, &blocks);
+  const bool extra_ok = SplitExtra(lextra_reader, &blocks);
   const ExtraBlock* z64 = extra_ok ? FindZip64(blocks, where) : nullptr;
   if (z64 != nullptr) e.zip64 = true;
   if (lcsize == kMax32 || lusize == kMax32) {
     if (!extra_ok) Fail(ErrorCode::kCorrupt, where + ": malformed local extra field holding the zip64 sizes");
     if (z64 == nullptr) Fail(ErrorCode::kCorrupt, where + ": local header size is 0xFFFFFFFF but there is no zip64 extra");
-    ByteReader zr(reinterpret_cast<const uint8_t*>(z64->data.data()), z64->data.size());
+    ByteReader zr = z64->data;
     WithContext(where + ": local zip64 extra", [&] {
       if (lusize == kMax32) lusize = zr.U64();
       if (lcsize == kMax32) lcsize = zr.U64();
@@ -713,21 +713,14 @@ ZipMethod ZipMethodFromName(std::string_view name) {
 // offsets relative to that, so a zip glued behind other bytes is still a zip to them. 0 when
 // the end record says the archive starts at byte 0, or when there is no end record.
 uint64_t ZipfilePrefixBytes(const uint8_t* data, uint64_t size) {
-  constexpr uint64_t kEndRecordBytes = 22;
-  constexpr uint64_t kMaxComment = 0xFFFF;
-  if (size < kEndRecordBytes) return 0;
-  const uint64_t lowest = size > kEndRecordBytes + kMaxComment ? size - kEndRecordBytes - kMaxComment : 0;
-  for (uint64_t at = size - kEndRecordBytes + 1; at-- > lowest;) {
-    if (std::memcmp(data + at, "PK\x05\x06", 4) != 0) continue;
-    auto u32 = [&](uint64_t o) {
-      return uint64_t{data[o]} | uint64_t{data[o + 1]} << 8 | uint64_t{data[o + 2]} << 16 | uint64_t{data[o + 3]} << 24;
-    };
-    const uint64_t cd_size = u32(at + 12), cd_offset = u32(at + 16);
-    if (cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) return 0;  // zip64: offsets are taken as they are
-    if (cd_size > at || cd_offset > at - cd_size) return 0;
-    return at - cd_size - cd_offset;
-  }
-  return 0;
+  // The last whole end record whose signature starts in the last kEndSize + 0xFFFF bytes (the
+  // reader's FindEnd searches the same way, further back: kTorchEndWindow).
+  const uint64_t at = LastWholeEndRecord(data, size, kEndSize + kMax16);
+  if (at == UINT64_MAX) return 0;
+  const uint64_t cd_size = LoadLe32(data + at + 12), cd_offset = LoadLe32(data + at + 16);
+  if (cd_size == kMax32 || cd_offset == kMax32) return 0;  // zip64: offsets are taken as they are
+  if (cd_size > at || cd_offset > at - cd_size) return 0;
+  return at - cd_size - cd_offset;
 }
 
 void ZipReader::RefuseDisagreements() const {

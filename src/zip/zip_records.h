@@ -47,8 +47,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
+
+#include "core/little_endian.h"
 
 namespace trove::zip {
 
@@ -68,6 +71,7 @@ inline constexpr uint64_t kEndSize = 22;
 // Field offsets patched after the payload is known.
 inline constexpr uint64_t kLocalFlagsAt = 6;
 inline constexpr uint64_t kLocalCrcAt = 14;
+inline constexpr uint64_t kCentralCrcAt = 16;  // not patched by the writer; tensordict's checksum refresh does
 
 inline constexpr uint16_t kExtraZip64 = 0x0001;
 inline constexpr uint16_t kExtraPyTorchPad = 0x4246;     // "FB"
@@ -83,19 +87,35 @@ inline constexpr uint16_t kFlagMaskedHeaders = 0x2000;  // central directory enc
 inline constexpr uint32_t kMax32 = 0xFFFFFFFF;
 inline constexpr uint16_t kMax16 = 0xFFFF;
 
-inline void PutU16(std::string& s, uint16_t v) {
-  s.push_back(static_cast<char>(v & 0xFF));
-  s.push_back(static_cast<char>(v >> 8));
-}
-inline void PutU32(std::string& s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-inline void PutU64(std::string& s, uint64_t v) {
-  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
+// A record's fields as the writer appends them (core/little_endian.h does the byte order).
+inline void PutU16(std::string& s, uint16_t v) { AppendLe(s, v, 2); }
+inline void PutU32(std::string& s, uint32_t v) { AppendLe(s, v, 4); }
+inline void PutU64(std::string& s, uint64_t v) { AppendLe(s, v, 8); }
 // Overwrites `n` bytes of `s` at `at` with v (little-endian); `s` must already hold them.
-inline void SetLe(std::string& s, uint64_t at, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+inline void SetLe(std::string& s, uint64_t at, uint64_t v, int n) { StoreLe(s.data() + at, v, static_cast<unsigned>(n)); }
+
+// The end-record search, the one loop over the file's tail that every reader of the end record
+// goes through. Calls fn(pos) for each end-record signature ("PK\x05\x06") that starts in the
+// last `window` bytes of the file, last first; a signature may have fewer than kEndSize bytes
+// after it (the caller decides what that means). Stops early when fn returns false.
+template <class F>
+void ForEachEndSignature(const uint8_t* data, uint64_t size, uint64_t window, F&& fn) {
+  if (size < 4) return;
+  const uint64_t lowest = size > window ? size - window : 0;
+  for (uint64_t pos = size - 4 + 1; pos-- > lowest;) {
+    if (std::memcmp(data + pos, "PK\x05\x06", 4) == 0 && !fn(pos)) return;
+  }
+}
+// The variant most readers want: the last signature in the window with a whole end record
+// (kEndSize bytes) after it, as torch's reader and Python's zipfile choose; UINT64_MAX when none.
+inline uint64_t LastWholeEndRecord(const uint8_t* data, uint64_t size, uint64_t window) {
+  uint64_t chosen = UINT64_MAX;
+  ForEachEndSignature(data, size, window, [&](uint64_t pos) {
+    if (size - pos < kEndSize) return true;
+    chosen = pos;
+    return false;
+  });
+  return chosen;
 }
 
 // Why a name cannot be an entry name, or nullptr. Such names escape the extraction directory

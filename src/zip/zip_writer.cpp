@@ -236,8 +236,7 @@ void ZipWriter::Impl::EndEntry() {
   }
   FlushStaged();
 
-  current_.flags = static_cast<uint16_t>(static_cast<uint8_t>(header_[kLocalFlagsAt]) |
-                                         (static_cast<uint8_t>(header_[kLocalFlagsAt + 1]) << 8));
+  current_.flags = LoadLe16(reinterpret_cast<const uint8_t*>(header_.data()) + kLocalFlagsAt);
   current_.crc32 = crc_;
   current_.compressed_size = compressed_;
   current_.uncompressed_size = size_;

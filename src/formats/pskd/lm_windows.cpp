@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/little_endian.h"
 #include "formats/pskd/pskd_text.h"
 #include "formats/pskd/text_input.h"
 
@@ -51,10 +52,8 @@ LmWindowsResult WriteLmWindows(const std::string& input, uint64_t vocab, uint64_
       for (uint64_t i = 0; i < seq; ++i) target_leaf[i] = static_cast<uint8_t>(w[i + 1]);
     } else {
       for (uint64_t i = 0; i < seq; ++i) {
-        for (uint32_t b = 0; b < width; ++b) {
-          input_leaf[i * width + b] = static_cast<uint8_t>(w[i] >> (8 * b));
-          target_leaf[i * width + b] = static_cast<uint8_t>(w[i + 1] >> (8 * b));
-        }
+        StoreLe(input_leaf + i * width, w[i], width);
+        StoreLe(target_leaf + i * width, w[i + 1], width);
       }
     }
     writer.Append(sample);

@@ -8,10 +8,6 @@
 namespace trove::pskd {
 namespace {
 
-void AppendLe(std::vector<uint8_t>& out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
-}
-
 // ByteReader reports shortness as a plain kCorrupt error; the spec calls it E9003.
 template <class F>
 auto Truncation(F&& read) -> decltype(read()) {
@@ -92,9 +88,7 @@ Header ParseHeader(const uint8_t* data, uint64_t size) {
 }
 
 uint64_t LoadIndex(const uint8_t* p, uint32_t element_bytes) {
-  uint64_t v = 0;
-  for (uint32_t i = 0; i < element_bytes; ++i) v |= uint64_t(p[i]) << (8 * i);
-  return v;
+  return LoadLe(p, element_bytes);
 }
 
 double LoadReal(const uint8_t* p, Encoding encoding) {

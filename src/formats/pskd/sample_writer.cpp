@@ -2,15 +2,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/little_endian.h"
 #include "trove/atomic_file.h"
 #include "trove/pskd.h"
 
 namespace trove::pskd {
 namespace {
-
-void StoreLe(uint8_t* p, uint64_t value, uint32_t bytes) {
-  for (uint32_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(value >> (8 * i));
-}
 
 std::string RealText(double v) {
   char buf[64];

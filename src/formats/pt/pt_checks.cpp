@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/little_endian.h"
 #include "formats/pt/legacy_tar.h"
 #include "formats/pt/pt_reader.h"
 #include "formats/pt/torch_resolver.h"
@@ -87,8 +88,7 @@ void ScanLegacyTarStream(CheckReport& report, const std::string& entry, const ui
         stop("storage #" + std::to_string(i) + " has no known storage type");
         return;
       }
-      uint64_t numel = 0;
-      for (int b = 7; b >= 0; --b) numel = numel << 8 | data[at + static_cast<uint64_t>(b)];
+      const uint64_t numel = LoadLe64(data + at);
       at += 8;
       const uint64_t esize = ElementSize(*dtype);
       if (numel > (size - at) / std::max<uint64_t>(esize, 1) || !skip(numel * esize)) {
@@ -101,8 +101,7 @@ void ScanLegacyTarStream(CheckReport& report, const std::string& entry, const ui
         stop("tensor #" + std::to_string(i) + " is cut short");
         return;
       }
-      uint64_t ndim = 0;
-      for (int b = 3; b >= 0; --b) ndim = ndim << 8 | data[at + static_cast<uint64_t>(b)];
+      const uint64_t ndim = LoadLe32(data + at);
       at += 8;
       if (ndim > (size - at) / 16 || !skip(ndim * 16 + 8)) {
         stop("tensor #" + std::to_string(i) + " runs past the end of the member");

@@ -241,6 +241,10 @@ bool IsTorchScriptRecord(std::string_view record) {
   return false;
 }
 
+bool IsTorchScriptCodeRecord(std::string_view record) {
+  return IsTorchScriptRecord(record) || record.starts_with("code/");
+}
+
 Format TorchZipFormat(const ZipReader& zip) {
   bool has_pkl = false;
   std::vector<std::string_view> names;

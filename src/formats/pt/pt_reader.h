@@ -21,6 +21,9 @@ class ZipReader;
 // as TorchRecordName spells them.
 inline constexpr std::string_view kTorchScriptRecords[] = {"constants.pkl", "bytecode.pkl", ".data/version"};
 bool IsTorchScriptRecord(std::string_view record);
+// The scan's wider view: those records and every record under code/ (TorchScript's source),
+// each a sign the archive carries code. Detection and ReadPt use IsTorchScriptRecord only.
+bool IsTorchScriptCodeRecord(std::string_view record);
 // kTorchScript when the archive holds code records, kPt when it holds a data.pkl, else kUnknown.
 Format TorchZipFormat(const ZipReader& zip);
 // The record name torch would match an entry name with: the part after the top folder, ASCII

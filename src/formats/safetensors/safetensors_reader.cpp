@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/little_endian.h"
 #include "formats/safetensors/safetensors_dtypes.h"
 #include "trove/error.h"
 #include "trove/safetensors.h"
@@ -149,16 +150,14 @@ std::string Quote(const std::string& name) { return "tensor '" + name + "'"; }
 
 bool LooksLikeSafetensors(std::string_view head, uint64_t file_size) {
   if (head.size() < 9 || file_size < 10) return false;
-  uint64_t n = 0;
-  std::memcpy(&n, head.data(), 8);  // little-endian hosts only (trove's platforms)
+  const uint64_t n = LoadLe64(reinterpret_cast<const uint8_t*>(head.data()));
   return n >= 2 && n <= kMaxSafetensorsHeaderBytes && n <= file_size - 8 && head[8] == '{';
 }
 
 Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& /*options*/) {
   const uint64_t size = file->size();
   if (size < 8) Fail(ErrorCode::kCorrupt, "too short for a safetensors header length (" + std::to_string(size) + " bytes)");
-  uint64_t n = 0;
-  std::memcpy(&n, file->data(), 8);
+  const uint64_t n = LoadLe64(file->data());
   if (n > kMaxSafetensorsHeaderBytes) {
     Fail(ErrorCode::kLimit, "header length " + std::to_string(n) + " exceeds the " + std::to_string(kMaxSafetensorsHeaderBytes) +
                                 "-byte cap (kMaxSafetensorsHeaderBytes)");

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/little_endian.h"
 #include "core/progress.h"
 #include "formats/safetensors/safetensors_dtypes.h"
 #include "trove/atomic_file.h"
@@ -174,7 +175,7 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Safete
   AtomicFile file(path, options.durability, options.replace);
   uint8_t length[8];
   const uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(n >> (8 * i));
+  StoreLe(length, n, 8);
   file.Write(length, 8);
   file.Write(header.data(), header.size());
   ProgressReporter progress(options.progress, offset);

@@ -9,18 +9,15 @@
 #include "trove/error.h"
 #include "trove/tensordict.h"
 #include "trove/zip_reader.h"
+#include "zip/zip_records.h"
 
 namespace trove {
 namespace {
 
-constexpr uint32_t kDescriptorSig = 0x08074b50;
-constexpr uint16_t kFlagDataDescriptor = 0x0008;
-constexpr uint64_t kLocalCrcField = 14;    // in a local header: signature, version, flags, method, time, date
-constexpr uint64_t kCentralCrcField = 16;  // in a central header: the same plus "version made by"
-
-void StoreU32(uint8_t out[4], uint32_t value) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(value >> (8 * i));
-}
+using zip::kDescriptorSig;
+constexpr uint16_t kFlagDataDescriptor = zip::kFlagDescriptor;
+constexpr uint64_t kLocalCrcField = zip::kLocalCrcAt;
+constexpr uint64_t kCentralCrcField = zip::kCentralCrcAt;
 
 // Where the CRC field of `e`'s data descriptor is: the descriptor right after the payload, with or
 // without its signature and with 4- or 8-byte sizes, in the one form that matches the central
@@ -90,7 +87,7 @@ std::vector<std::string> RefreshTdzChecksums(const std::string& archive) {
     out.Write(bytes.data(), bytes.size());
     for (const auto& [offset, crc] : patches) {
       uint8_t le[4];
-      StoreU32(le, crc);
+      StoreLe(le, crc, 4);
       out.WriteAt(offset, le, sizeof le);
     }
     {

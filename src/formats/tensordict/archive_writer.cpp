@@ -13,6 +13,7 @@
 
 #include "core/progress.h"
 #include "formats/tensordict/level_reader.h"
+#include "formats/tensordict/td_names.h"
 #include "formats/tensordict/write_plan.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -31,16 +32,11 @@ constexpr uint64_t kLeafAlignment = 64;
 // pack copies files through a buffer of this size: memory stays flat whatever the leaf size.
 constexpr size_t kPackChunkBytes = size_t{1} << 20;
 
-bool IsMemmapName(const std::string& name) {
-  constexpr std::string_view kSuffix = ".memmap";
-  return name.size() >= kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
-}
-
 // `at`: where a stored leaf payload goes (see PlacementFor).
 void BeginArchiveEntry(ZipWriter& zip, const std::string& name, ZipMethod compression,
                        ZipPlacement at = {kLeafAlignment, 0}) {
   // Compression and alignment apply to leaf payloads only; metadata and pickles stay stored.
-  if (!IsMemmapName(name)) {
+  if (!tensordict::IsMemmapName(name)) {
     zip.BeginEntry(name, ZipMethod::kStored, 0);
   } else if (compression == ZipMethod::kStored) {
     zip.BeginEntry(name, ZipMethod::kStored, at.align, kZipUnknownSize, at.phase);

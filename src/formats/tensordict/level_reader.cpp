@@ -6,8 +6,10 @@
 #include <cctype>
 #include <cstring>
 
+#include "core/little_endian.h"
 #include "formats/tensordict/meta_json.h"
 #include "formats/tensordict/td_classes.h"
+#include "formats/tensordict/td_names.h"
 #include "formats/tensordict/write_plan.h"
 #include "trove/error.h"
 #include "trove/tensordict.h"
@@ -163,7 +165,7 @@ class LevelReader {
     Value* device = arena_.None();
     auto dev = meta.find("device");
     if (dev != meta.end() && !dev->is_object()) {
-      if (dev->is_string() && dev->get_ref<const std::string&>() != "None") {
+      if (dev->is_string() && dev->get_ref<const std::string&>() != kNoDevice) {
         device = arena_.Str(dev->get<std::string>());
       } else if (!dev->is_string() && !dev->is_null()) {
         Fail(ErrorCode::kCorrupt, meta_name + ": device is not a string");
@@ -269,13 +271,13 @@ class LevelReader {
     obj->state = Fields(meta, /*skip_type=*/true);
     auto data = meta.find("data");
     if (data != meta.end() && data->is_string()) {
-      if (data->get_ref<const std::string&>() != "pickle.pkl") {
+      if (data->get_ref<const std::string&>() != kPickleSidecar) {
         Fail(ErrorCode::kRefused, meta_name + ": data names file '" + data->get<std::string>() +
                                       "'; only \"pickle.pkl\" is allowed");
       }
-      auto pk = src_.ReadSmallFile(dir, "pickle.pkl", kMaxSidecarBytes);
-      if (!pk) Fail(ErrorCode::kNotFound, src_.Describe(dir, "pickle.pkl") + ": missing (meta.json says data is there)");
-      SetField(arena_, obj->state, "data", Pickled(dir, "pickle.pkl", *pk));
+      auto pk = src_.ReadSmallFile(dir, kPickleSidecar, kMaxSidecarBytes);
+      if (!pk) Fail(ErrorCode::kNotFound, src_.Describe(dir, kPickleSidecar) + ": missing (meta.json says data is there)");
+      SetField(arena_, obj->state, "data", Pickled(dir, kPickleSidecar, *pk));
     } else if (data == meta.end() || data->is_null()) {
       ReadStackChildren(dir, obj->state, depth);
     }
@@ -327,39 +329,39 @@ class LevelReader {
 
   // other.pickle (fields JSON could not hold) and json_types.json (its plain-type names).
   void ReadSidecars(const std::string& dir, Value* fields) {
-    auto pk = src_.ReadSmallFile(dir, "other.pickle", kMaxSidecarBytes);
+    auto pk = src_.ReadSmallFile(dir, kOtherPickleSidecar, kMaxSidecarBytes);
     if (!pk) return;
     const std::string types_name = src_.Describe(dir, "json_types.json");
     if (auto jt = src_.ReadSmallFile(dir, "json_types.json", kMaxMetaJsonBytes)) {
       if (ApplyJsonTypes(ParseMetaJson(jt->view(), types_name), Sha256Hex(*pk), fields)) return;
       doc_.warnings.push_back(types_name + ": ignored (its SHA-256 does not match other.pickle, or its layout is unknown)");
     }
-    Value* decoded = Pickled(dir, "other.pickle", *pk);
+    Value* decoded = Pickled(dir, kOtherPickleSidecar, *pk);
     if (decoded->kind == ValueKind::kObject && decoded->type_name == kPickledNotRead) {
-      SetField(arena_, fields, "other.pickle", decoded);
+      SetField(arena_, fields, kOtherPickleSidecar, decoded);
       return;
     }
     if (decoded->kind != ValueKind::kDict) {
-      Fail(ErrorCode::kCorrupt, src_.Describe(dir, "other.pickle") + ": does not hold a dict of fields");
+      Fail(ErrorCode::kCorrupt, src_.Describe(dir, kOtherPickleSidecar) + ": does not hold a dict of fields");
     }
     for (const auto& [k, v] : decoded->entries) {
-      if (k->kind != ValueKind::kStr) Fail(ErrorCode::kCorrupt, src_.Describe(dir, "other.pickle") + ": non-str field name");
+      if (k->kind != ValueKind::kStr) Fail(ErrorCode::kCorrupt, src_.Describe(dir, kOtherPickleSidecar) + ": non-str field name");
       SetField(arena_, fields, k->text, v);
     }
   }
 
   // json_types.json: {"sha256": "<hex of other.pickle>", "types": {"field": "tuple", ...}} (also
-  // accepted: the hash under "other.pickle" and the fields at top level). True when applied.
+  // accepted: the hash under kOtherPickleSidecar and the fields at top level). True when applied.
   bool ApplyJsonTypes(const Json& jt, const std::string& sha, Value* fields) {
     if (!jt.is_object()) return false;
     const Json* hash = nullptr;
-    for (const char* k : {"sha256", "other.pickle"})
+    for (const char* k : {"sha256", kOtherPickleSidecar})
       if (jt.contains(k) && jt[k].is_string()) hash = &jt[k];
     if (hash == nullptr || hash->get<std::string>() != sha) return false;
     const Json& types = jt.contains("types") && jt["types"].is_object() ? jt["types"] : jt;
     std::vector<std::pair<std::string, std::string>> found;
     for (auto it = types.begin(); it != types.end(); ++it) {
-      if (it.key() == "sha256" || it.key() == "other.pickle") continue;
+      if (it.key() == "sha256" || it.key() == kOtherPickleSidecar) continue;
       if (!it->is_string()) return false;
       const std::string& t = it->get_ref<const std::string&>();
       std::string global = t == "dict" ? "builtins.dict" : t == "list" ? "builtins.list" : t == "tuple" ? "builtins.tuple"
@@ -474,10 +476,10 @@ class LevelReader {
     view.dtype = dtype;
     view.shape = shape;
     view.strides = ContiguousStrides(shape);
-    auto leaf = OpenLeafFile(dir, key, ".memmap", static_cast<uint64_t>(nbytes), static_cast<uint64_t>(esize));
+    auto leaf = OpenLeafFile(dir, key, kMemmapSuffix, static_cast<uint64_t>(nbytes), static_cast<uint64_t>(esize));
     if (!leaf) {
       if (numel != 0) {
-        Fail(ErrorCode::kNotFound, src_.Describe(dir, EncodeKeyComponent(key) + ".memmap") + ": missing, but leaf '" +
+        Fail(ErrorCode::kNotFound, src_.Describe(dir, EncodeKeyComponent(key) + kMemmapSuffix) + ": missing, but leaf '" +
                                        key + "' has " + std::to_string(numel) +
                                        " elements (tensordict would drop the key silently)");
       }
@@ -511,9 +513,9 @@ class LevelReader {
     }
     stats.nested_components += static_cast<uint64_t>(n);
     const int64_t sizes_bytes = CheckedMul(CheckedMul(n, ndim, where), 8, where);
-    auto sizes = OpenLeafFile(dir, key, ".shape.memmap", static_cast<uint64_t>(sizes_bytes), 8);
+    auto sizes = OpenLeafFile(dir, key, kShapeMemmapSuffix, static_cast<uint64_t>(sizes_bytes), 8);
     if (!sizes) {
-      Fail(ErrorCode::kNotFound, src_.Describe(dir, EncodeKeyComponent(key) + ".shape.memmap") +
+      Fail(ErrorCode::kNotFound, src_.Describe(dir, EncodeKeyComponent(key) + kShapeMemmapSuffix) +
                                      ": missing (the sizes of nested leaf '" + key + "')");
     }
     const int64_t esize = static_cast<int64_t>(ElementSize(dtype));
@@ -523,9 +525,7 @@ class LevelReader {
     for (int64_t i = 0; i < n; ++i) {
       int64_t count = 1;
       for (int64_t j = 0; j < ndim; ++j) {
-        uint64_t u = 0;
-        for (int b = 0; b < 8; ++b) u |= uint64_t(p[(i * ndim + j) * 8 + b]) << (8 * b);
-        int64_t d = static_cast<int64_t>(u);
+        int64_t d = static_cast<int64_t>(LoadLe64(p + (i * ndim + j) * 8));
         if (d < 0) Fail(ErrorCode::kCorrupt, where + ": component " + std::to_string(i) + " has a negative size");
         comps[static_cast<size_t>(i)].push_back(d);
         count = CheckedMul(count, d, where + ": component size");
@@ -533,13 +533,13 @@ class LevelReader {
       if (__builtin_add_overflow(total, count, &total)) Fail(ErrorCode::kCorrupt, where + ": total size overflows");
     }
     const int64_t data_bytes = CheckedMul(total, esize, where + ": data size");
-    auto data = OpenLeafFile(dir, key, ".memmap", static_cast<uint64_t>(data_bytes), static_cast<uint64_t>(esize));
+    auto data = OpenLeafFile(dir, key, kMemmapSuffix, static_cast<uint64_t>(data_bytes), static_cast<uint64_t>(esize));
     if (!data) {
-      Fail(ErrorCode::kNotFound, src_.Describe(dir, EncodeKeyComponent(key) + ".memmap") + ": missing (nested leaf '" +
+      Fail(ErrorCode::kNotFound, src_.Describe(dir, EncodeKeyComponent(key) + kMemmapSuffix) + ": missing (nested leaf '" +
                                      key + "')");
     }
     if (!data->zero_copy) ++stats.copied_leaves;
-    Value* obj = arena_.Object("torch:NestedTensor", nullptr);
+    Value* obj = arena_.Object(kNestedTensorClass, nullptr);
     obj->state = arena_.List();
     int64_t offset = 0;
     for (auto& comp : comps) {

@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/little_endian.h"
 #include "trove/error.h"
 
 namespace trove::tensordict {
@@ -159,7 +160,7 @@ Value* JsonToValue(const Json& root, ValueArena& arena) {
           v = arena.Int(static_cast<int64_t>(u));
         } else {
           std::vector<uint8_t> le(9, 0);
-          for (int i = 0; i < 8; ++i) le[i] = static_cast<uint8_t>(u >> (8 * i));
+          StoreLe(le.data(), u, 8);
           v = arena.BigInt(std::move(le));
         }
         break;

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "formats/tensordict/level_reader.h"
+#include "formats/tensordict/td_names.h"
 #include "pickle/pickle_scan.h"
 #include "trove/error.h"
 #include "trove/unpickler.h"
@@ -20,7 +21,7 @@ constexpr uint64_t kMaxScanTreeEntries = uint64_t{1} << 22;
 bool IsPickledSidecar(std::string_view name) {
   size_t slash = name.rfind('/');
   std::string_view base = slash == std::string_view::npos ? name : name.substr(slash + 1);
-  return base == "other.pickle" || base == "pickle.pkl" || base.ends_with(".pkl") || base.ends_with(".pickle");
+  return base == tensordict::kOtherPickleSidecar || base == tensordict::kPickleSidecar || base.ends_with(".pkl") || base.ends_with(".pickle");
 }
 
 // A pickled sidecar of a tensordict: tensordict runs it through pickle.load when it loads the

@@ -3,17 +3,18 @@
 #include <algorithm>
 #include <map>
 
+#include "core/little_endian.h"
 #include "formats/tensordict/level_reader.h"
 #include "formats/tensordict/meta_json.h"
 #include "formats/tensordict/td_classes.h"
+#include "formats/tensordict/td_names.h"
 #include "trove/error.h"
 #include "trove/tensordict.h"
 
 namespace trove::tensordict {
 
 bool PlannedFile::is_memmap() const {
-  constexpr std::string_view kSuffix = ".memmap";
-  return name.size() >= kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+  return IsMemmapName(name);
 }
 
 void PlannedFile::Emit(const std::function<void(const uint8_t*, size_t)>& fn,
@@ -40,7 +41,6 @@ uint64_t TensorBytes(const PlannedDir& dir) {
 namespace {
 
 constexpr const char* kPickledNotRead = "pickled, not read";
-constexpr const char* kNestedTensorClass = "torch:NestedTensor";
 
 std::string Display(const std::string& path) { return path.empty() ? "the root" : "key '" + path + "'"; }
 
@@ -194,7 +194,7 @@ class Planner {
     if (device == nullptr) {
       meta["device"] = "cpu";
     } else if (device->kind == ValueKind::kNone) {
-      meta["device"] = "None";
+      meta["device"] = kNoDevice;
     } else if (device->kind == ValueKind::kStr) {
       meta["device"] = device->text;
     } else {
@@ -268,16 +268,16 @@ class Planner {
     CheckWritableDType(t.dtype, Display(kpath));
     if (!t.has_data) Fail(ErrorCode::kUnsupported, Display(kpath) + ": a tensor without data (meta tensor)");
     ValidateSource(t, kpath);
-    Claim(names, enc + ".memmap", kpath);
+    Claim(names, enc + kMemmapSuffix, kpath);
     if (t.numel() > 0) {
       PlannedFile f;
-      f.name = enc + ".memmap";
+      f.name = enc + kMemmapSuffix;
       f.tensors.push_back(&t);
       f.size = t.nbytes();
       dir.files.push_back(std::move(f));
     }
     // Zero-element leaves get no file, as tensordict writes them (and reads them back).
-    return Json{{"device", "cpu"}, {"shape", t.shape}, {"dtype", "torch." + std::string(Info(t.dtype).torch_name)},
+    return Json{{"device", "cpu"}, {"shape", t.shape}, {"dtype", TorchDtypeString(t.dtype)},
                 {"is_nested", false}};
   }
 
@@ -287,8 +287,8 @@ class Planner {
       Fail(ErrorCode::kUsage, Display(kpath) + ": a nested tensor needs a list of component tensors");
     }
     PlannedFile data, sizes;
-    data.name = enc + ".memmap";
-    sizes.name = enc + ".shape.memmap";
+    data.name = enc + kMemmapSuffix;
+    sizes.name = enc + kShapeMemmapSuffix;
     const TensorView* first = nullptr;
     for (const Value* c : v.state->items) {
       if (c->kind != ValueKind::kTensor) Fail(ErrorCode::kUsage, Display(kpath) + ": a nested component is not a tensor");
@@ -299,7 +299,7 @@ class Planner {
       if (!t.has_data) Fail(ErrorCode::kUnsupported, Display(kpath) + ": a tensor without data (meta tensor)");
       ValidateSource(t, kpath);
       for (int64_t d : t.shape)
-        for (int b = 0; b < 8; ++b) sizes.bytes.push_back(static_cast<char>(static_cast<uint64_t>(d) >> (8 * b)));
+        AppendLe(sizes.bytes, static_cast<uint64_t>(d), 8);
       data.tensors.push_back(&t);
       data.size += t.nbytes();
     }
@@ -310,7 +310,7 @@ class Planner {
     const int64_t n = static_cast<int64_t>(v.state->items.size()), ndim = static_cast<int64_t>(first->shape.size());
     dir.files.push_back(std::move(data));
     dir.files.push_back(std::move(sizes));
-    return Json{{"device", "cpu"}, {"shape", {n, ndim}}, {"dtype", "torch." + std::string(Info(first->dtype).torch_name)},
+    return Json{{"device", "cpu"}, {"shape", {n, ndim}}, {"dtype", TorchDtypeString(first->dtype)},
                 {"is_nested", true}};
   }
 
