@@ -41,8 +41,9 @@ TEST(DTypeTest, TableIsInEnumOrderAndLookupsRoundTrip) {
 
 TEST(ErrorTest, ContextJoinsWithOffsetRule) {
   Error e(ErrorCode::kRefused, "refused global 'posix.system'");
-  e.AddContext("@ 57").AddContext("archive/data.pkl").AddContext("model.pt");
+  e.SetOffset(57).SetEntry("archive/data.pkl").SetFile("model.pt");
   EXPECT_EQ(e.message(), "model.pt: archive/data.pkl @ 57: refused global 'posix.system'");
+  EXPECT_EQ(e.offset(), 57u);
 }
 
 TEST(KeyPathTest, EncodesLikeTensordict) {
