@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "trove/error.h"
+#include "trove/findings.h"
 
 namespace trove {
 namespace {
@@ -141,6 +142,35 @@ TEST(ErrorFieldsTest, ThrowingASetterResultThrowsTheError) {
     EXPECT_EQ(e.file(), "gone.pt");
     EXPECT_EQ(e.message(), "gone.pt: missing");
   }
+}
+
+TEST(ErrorFieldsTest, FindingsTakeTheErrorsEntryAndOffset) {
+  CheckReport report;
+  report.path = "m.pt";
+  Error e(ErrorCode::kRefused, "refused global 'posix.system'");
+  e.SetOffset(57).SetEntry("archive/data.pkl").SetFile("m.pt");
+  report.AddError(Severity::kHigh, "", e);
+  ASSERT_EQ(report.findings.size(), 1u);
+  EXPECT_EQ(report.findings[0].entry, "archive/data.pkl");
+  EXPECT_EQ(report.findings[0].offset, 57u);
+  EXPECT_EQ(report.findings[0].message, "refused global 'posix.system'");
+  // A finding about another entry keeps the error's own entry and offset in its message.
+  report.AddError(Severity::kMedium, "other", e, "seen: ");
+  EXPECT_EQ(report.findings[1].entry, "other");
+  EXPECT_EQ(report.findings[1].offset, 0u);
+  EXPECT_EQ(report.findings[1].message, "seen: archive/data.pkl @ 57: refused global 'posix.system'");
+  // An offset without an entry is in the finding's entry.
+  Error bare(ErrorCode::kCorrupt, "TUPLE without a MARK");
+  bare.SetOffset(2);
+  report.AddError(Severity::kMedium, "data.pkl", bare, "pickle not fully readable: ");
+  EXPECT_EQ(report.findings[2].entry, "data.pkl");
+  EXPECT_EQ(report.findings[2].offset, 2u);
+  EXPECT_EQ(report.findings[2].message, "pickle not fully readable: TUPLE without a MARK");
+  // Another file than the report's stays named.
+  Error shard(ErrorCode::kCorrupt, "bad");
+  shard.SetFile("shard-1.bin");
+  report.AddError(Severity::kMedium, "", shard);
+  EXPECT_EQ(report.findings[3].message, "shard-1.bin: bad");
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include "python_peer.h"
 #include "trove/error.h"
 #include "trove/unpickler.h"
+#include "pickle/pickle_scan.h"
+#include "trove/findings.h"
 
 namespace trove {
 namespace {
@@ -584,6 +586,22 @@ TEST_F(Hostile, DerivedResolversExtendTheDataNames) {
   p = "\x80\x02" "ctorch\nload\n."s;
   o = Run(p, r);
   EXPECT_EQ(o.message, "@ 2: refused global 'torch.load'");
+}
+
+TEST_F(Hostile, ScanFindingsCarryTheErrorsOffset) {
+  CheckReport report;
+  DataResolver r(true);
+  const std::string p = "K\x01t.";  // TUPLE without a MARK, @ 2
+  ScanPickle(report, "data.pkl", reinterpret_cast<const uint8_t*>(p.data()), p.size(), r);
+  int found = 0;
+  for (const auto& f : report.findings) {
+    if (f.message.find("pickle not fully readable") == std::string::npos) continue;
+    ++found;
+    EXPECT_EQ(f.entry, "data.pkl");
+    EXPECT_EQ(f.offset, 2u);
+    EXPECT_EQ(f.message, "pickle not fully readable: TUPLE without a MARK");
+  }
+  EXPECT_EQ(found, 1);
 }
 
 }  // namespace
