@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "trove/error.h"
+
 namespace trove {
 
 enum class Severity : uint8_t { kInfo, kMedium, kHigh, kCritical };
@@ -41,6 +43,11 @@ struct CheckReport {
   void Add(Severity severity, std::string entry, uint64_t offset, std::string message, std::string key_path = {}) {
     findings.push_back({severity, std::move(entry), offset, std::move(message), std::move(key_path)});
   }
+  // A finding for a caught error, placed by its fields: its entry when `entry` is "", its offset
+  // (when it is in that entry), and a message of `prefix` + the error's text without what the
+  // finding states apart (the file when it is `path`, the entry and offset it took).
+  void AddError(Severity severity, std::string entry, const Error& error, std::string_view prefix = {},
+                std::string key_path = {});
 };
 
 }  // namespace trove

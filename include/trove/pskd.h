@@ -6,8 +6,8 @@
 // sample is a bounds-checked view of its own bytes, so reading any sample touches only its pages.
 // PskdWriter streams samples into an AtomicFile: a failed write leaves no file behind.
 //
-// Errors are trove::Error whose message carries the spec's code ("E9004: line 3: 64 is not below
-// 64"); PskdCodeOf recovers it. Parsed types, headers and open files are immutable values: a
+// Errors are trove::Error carrying the spec's code as its spec_code field (rendered "line 3: E9004:
+// 64 is not below 64"); PskdCodeOf reads it. Parsed types, headers and open files are immutable values: a
 // PskdFile may be read from many threads; writers and encoders are used from one thread.
 #pragma once
 
@@ -37,11 +37,11 @@ enum class PskdCode : uint16_t {
   kLayout = 9005,         // a sample whose structure does not match the layout
 };
 
-// Throws trove::Error with "E900x: " + detail as its message.
+// Throws trove::Error with `detail` as its reason and the code as its spec_code.
 [[noreturn]] void FailPskd(PskdCode code, std::string detail);
-// The code an error message carries (anywhere, since context may be prefixed), if any.
+// The spec code an error carries (its spec_code field), if any.
 std::optional<PskdCode> PskdCodeOf(const Error& error);
-// The message without its "E900x: " marker (context prefixes are kept).
+// The message rendered without its "E900x: " code (file, entry and contexts are kept).
 std::string PskdMessageWithoutCode(const Error& error);
 
 // --- The sample-type language --------------------------------------------------------------

@@ -80,7 +80,7 @@ StatsReport ComputeStatsReport(const Document& doc, const std::vector<const Name
   try {
     r.stats = ComputeStats(std::span<const TensorView* const>(views), options, names);
   } catch (Error& e) {
-    if (e.message().rfind(doc.path + ":", 0) != 0) e.AddContext(doc.path);  // a truncation names the file already
+    e.SetFile(doc.path);  // a truncation names the file already; SetFile keeps it
     throw;
   }
   for (const auto& row : r.rows) {

@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 constexpr size_t kWriteBufferBytes = size_t{1} << 20;
 
 [[noreturn]] void FailErrno(const std::string& what, int err) {
-  Fail(err == ENOSPC ? ErrorCode::kIo : ErrorCode::kIo, what + ": " + std::strerror(err));
+  throw Error(ErrorCode::kIo, std::strerror(err)).SetFile(what);
 }
 
 std::string ParentDir(const std::string& path) {
@@ -223,7 +223,7 @@ struct LiveWriter {
 void CheckDestination(const std::string& destination, OutputKind kind, Replace replace) {
   if (destination.empty()) Fail(ErrorCode::kUsage, "empty output path");
   auto refuse = [&](const std::string& why) {
-    Fail(ErrorCode::kRefused, destination + ": " + why + "; nothing was written");
+    throw Error(ErrorCode::kRefused, why + "; nothing was written").SetFile(destination);
   };
   const std::string target = Canonical(destination);
   if (target == "/") refuse("is the root directory");

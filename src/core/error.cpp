@@ -15,14 +15,101 @@ std::string_view ErrorCodeName(ErrorCode code) {
   return "unknown";
 }
 
+namespace {
+
+// The parts joined: an offset follows what precedes it with a space ("entry @ 57"), anything else
+// with ": "; the spec code and the reason follow the last part with ": ".
+std::string RenderParts(const std::vector<Error::Part>& parts, const std::optional<int>& spec_code,
+                        const std::string& reason) {
+  std::string m;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Error::Part& p = parts[i];
+    if (p.kind == Error::PartKind::kOffset) {
+      if (i > 0) m += ' ';
+      m.append("@ ").append(p.text);
+    } else {
+      if (i > 0) m += ": ";
+      m += p.text;
+    }
+  }
+  if (!parts.empty()) m += ": ";
+  if (spec_code) m.append("E").append(std::to_string(*spec_code)).append(": ");
+  m += reason;
+  return m;
+}
+
+}  // namespace
+
+void Error::Render() { message_ = RenderParts(parts_, spec_code_, reason_); }
+
+std::vector<std::string> Error::contexts() const {
+  std::vector<std::string> out;
+  for (const Part& p : parts_)
+    if (p.kind == PartKind::kContext) out.push_back(p.text);
+  return out;
+}
+
+std::string Error::MessageWithoutSpecCode() const { return RenderParts(parts_, std::nullopt, reason_); }
+
+std::string Error::MessageWithout(bool file, bool entry, bool offset) const {
+  std::vector<Part> kept;
+  for (const Part& p : parts_) {
+    if ((file && p.kind == PartKind::kFile) || (entry && p.kind == PartKind::kEntry) ||
+        (offset && p.kind == PartKind::kOffset)) {
+      continue;
+    }
+    kept.push_back(p);
+  }
+  return RenderParts(kept, spec_code_, reason_);
+}
+
+Error& Error::SetFile(std::string_view path) {
+  if (file_.empty() && !path.empty()) {
+    file_ = path;
+    parts_.insert(parts_.begin(), Part{PartKind::kFile, file_});
+    Render();
+  }
+  return *this;
+}
+
+Error& Error::SetEntry(std::string_view entry) {
+  if (entry_.empty() && !entry.empty()) {
+    entry_ = entry;
+    parts_.insert(parts_.begin(), Part{PartKind::kEntry, entry_});
+    Render();
+  }
+  return *this;
+}
+
+Error& Error::SetOffset(uint64_t offset) {
+  if (!offset_) {
+    offset_ = offset;
+    parts_.insert(parts_.begin(), Part{PartKind::kOffset, std::to_string(offset)});
+    Render();
+  }
+  return *this;
+}
+
+Error& Error::NoteFile(std::string_view path) {
+  if (file_.empty()) file_ = path;
+  return *this;
+}
+
+Error& Error::SetSpecCode(int code) {
+  spec_code_ = code;
+  Render();
+  return *this;
+}
+
+Error& Error::SetRefusedGlobal(std::string_view dotted) {
+  refused_global_ = dotted;
+  return *this;
+}
+
 Error& Error::AddContext(std::string_view context) {
   if (!context.empty()) {
-    std::string m;
-    m.reserve(context.size() + 2 + message_.size());
-    // "entry" + "@ 57: reason" reads "entry @ 57: reason"; anything else joins with ": ".
-    bool offset_follows = message_.size() > 2 && message_[0] == '@' && message_[1] == ' ';
-    m.append(context).append(offset_follows ? " " : ": ").append(message_);
-    message_ = std::move(m);
+    parts_.insert(parts_.begin(), Part{PartKind::kContext, std::string(context)});
+    Render();
   }
   return *this;
 }

@@ -209,7 +209,7 @@ std::string FileAtAddress(uintptr_t address) {
 }  // namespace
 
 void FailChangedWhileRead(const std::string& path) {
-  Fail(ErrorCode::kIo, path + ": changed while being read");
+  throw Error(ErrorCode::kIo, "changed while being read").SetFile(path);
 }
 
 void ThrowIfMappedFileChanged() {

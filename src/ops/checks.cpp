@@ -30,10 +30,10 @@ void CheckStructure(CheckReport& report, const ops::Detection& d) {
     ops::OpenDetected(d, {});
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) {
-      report.Add(Severity::kMedium, "", 0, "not readable: " + e.message());
+      report.AddError(Severity::kMedium, "", e, "not readable: ");
       return;
     }
-    report.Add(e.code() == ErrorCode::kRefused ? Severity::kHigh : Severity::kMedium, "", 0, e.message());
+    report.AddError(e.code() == ErrorCode::kRefused ? Severity::kHigh : Severity::kMedium, "", e);
   }
 }
 
@@ -50,7 +50,7 @@ CheckReport CheckShards(const std::string& path, CheckReport (*check)(const std:
     shards = ShardFiles(index);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw;
-    report.Add(e.code() == ErrorCode::kRefused ? Severity::kHigh : Severity::kMedium, "", 0, e.message());
+    report.AddError(e.code() == ErrorCode::kRefused ? Severity::kHigh : Severity::kMedium, "", e);
     return report;
   }
   for (const std::string& shard : shards) {
@@ -71,7 +71,7 @@ CheckReport CheckShards(const std::string& path, CheckReport (*check)(const std:
 // named by the path: an unreadable container is an error, not a finding.
 std::shared_ptr<const ZipReader> DetectedZip(const ops::Detection& d) {
   if (d.zip) return d.zip;
-  return WithContext(d.path, [&] { return std::make_shared<const ZipReader>(d.file, ZipDisagreement::kReport); });
+  return WithFile(d.path, [&] { return std::make_shared<const ZipReader>(d.file, ZipDisagreement::kReport); });
 }
 
 }  // namespace
@@ -83,7 +83,7 @@ CheckReport Verify(const std::string& path) {
   const Format format = d.format;
   report.format = std::string(FormatName(format));
   if (format == Format::kShardedIndex) return CheckShards(path, Verify);
-  if (format == Format::kUnknown) Fail(ErrorCode::kUnsupported, path + ": not a format trove reads");
+  if (format == Format::kUnknown) throw Error(ErrorCode::kUnsupported, "not a format trove reads").SetFile(path);
   if (format == Format::kPskd) {
     VerifyPskdFile(report, d.file);
     return report;
@@ -121,7 +121,7 @@ CheckReport Verify(const std::string& path) {
     }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw;
-    report.Add(Severity::kMedium, "", 0, e.message());
+    report.AddError(Severity::kMedium, "", e);
   }
   return report;
 }
@@ -139,7 +139,7 @@ CheckReport Scan(const std::string& path) {
     return report;
   }
   // A directory detection did not recognise: nothing trove reads.
-  if (d.directory) Fail(ErrorCode::kUnsupported, path + ": directory without meta.json: not a tensordict");
+  if (d.directory) throw Error(ErrorCode::kUnsupported, "directory without meta.json: not a tensordict").SetFile(path);
   const std::shared_ptr<MappedFile>& file = d.file;
   if (IsZipFormat(format)) {
     // Python's zipfile shifts every offset when the end records leave room for data before the
@@ -165,7 +165,7 @@ CheckReport Scan(const std::string& path) {
       } catch (const Error& e) {
         // Path tricks (".." and absolute names), encrypted entries, overlaps and headers that
         // disagree with the central directory all stop the zip reader: each is reported here.
-        report.Add(Severity::kHigh, "", 0, "zip container refused: " + e.message());
+        report.AddError(Severity::kHigh, "", e, "zip container refused: ");
         return report;
       }
     }
@@ -255,7 +255,7 @@ CheckReport Scan(const std::string& path) {
     // Not a format trove reads, but maybe one that others run: a bare pickle, or a zip hidden
     // behind other bytes (a "magic bypass" polyglot). Anything else is an error, not a report.
     ScanPolyglot(report, file, /*scan_leading_pickle=*/true);
-    if (report.findings.empty()) Fail(ErrorCode::kUnsupported, path + ": not a format trove reads");
+    if (report.findings.empty()) throw Error(ErrorCode::kUnsupported, "not a format trove reads").SetFile(path);
     return report;
   }
   // .psk.d (and refused formats): no pickle in the container; reading them checks their

@@ -124,7 +124,7 @@ void Convert(const std::string& source, const std::string& destination, Format t
 void ConvertDocument(const Document& doc, const std::string& destination, Format target, const ConvertOptions& options) {
   // The writers refuse the source, and any directory containing it, as their destination.
   SourceGuard source(doc.path);
-  WithContext(destination, [&] {
+  WithFile(destination, [&] {
     // .pt keeps a view a view; the other formats have no strides and write each tensor whole.
     if (target != Format::kPt && !options.allow_expand) {
       for (const auto& t : doc.tensors) t.view->CheckExpansion(t.key);

@@ -109,10 +109,8 @@ Document NamingPath(const std::string& path, F&& fn) {
   try {
     return fn();
   } catch (Error& e) {
-    // Readers that name files inside a directory already start with the path.
-    if (e.message().compare(0, path.size() + 1, path + ":") != 0 && e.message().compare(0, path.size() + 1, path + "/") != 0) {
-      e.AddContext(path);
-    }
+    // Readers that name a file inside a directory have set it already: SetFile keeps theirs.
+    e.SetFile(path);
     throw;
   }
 }

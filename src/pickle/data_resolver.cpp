@@ -267,7 +267,7 @@ Value* DataResolver::Global(const std::string& module, const std::string& name, 
   } else if (permissive_) {
     allowed = false;
   } else {
-    Refuse("refused global '" + dotted + "'");
+    throw Error(ErrorCode::kRefused, "refused global '" + dotted + "'").SetRefusedGlobal(dotted);
   }
   return arena.Global(std::move(dotted));
 }

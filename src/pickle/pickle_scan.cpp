@@ -106,7 +106,7 @@ PickleScan ScanPickle(CheckReport& report, const std::string& entry, const uint8
     root = u.Load();
   } catch (const Error& e) {
     scan.readable = false;
-    report.Add(Severity::kMedium, entry, 0, "pickle not fully readable: " + e.message());
+    report.AddError(Severity::kMedium, entry, e, "pickle not fully readable: ");
   }
   scan.consumed = u.consumed();
   for (const auto& g : u.globals()) {
@@ -146,7 +146,7 @@ PickleScan ScanPickle(CheckReport& report, const std::string& entry, const uint8
       ScanPickle(report, nested, bytes, leaf.text.size(), plain, 0, nesting + 1);
     });
   } catch (const Error& e) {
-    report.Add(Severity::kMedium, entry, 0, "value tree not fully walked: " + e.message());
+    report.AddError(Severity::kMedium, entry, e, "value tree not fully walked: ");
   }
   return scan;
 }

@@ -1,6 +1,6 @@
 // The pickle virtual machine: one loop over opcodes, an explicit stack and mark stack, a hashed
 // memo. Nothing here recurses on the data, so any nesting depth costs heap, never C++ stack.
-// Errors are thrown without position and get "@ <opcode offset>: " added in one place (Load).
+// Errors are thrown without position and get their opcode offset set in one place (Run).
 #include "trove/unpickler.h"
 
 #include <algorithm>
@@ -185,7 +185,7 @@ class Machine {
     try {
       return Loop(consumed);
     } catch (Error& e) {
-      if (e.message().rfind("@ ", 0) != 0) e.AddContext("@ " + std::to_string(op_offset_));
+      e.SetOffset(op_offset_);  // unless the error names its offset already
       const size_t first = globals_.size();
       lexical_stop = LexicalPass(op_position_);
       JudgeLexicalGlobals(first, e);
@@ -872,12 +872,11 @@ class Machine {
   // A strict resolver's refusal replaces the error reading stopped with: the payload is named,
   // not the construct in front of it (unless reading stopped at a refused name already).
   void JudgeLexicalGlobals(size_t first, Error& stopped) {
-    const bool stopped_at_name = stopped.code() == ErrorCode::kRefused &&
-                                 stopped.message().find("refused global") != std::string::npos;
+    const bool stopped_at_name = stopped.code() == ErrorCode::kRefused && !stopped.refused_global().empty();
     for (size_t i = first; i < globals_.size(); ++i) {
       PickleGlobal& g = globals_[i];
       if (g.via == PickleGlobalVia::kComputed) continue;
-      std::string refusal;
+      std::string refusal, refused_global;
       if (g.via == PickleGlobalVia::kExtension) {
         if (!resolver_.permissive()) refusal = ExtensionText("EXT", g.extension_code);
       } else {
@@ -888,11 +887,13 @@ class Machine {
         } catch (const Error& r) {
           if (r.code() != ErrorCode::kRefused) throw;
           refusal = r.message();
+          refused_global = r.refused_global();
         }
       }
       if (!refusal.empty() && !stopped_at_name) {
-        throw Error(ErrorCode::kRefused, "@ " + std::to_string(g.offset) + ": " + refusal +
-                                             " (found past where reading stopped, " + stopped.message() + ")");
+        throw Error(ErrorCode::kRefused, refusal + " (found past where reading stopped, " + stopped.message() + ")")
+            .SetOffset(g.offset)
+            .SetRefusedGlobal(refused_global);
       }
     }
   }

@@ -3,6 +3,8 @@
 // the opcode offset (or load as inert data), never a crash, a hang or an unbounded allocation.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <random>
 #include <sstream>
 
@@ -10,6 +12,8 @@
 #include "python_peer.h"
 #include "trove/error.h"
 #include "trove/unpickler.h"
+#include "pickle/pickle_scan.h"
+#include "trove/findings.h"
 
 namespace trove {
 namespace {
@@ -20,6 +24,10 @@ struct Outcome {
   bool ok = false;
   ErrorCode code = ErrorCode::kUsage;
   std::string message;
+  std::optional<uint64_t> offset;  // the error's fields
+  std::string reason;
+  std::string refused_global;
+  std::optional<Error> error;
   Value* value = nullptr;
   std::vector<PickleGlobal> globals;
 };
@@ -35,6 +43,10 @@ class Hostile : public ::testing::Test {
     } catch (const Error& e) {
       o.code = e.code();
       o.message = e.message();
+      o.offset = e.offset();
+      o.reason = e.reason();
+      o.refused_global = e.refused_global();
+      o.error = e;
     }
     o.globals = u.globals();
     return o;
@@ -47,11 +59,14 @@ class Hostile : public ::testing::Test {
     DataResolver r(true);
     return Run(p, r);
   }
-  void ExpectError(const std::string& p, ErrorCode code, const std::string& message) {
+  // The error's code, offset and reason fields, and the text users see ("@ offset: reason").
+  void ExpectError(const std::string& p, ErrorCode code, uint64_t offset, const std::string& reason) {
     Outcome o = Strict(p);
     EXPECT_FALSE(o.ok);
     EXPECT_EQ(ErrorCodeName(o.code), ErrorCodeName(code)) << o.message;
-    EXPECT_EQ(o.message, message);
+    EXPECT_EQ(o.offset, offset) << o.message;
+    EXPECT_EQ(o.reason, reason);
+    EXPECT_EQ(o.message, "@ " + std::to_string(offset) + ": " + reason);
   }
 
   ValueArena arena_;
@@ -73,6 +88,8 @@ TEST_F(Hostile, DangerousGlobalsAreRefusedByNameAndOffset) {
     Outcome o = Strict(g);
     EXPECT_EQ(o.code, ErrorCode::kRefused);
     EXPECT_EQ(o.message, "@ 2: refused global '" + dotted + "'");
+    EXPECT_EQ(o.offset, 2u);
+    EXPECT_EQ(o.refused_global, dotted);
     ASSERT_EQ(o.globals.size(), 1u);
     EXPECT_EQ(o.globals[0].module, n[0]);
     EXPECT_FALSE(o.globals[0].allowed);
@@ -81,16 +98,22 @@ TEST_F(Hostile, DangerousGlobalsAreRefusedByNameAndOffset) {
     o = Strict(sg);
     EXPECT_EQ(o.code, ErrorCode::kRefused);
     EXPECT_EQ(o.message, "@ " + std::to_string(6 + strlen(n[0]) + strlen(n[1])) + ": refused global '" + dotted + "'");
+    EXPECT_EQ(o.offset, 6 + strlen(n[0]) + strlen(n[1]));
+    EXPECT_EQ(o.refused_global, dotted);
     // INST at offset 7 (after MARK and STRING 'ls').
     std::string inst = "(S'ls'\ni"s + n[0] + "\n" + n[1] + "\n.";
     o = Strict(inst);
     EXPECT_EQ(o.code, ErrorCode::kRefused);
     EXPECT_EQ(o.message, "@ 7: refused global '" + dotted + "'");
+    EXPECT_EQ(o.offset, 7u);
+    EXPECT_EQ(o.refused_global, dotted);
     // OBJ: the class comes from a GLOBAL at offset 1.
     std::string obj = "(c"s + n[0] + "\n" + n[1] + "\nS'ls'\no.";
     o = Strict(obj);
     EXPECT_EQ(o.code, ErrorCode::kRefused);
     EXPECT_EQ(o.message, "@ 1: refused global '" + dotted + "'");
+    EXPECT_EQ(o.offset, 1u);
+    EXPECT_EQ(o.refused_global, dotted);
   }
 }
 
@@ -98,11 +121,13 @@ TEST_F(Hostile, Python2BuiltinNamesAreRenamedBeforeTheCheck) {
   Outcome o = Strict("c__builtin__\neval\n(S'1'\ntR.");
   EXPECT_EQ(o.code, ErrorCode::kRefused);
   EXPECT_EQ(o.message, "@ 0: refused global 'builtins.eval'");
+  EXPECT_EQ(o.refused_global, "builtins.eval");
   ASSERT_EQ(o.globals.size(), 1u);
   EXPECT_EQ(o.globals[0].module, "builtins");
   // Protocol 3+ does not rename (CPython does not either).
   o = Strict("\x80\x03" "c__builtin__\nset\n)R."s);
   EXPECT_EQ(o.message, "@ 2: refused global '__builtin__.set'");
+  EXPECT_EQ(o.refused_global, "__builtin__.set");
 }
 
 TEST_F(Hostile, RealMaliciousPicklesFromPythonAreRefusedInEveryProtocol) {
@@ -133,7 +158,7 @@ for name, obj in payloads.items():
     Outcome o = Strict(p);
     EXPECT_EQ(o.code, ErrorCode::kRefused);
     EXPECT_NE(o.message.find("refused global '" + f[0] + "'"), std::string::npos) << o.message;
-    EXPECT_EQ(o.message.rfind("@ ", 0), 0u) << o.message;
+    EXPECT_TRUE(o.offset.has_value()) << o.message;
     // Permissive: the same file is inert data; the name is reported, nothing is allowed.
     Outcome q = Permissive(p);
     ASSERT_TRUE(q.ok) << q.message;
@@ -158,10 +183,12 @@ TEST_F(Hostile, MemoConfusionResolvesTheActualStackGlobalOperands) {
   Outcome o = Strict(p);
   EXPECT_EQ(o.code, ErrorCode::kRefused);
   EXPECT_EQ(o.message, "@ " + std::to_string(p.size() - 2) + ": refused global 'os.system'");
+  EXPECT_EQ(o.refused_global, "os.system");
+  EXPECT_EQ(o.offset, p.size() - 2);
 }
 
 TEST_F(Hostile, StackGlobalNeedsStrings) {
-  ExpectError("\x80\x04K\x01K\x02\x93."s, ErrorCode::kCorrupt, "@ 6: STACK_GLOBAL needs two str operands, got int and int");
+  ExpectError("\x80\x04K\x01K\x02\x93."s, ErrorCode::kCorrupt, 6, "STACK_GLOBAL needs two str operands, got int and int");
 }
 
 TEST_F(Hostile, BuildOnAllowedGlobalsIsRefused) {
@@ -170,11 +197,13 @@ TEST_F(Hostile, BuildOnAllowedGlobalsIsRefused) {
   Outcome o = Permissive(p);  // even the permissive resolver refuses
   EXPECT_EQ(o.code, ErrorCode::kRefused);
   EXPECT_EQ(o.message, "@ " + std::to_string(p.size() - 2) + ": refused BUILD on global 'collections.OrderedDict'");
+  EXPECT_EQ(o.offset, p.size() - 2);
+  EXPECT_EQ(o.refused_global, "");  // a BUILD refusal, not a refused name
   o = Strict("ccollections\nOrderedDict\n}S'x'\nI1\nsb.");
   EXPECT_EQ(o.code, ErrorCode::kRefused);
   EXPECT_NE(o.message.find("refused BUILD on global 'collections.OrderedDict'"), std::string::npos);
   // BUILD with a non-dict state on data.
-  ExpectError("]K\x01" "b."s, ErrorCode::kRefused, "@ 3: refused BUILD on list with a int state");
+  ExpectError("]K\x01" "b."s, ErrorCode::kRefused, 3, "refused BUILD on list with a int state");
 }
 
 TEST_F(Hostile, NestedPickleStaysBytes) {
@@ -190,48 +219,49 @@ TEST_F(Hostile, NestedPickleStaysBytes) {
 
 TEST_F(Hostile, ExtensionRegistryAndOutOfBandBuffersAreRefused) {
   ExpectError("\x80\x02\x82\x05."s, ErrorCode::kRefused,
-              "@ 2: refused EXT1 5: a name from copyreg's extension registry (not in the file)");
+              2, "refused EXT1 5: a name from copyreg's extension registry (not in the file)");
   ExpectError("\x80\x02\x84\x01\x02\x03\x04."s, ErrorCode::kRefused,
-              "@ 2: refused EXT4 67305985: a name from copyreg's extension registry (not in the file)");
-  ExpectError("\x80\x05\x97."s, ErrorCode::kRefused, "@ 2: NEXT_BUFFER: no out-of-band buffers are supplied");
+              2, "refused EXT4 67305985: a name from copyreg's extension registry (not in the file)");
+  ExpectError("\x80\x05\x97."s, ErrorCode::kRefused, 2, "NEXT_BUFFER: no out-of-band buffers are supplied");
 }
 
 TEST_F(Hostile, PersistentIdsAreRefusedInPlainPickles) {
-  ExpectError("N" "Q."s, ErrorCode::kRefused, "@ 1: refused persistent id (a None): plain pickles have none");
-  ExpectError("Pstorage0\n."s, ErrorCode::kRefused, "@ 0: refused persistent id (a str): plain pickles have none");
+  ExpectError("N" "Q."s, ErrorCode::kRefused, 1, "refused persistent id (a None): plain pickles have none");
+  ExpectError("Pstorage0\n."s, ErrorCode::kRefused, 0, "refused persistent id (a str): plain pickles have none");
 }
 
 TEST_F(Hostile, KnownNamesWithArgumentsThatAreNotDataAreRefused) {
   // bytearray(10**9) would allocate on the file's say-so.
   ExpectError("c__builtin__\nbytearray\nJ\x00\xca\x9a;\x85R."s, ErrorCode::kRefused,
-              "@ 29: refused call of 'builtins.bytearray' with arguments (int)");
+              29, "refused call of 'builtins.bytearray' with arguments (int)");
   ExpectError("\x80\x02" "c_codecs\nencode\nX\x02\x00\x00\x00\xc4\x81X\x06\x00\x00\x00latin1\x86R."s, ErrorCode::kRefused,
-              "@ 37: refused call of '_codecs.encode' with arguments (str, str)");
+              37, "refused call of '_codecs.encode' with arguments (str, str)");
   ExpectError("\x80\x02" "c_codecs\nencode\nX\x01\x00\x00\x00" "aX\x05\x00\x00\x00rot13\x86R."s, ErrorCode::kRefused,
-              "@ 35: refused call of '_codecs.encode' with arguments (str, str)");
-  ExpectError("K\x01K\x02\x85R."s, ErrorCode::kRefused, "@ 5: refused call of a int (only a global can be called)");
-  ExpectError("c__builtin__\nset\nK\x01R."s, ErrorCode::kCorrupt, "@ 19: REDUCE arguments must be a tuple, not int");
+              35, "refused call of '_codecs.encode' with arguments (str, str)");
+  ExpectError("K\x01K\x02\x85R."s, ErrorCode::kRefused, 5, "refused call of a int (only a global can be called)");
+  ExpectError("c__builtin__\nset\nK\x01R."s, ErrorCode::kCorrupt, 19, "REDUCE arguments must be a tuple, not int");
 }
 
 // ---- container type confusion (CVE-2026-24747's class) ----
 
 TEST_F(Hostile, ContainerOpcodesCheckTheirTarget) {
-  ExpectError("](K\x01K\x02u."s, ErrorCode::kRefused, "@ 6: SETITEMS onto a list: the index is not an int within the list");
-  ExpectError("]K\x01K\x02s."s, ErrorCode::kRefused, "@ 5: SETITEM onto a list: the index is not an int within the list");
-  ExpectError("}K\x01" "a."s, ErrorCode::kRefused, "@ 3: APPEND onto a dict: it has no append/extend for data");
-  ExpectError("}(K\x01" "e."s, ErrorCode::kRefused, "@ 4: APPENDS onto a dict: it has no append/extend for data");
-  ExpectError("](K\x01\x90."s, ErrorCode::kRefused, "@ 4: ADDITEMS onto a list: it has no add for data");
-  ExpectError(")K\x01K\x02s."s, ErrorCode::kRefused, "@ 5: SETITEM onto a tuple: it has no __setitem__ for data");
-  ExpectError("\x8f(K\x01" "e."s, ErrorCode::kRefused, "@ 4: APPENDS onto a set: it has no append/extend for data");
-  ExpectError("X\x01\x00\x00\x00" "aK\x01K\x02s."s, ErrorCode::kRefused, "@ 10: SETITEM onto a str: it has no __setitem__ for data");
+  ExpectError("](K\x01K\x02u."s, ErrorCode::kRefused, 6, "SETITEMS onto a list: the index is not an int within the list");
+  ExpectError("]K\x01K\x02s."s, ErrorCode::kRefused, 5, "SETITEM onto a list: the index is not an int within the list");
+  ExpectError("}K\x01" "a."s, ErrorCode::kRefused, 3, "APPEND onto a dict: it has no append/extend for data");
+  ExpectError("}(K\x01" "e."s, ErrorCode::kRefused, 4, "APPENDS onto a dict: it has no append/extend for data");
+  ExpectError("](K\x01\x90."s, ErrorCode::kRefused, 4, "ADDITEMS onto a list: it has no add for data");
+  ExpectError(")K\x01K\x02s."s, ErrorCode::kRefused, 5, "SETITEM onto a tuple: it has no __setitem__ for data");
+  ExpectError("\x8f(K\x01" "e."s, ErrorCode::kRefused, 4, "APPENDS onto a set: it has no append/extend for data");
+  ExpectError("X\x01\x00\x00\x00" "aK\x01K\x02s."s, ErrorCode::kRefused, 10, "SETITEM onto a str: it has no __setitem__ for data");
   ExpectError("\x80\x04\x8f(K\x01\x91(K\x02\x90."s, ErrorCode::kRefused,
-              "@ 10: ADDITEMS onto a frozenset: it has no add for data");
+              10, "ADDITEMS onto a frozenset: it has no add for data");
 }
 
 TEST_F(Hostile, ObjectTargetsAreFilledOnlyWhenPermissive) {
   std::string p = "cfoo\nBar\n)R(K\x01K\x02u(K\x03" "e."s;
   Outcome o = Strict(p);
   EXPECT_EQ(o.message, "@ 0: refused global 'foo.Bar'");
+  EXPECT_EQ(o.refused_global, "foo.Bar");
   o = Permissive(p);
   ASSERT_TRUE(o.ok) << o.message;
   EXPECT_EQ(o.value->kind, ValueKind::kObject);
@@ -258,49 +288,49 @@ TEST_F(Hostile, ObjectTargetsAreFilledOnlyWhenPermissive) {
 // ---- structure ----
 
 TEST_F(Hostile, StructuralErrorsAreCorrupt) {
-  ExpectError("", ErrorCode::kCorrupt, "@ 0: empty pickle");
-  ExpectError("K\x01", ErrorCode::kCorrupt, "@ 2: pickle ends without STOP");
-  ExpectError(".", ErrorCode::kCorrupt, "@ 0: STOP with an empty stack");
-  ExpectError("(K\x01.", ErrorCode::kCorrupt, "@ 3: STOP with 1 open MARKs");
-  ExpectError("a.", ErrorCode::kCorrupt, "@ 0: stack underflow in APPEND");
-  ExpectError("K\x01(R.", ErrorCode::kCorrupt, "@ 3: stack underflow in REDUCE");  // the mark fences the stack
-  ExpectError("K\x01t.", ErrorCode::kCorrupt, "@ 2: TUPLE without a MARK");
-  ExpectError("0.", ErrorCode::kCorrupt, "@ 0: stack underflow in POP");
-  ExpectError("\x85.", ErrorCode::kCorrupt, "@ 0: stack underflow in TUPLE1");
-  ExpectError("(K\x01K\x02K\x03" "d.", ErrorCode::kCorrupt, "@ 7: DICT with an odd number of items");
-  ExpectError("h\x05.", ErrorCode::kCorrupt, "@ 0: BINGET of memo index 5, which is not set");
-  ExpectError("j\x00\x00\x00\x01."s, ErrorCode::kCorrupt, "@ 0: LONG_BINGET of memo index 16777216, which is not set");
-  ExpectError("g-1\n.", ErrorCode::kCorrupt, "@ 0: GET of a negative memo index");
-  ExpectError("q\x00."s, ErrorCode::kCorrupt, "@ 0: stack underflow in BINPUT");
-  ExpectError("\xff", ErrorCode::kCorrupt, "@ 0: unknown opcode 0xff");
-  ExpectError("N\x99.", ErrorCode::kCorrupt, "@ 1: unknown opcode 0x99");
-  ExpectError("\x80\x06N.", ErrorCode::kUnsupported, "@ 0: unsupported pickle protocol 6");
-  ExpectError("o.", ErrorCode::kCorrupt, "@ 0: OBJ without a MARK");
-  ExpectError("(o.", ErrorCode::kCorrupt, "@ 1: OBJ without a class");
-  ExpectError("\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00N."s, ErrorCode::kCorrupt, "@ 2: FRAME of 255 bytes, but 2 remain");
-  ExpectError("S'abc\n.", ErrorCode::kCorrupt, "@ 0: STRING argument must be quoted");
-  ExpectError("S'\\x4'\n.", ErrorCode::kCorrupt, "@ 0: STRING has an invalid \\x escape");
-  ExpectError("Vab\\u12\n.", ErrorCode::kCorrupt, "@ 0: UNICODE has a truncated \\u escape");
-  ExpectError("V\\U00110000\n.", ErrorCode::kCorrupt, "@ 0: UNICODE escape \\U out of range");
-  ExpectError("I12a\n.", ErrorCode::kCorrupt, "@ 0: INT has a bad literal '12a'");
-  ExpectError("L\n.", ErrorCode::kCorrupt, "@ 0: LONG has an empty line");
-  ExpectError("F1e999\n.", ErrorCode::kCorrupt, "@ 0: FLOAT literal '1e999' is out of range");
-  ExpectError("Fabc\n.", ErrorCode::kCorrupt, "@ 0: FLOAT has a bad literal 'abc'");
-  ExpectError("cos\nsystem", ErrorCode::kCorrupt, "@ 0: unterminated line at offset 4");
-  ExpectError("\x80\x04))\x8c\x00\x92."s, ErrorCode::kCorrupt, "@ 6: NEWOBJ_EX keyword arguments must be a dict, not str");
+  ExpectError("", ErrorCode::kCorrupt, 0, "empty pickle");
+  ExpectError("K\x01", ErrorCode::kCorrupt, 2, "pickle ends without STOP");
+  ExpectError(".", ErrorCode::kCorrupt, 0, "STOP with an empty stack");
+  ExpectError("(K\x01.", ErrorCode::kCorrupt, 3, "STOP with 1 open MARKs");
+  ExpectError("a.", ErrorCode::kCorrupt, 0, "stack underflow in APPEND");
+  ExpectError("K\x01(R.", ErrorCode::kCorrupt, 3, "stack underflow in REDUCE");  // the mark fences the stack
+  ExpectError("K\x01t.", ErrorCode::kCorrupt, 2, "TUPLE without a MARK");
+  ExpectError("0.", ErrorCode::kCorrupt, 0, "stack underflow in POP");
+  ExpectError("\x85.", ErrorCode::kCorrupt, 0, "stack underflow in TUPLE1");
+  ExpectError("(K\x01K\x02K\x03" "d.", ErrorCode::kCorrupt, 7, "DICT with an odd number of items");
+  ExpectError("h\x05.", ErrorCode::kCorrupt, 0, "BINGET of memo index 5, which is not set");
+  ExpectError("j\x00\x00\x00\x01."s, ErrorCode::kCorrupt, 0, "LONG_BINGET of memo index 16777216, which is not set");
+  ExpectError("g-1\n.", ErrorCode::kCorrupt, 0, "GET of a negative memo index");
+  ExpectError("q\x00."s, ErrorCode::kCorrupt, 0, "stack underflow in BINPUT");
+  ExpectError("\xff", ErrorCode::kCorrupt, 0, "unknown opcode 0xff");
+  ExpectError("N\x99.", ErrorCode::kCorrupt, 1, "unknown opcode 0x99");
+  ExpectError("\x80\x06N.", ErrorCode::kUnsupported, 0, "unsupported pickle protocol 6");
+  ExpectError("o.", ErrorCode::kCorrupt, 0, "OBJ without a MARK");
+  ExpectError("(o.", ErrorCode::kCorrupt, 1, "OBJ without a class");
+  ExpectError("\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00N."s, ErrorCode::kCorrupt, 2, "FRAME of 255 bytes, but 2 remain");
+  ExpectError("S'abc\n.", ErrorCode::kCorrupt, 0, "STRING argument must be quoted");
+  ExpectError("S'\\x4'\n.", ErrorCode::kCorrupt, 0, "STRING has an invalid \\x escape");
+  ExpectError("Vab\\u12\n.", ErrorCode::kCorrupt, 0, "UNICODE has a truncated \\u escape");
+  ExpectError("V\\U00110000\n.", ErrorCode::kCorrupt, 0, "UNICODE escape \\U out of range");
+  ExpectError("I12a\n.", ErrorCode::kCorrupt, 0, "INT has a bad literal '12a'");
+  ExpectError("L\n.", ErrorCode::kCorrupt, 0, "LONG has an empty line");
+  ExpectError("F1e999\n.", ErrorCode::kCorrupt, 0, "FLOAT literal '1e999' is out of range");
+  ExpectError("Fabc\n.", ErrorCode::kCorrupt, 0, "FLOAT has a bad literal 'abc'");
+  ExpectError("cos\nsystem", ErrorCode::kCorrupt, 0, "unterminated line at offset 4");
+  ExpectError("\x80\x04))\x8c\x00\x92."s, ErrorCode::kCorrupt, 6, "NEWOBJ_EX keyword arguments must be a dict, not str");
   Outcome o = Strict("\x80\x04" "ccollections\nOrderedDict\n)}K\x01K\x02s\x92."s);
   EXPECT_EQ(o.code, ErrorCode::kUnsupported);
   EXPECT_EQ(o.message, "@ 34: NEWOBJ_EX with keyword arguments (calling global 'collections.OrderedDict')");
 }
 
 TEST_F(Hostile, InvalidUtf8IsCorrupt) {
-  ExpectError("X\x02\x00\x00\x00\xc3\x28."s, ErrorCode::kCorrupt, "@ 0: BINUNICODE is not valid UTF-8 (byte 0 of 2)");
-  ExpectError("\x8c\x02\xc0\x80."s, ErrorCode::kCorrupt, "@ 0: SHORT_BINUNICODE is not valid UTF-8 (byte 0 of 2)");
-  ExpectError("\x8c\x04\xf4\x90\x80\x80."s, ErrorCode::kCorrupt, "@ 0: SHORT_BINUNICODE is not valid UTF-8 (byte 0 of 4)");
-  ExpectError("\x8c\x03" "ab\xff."s, ErrorCode::kCorrupt, "@ 0: SHORT_BINUNICODE is not valid UTF-8 (byte 2 of 3)");
-  ExpectError("\x8c\x02\xe0\x80."s, ErrorCode::kCorrupt, "@ 0: SHORT_BINUNICODE is not valid UTF-8 (byte 0 of 2)");
-  ExpectError("cos\xff\nsystem\n."s, ErrorCode::kCorrupt, "@ 0: GLOBAL module is not valid UTF-8");
-  ExpectError("P\xc3\xa9\n."s, ErrorCode::kCorrupt, "@ 0: PERSID is not ASCII");
+  ExpectError("X\x02\x00\x00\x00\xc3\x28."s, ErrorCode::kCorrupt, 0, "BINUNICODE is not valid UTF-8 (byte 0 of 2)");
+  ExpectError("\x8c\x02\xc0\x80."s, ErrorCode::kCorrupt, 0, "SHORT_BINUNICODE is not valid UTF-8 (byte 0 of 2)");
+  ExpectError("\x8c\x04\xf4\x90\x80\x80."s, ErrorCode::kCorrupt, 0, "SHORT_BINUNICODE is not valid UTF-8 (byte 0 of 4)");
+  ExpectError("\x8c\x03" "ab\xff."s, ErrorCode::kCorrupt, 0, "SHORT_BINUNICODE is not valid UTF-8 (byte 2 of 3)");
+  ExpectError("\x8c\x02\xe0\x80."s, ErrorCode::kCorrupt, 0, "SHORT_BINUNICODE is not valid UTF-8 (byte 0 of 2)");
+  ExpectError("cos\xff\nsystem\n."s, ErrorCode::kCorrupt, 0, "GLOBAL module is not valid UTF-8");
+  ExpectError("P\xc3\xa9\n."s, ErrorCode::kCorrupt, 0, "PERSID is not ASCII");
   // Surrogates written by surrogatepass are accepted.
   Outcome o = Strict("\x8c\x03\xed\xb0\x80."s);
   ASSERT_TRUE(o.ok) << o.message;
@@ -314,24 +344,24 @@ TEST_F(Hostile, InvalidUtf8IsCorrupt) {
 // ---- resources ----
 
 TEST_F(Hostile, LengthsBeyondTheDataAreCorruptBeforeAnyAllocation) {
-  ExpectError("X\xff\xff\xff\xff" "abc"s, ErrorCode::kCorrupt, "@ 0: truncated at offset 5: need 4294967295 bytes, 3 remain");
+  ExpectError("X\xff\xff\xff\xff" "abc"s, ErrorCode::kCorrupt, 0, "truncated at offset 5: need 4294967295 bytes, 3 remain");
   ExpectError("\x8d\xff\xff\xff\xff\xff\xff\xff\xff" "abc"s, ErrorCode::kCorrupt,
-              "@ 0: truncated at offset 9: need 18446744073709551615 bytes, 3 remain");
+              0, "truncated at offset 9: need 18446744073709551615 bytes, 3 remain");
   ExpectError("\x8e\x00\x00\x00\x00\x00\x00\x00\x80" "abc"s, ErrorCode::kCorrupt,
-              "@ 0: truncated at offset 9: need 9223372036854775808 bytes, 3 remain");
+              0, "truncated at offset 9: need 9223372036854775808 bytes, 3 remain");
   ExpectError("\x96\x00\x00\x00\x00\x01\x00\x00\x00"s, ErrorCode::kCorrupt,
-              "@ 0: truncated at offset 9: need 4294967296 bytes, 0 remain");
-  ExpectError("T\xff\xff\xff\x7f" "a"s, ErrorCode::kCorrupt, "@ 0: truncated at offset 5: need 2147483647 bytes, 1 remain");
-  ExpectError("T\xff\xff\xff\xff" "a"s, ErrorCode::kCorrupt, "@ 0: BINSTRING has a negative byte count");
-  ExpectError("B\x00\x00\x00\x80"s, ErrorCode::kCorrupt, "@ 0: truncated at offset 5: need 2147483648 bytes, 0 remain");
+              0, "truncated at offset 9: need 4294967296 bytes, 0 remain");
+  ExpectError("T\xff\xff\xff\x7f" "a"s, ErrorCode::kCorrupt, 0, "truncated at offset 5: need 2147483647 bytes, 1 remain");
+  ExpectError("T\xff\xff\xff\xff" "a"s, ErrorCode::kCorrupt, 0, "BINSTRING has a negative byte count");
+  ExpectError("B\x00\x00\x00\x80"s, ErrorCode::kCorrupt, 0, "truncated at offset 5: need 2147483648 bytes, 0 remain");
 }
 
 TEST_F(Hostile, HugeIntegersHitTheirCaps) {
-  ExpectError("\x8b\x00\x00\x00\x80"s, ErrorCode::kCorrupt, "@ 0: LONG4 has a negative byte count");  // 2^31
+  ExpectError("\x8b\x00\x00\x00\x80"s, ErrorCode::kCorrupt, 0, "LONG4 has a negative byte count");  // 2^31
   ExpectError("\x8b\xff\xff\xff\x7f"s, ErrorCode::kLimit,
-              "@ 0: LONG4 of 2147483647 bytes, more than 65536 (kMaxPickleIntBytes)");
+              0, "LONG4 of 2147483647 bytes, more than 65536 (kMaxPickleIntBytes)");
   ExpectError("I" + std::string(5000, '9') + "\n.", ErrorCode::kLimit,
-              "@ 0: INT has 5000 digits, more than 4300 (kMaxPickleIntDigits)");
+              0, "INT has 5000 digits, more than 4300 (kMaxPickleIntDigits)");
   // Within the caps, big ints load exactly.
   std::string digits = "-" + std::string(4300, '7');
   Outcome o = Strict("L" + digits + "L\n.");
@@ -347,7 +377,7 @@ TEST_F(Hostile, MemoIndicesAreHashedNotAllocated) {
   Outcome o = Strict("Nr\xff\xff\xff\xff" "0j\xff\xff\xff\xff" "p9223372036854775807\n0g9223372036854775807\n."s);
   ASSERT_TRUE(o.ok) << o.message;
   EXPECT_EQ(o.value->kind, ValueKind::kNone);
-  ExpectError("Ng9223372036854775808\n.", ErrorCode::kCorrupt, "@ 1: GET memo index '9223372036854775808' is too large");
+  ExpectError("Ng9223372036854775808\n.", ErrorCode::kCorrupt, 1, "GET memo index '9223372036854775808' is too large");
 }
 
 TEST_F(Hostile, MemoEntriesAreCapped) {
@@ -472,7 +502,7 @@ for proto in range(6):
       Outcome o = Strict(full.substr(0, cut));
       ASSERT_FALSE(o.ok) << "cut " << cut;
       EXPECT_EQ(o.code, ErrorCode::kCorrupt) << "cut " << cut << ": " << o.message;
-      EXPECT_EQ(o.message.rfind("@ ", 0), 0u) << o.message;
+      EXPECT_TRUE(o.offset.has_value()) << o.message;
     }
     ++pickles;
   }
@@ -511,7 +541,8 @@ TEST_F(Hostile, RandomBytesAndMutationsNeverCrash) {
       try {
         u.Load();
       } catch (const Error& e) {
-        ASSERT_EQ(std::string(e.message()).rfind("@ ", 0), 0u) << e.message();
+        ASSERT_TRUE(e.offset().has_value()) << e.message();
+        ASSERT_EQ(e.message().rfind("@ " + std::to_string(*e.offset()) + ": ", 0), 0u) << e.message();
       }
     }
   }
@@ -520,9 +551,13 @@ TEST_F(Hostile, RandomBytesAndMutationsNeverCrash) {
 TEST_F(Hostile, ErrorsCarryTheBaseOffsetAndJoinWithContext) {
   Outcome o = Strict("\x80\x02" "cposix\nsystem\n."s, 55);
   ASSERT_EQ(o.code, ErrorCode::kRefused);
-  Error e(o.code, o.message);
-  e.AddContext("archive/data.pkl").AddContext("model.pt");
+  ASSERT_TRUE(o.error.has_value());
+  Error e = *o.error;
+  EXPECT_EQ(e.offset(), 57u);
+  e.SetEntry("archive/data.pkl").SetFile("model.pt");
   EXPECT_EQ(e.message(), "model.pt: archive/data.pkl @ 57: refused global 'posix.system'");
+  EXPECT_EQ(e.entry(), "archive/data.pkl");
+  EXPECT_EQ(e.file(), "model.pt");
   ASSERT_EQ(o.globals.size(), 1u);
   EXPECT_EQ(o.globals[0].offset, 57u);
 }
@@ -551,6 +586,22 @@ TEST_F(Hostile, DerivedResolversExtendTheDataNames) {
   p = "\x80\x02" "ctorch\nload\n."s;
   o = Run(p, r);
   EXPECT_EQ(o.message, "@ 2: refused global 'torch.load'");
+}
+
+TEST_F(Hostile, ScanFindingsCarryTheErrorsOffset) {
+  CheckReport report;
+  DataResolver r(true);
+  const std::string p = "K\x01t.";  // TUPLE without a MARK, @ 2
+  ScanPickle(report, "data.pkl", reinterpret_cast<const uint8_t*>(p.data()), p.size(), r);
+  int found = 0;
+  for (const auto& f : report.findings) {
+    if (f.message.find("pickle not fully readable") == std::string::npos) continue;
+    ++found;
+    EXPECT_EQ(f.entry, "data.pkl");
+    EXPECT_EQ(f.offset, 2u);
+    EXPECT_EQ(f.message, "pickle not fully readable: TUPLE without a MARK");
+  }
+  EXPECT_EQ(found, 1);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ void VerifyPskdFile(CheckReport& report, const std::shared_ptr<MappedFile>& mapp
     file.CheckData();
     report.entries_checked += file.count();
   } catch (const Error& e) {
-    report.Add(Severity::kMedium, "", 0, e.message());
+    report.AddError(Severity::kMedium, "", e);
   }
 }
 

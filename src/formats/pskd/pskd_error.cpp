@@ -1,5 +1,4 @@
-// The spec's E9xxx codes carried inside trove::Error messages.
-#include <cstring>
+// The spec's E9xxx codes, carried as trove::Error's spec_code field.
 
 #include "trove/pskd.h"
 
@@ -17,34 +16,18 @@ ErrorCode TroveCodeFor(PskdCode code) {
   return ErrorCode::kCorrupt;
 }
 
-// Position of "E900x: " in a message, or npos.
-size_t MarkerPosition(const std::string& message) {
-  for (size_t at = message.find("E900"); at != std::string::npos; at = message.find("E900", at + 1)) {
-    if (at + 7 <= message.size() && message[at + 4] >= '1' && message[at + 4] <= '5' && message[at + 5] == ':' &&
-        message[at + 6] == ' ' && (at == 0 || message[at - 1] == ' ')) {
-      return at;
-    }
-  }
-  return std::string::npos;
-}
-
 }  // namespace
 
 void FailPskd(PskdCode code, std::string detail) {
-  throw Error(TroveCodeFor(code), "E" + std::to_string(static_cast<int>(code)) + ": " + detail);
+  throw Error(TroveCodeFor(code), std::move(detail)).SetSpecCode(static_cast<int>(code));
 }
 
 std::optional<PskdCode> PskdCodeOf(const Error& error) {
-  size_t at = MarkerPosition(error.message());
-  if (at == std::string::npos) return std::nullopt;
-  return static_cast<PskdCode>(9000 + (error.message()[at + 4] - '0'));
+  std::optional<int> code = error.spec_code();
+  if (!code || *code < 9001 || *code > 9005) return std::nullopt;
+  return static_cast<PskdCode>(*code);
 }
 
-std::string PskdMessageWithoutCode(const Error& error) {
-  std::string message = error.message();
-  size_t at = MarkerPosition(message);
-  if (at != std::string::npos) message.erase(at, 7);
-  return message;
-}
+std::string PskdMessageWithoutCode(const Error& error) { return error.MessageWithoutSpecCode(); }
 
 }  // namespace trove::pskd

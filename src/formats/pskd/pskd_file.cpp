@@ -119,7 +119,7 @@ PskdFile PskdFile::FromBytes(SharedBytes bytes, std::string name) {
   PskdFile f;
   f.name_ = std::move(name);
   f.bytes_ = std::move(bytes);
-  f.header_ = WithContext(f.name_, [&] { return ParseHeader(f.bytes_.data(), f.bytes_.size()); });
+  f.header_ = WithFile(f.name_, [&] { return ParseHeader(f.bytes_.data(), f.bytes_.size()); });
   return f;
 }
 

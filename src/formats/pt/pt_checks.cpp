@@ -198,7 +198,7 @@ void ScanLegacyTar(CheckReport& report, const std::shared_ptr<MappedFile>& file)
   try {
     members = ListTarMembers(file->data(), file->size());
   } catch (const Error& e) {
-    report.Add(Severity::kHigh, "", 0, "tar checkpoint not fully listed: " + e.message());
+    report.AddError(Severity::kHigh, "", e, "tar checkpoint not fully listed: ");
     return;
   }
   for (const char* name : {"sys_info", "storages", "tensors", "pickle"}) {

@@ -124,9 +124,9 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
 
   TorchResolver resolver(options.permissive);
   resolver.byte_order = order;
-  SharedBytes pickle = WithContext(pkl->name, [&] { return zip.Read(*pkl); });
+  SharedBytes pickle = WithEntry(pkl->name, [&] { return zip.Read(*pkl); });
   Unpickler unpickler(pickle.data(), pickle.size(), *doc.arena, resolver);
-  doc.root = WithContext(pkl->name, [&] { return unpickler.Load(); });
+  doc.root = WithEntry(pkl->name, [&] { return unpickler.Load(); });
   doc.properties.emplace_back("pickle_protocol", std::to_string(unpickler.protocol()));
   if (unpickler.consumed() != pickle.size()) {
     doc.warnings.push_back(pkl->name + ": " + std::to_string(pickle.size() - unpickler.consumed()) +
@@ -140,7 +140,7 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
       Fail(ErrorCode::kCorrupt, "record '" + name + "' has " + std::to_string(e->uncompressed_size) +
                                     " bytes but the pickle declares " + std::to_string(s.declared_bytes));
     }
-    s.bytes = WithContext(name, [&] { return zip.Read(*e); });
+    s.bytes = WithEntry(name, [&] { return zip.Read(*e); });
     s.resolved = true;
   }
   CollectNamedTensors(doc, resolver);
@@ -197,15 +197,22 @@ Document ReadLegacyPt(std::shared_ptr<MappedFile> file, const ReadOptions& optio
   for (const Value* k : keys->items) {
     if (k->kind != ValueKind::kStr) Fail(ErrorCode::kCorrupt, "storage key list holds a non-string");
     uint64_t at = reader.offset();
-    int64_t numel = WithContext("@ " + std::to_string(at), [&] { return reader.I64(); });
+    int64_t numel = 0;
+    try {
+      numel = reader.I64();
+    } catch (Error& e) {
+      throw e.SetOffset(at);
+    }
     auto it = index.find(k->text);
-    if (it == index.end()) Fail(ErrorCode::kCorrupt, "@ " + std::to_string(at) + ": storage '" + k->text + "' is not referenced by the object");
+    if (it == index.end()) throw Error(ErrorCode::kCorrupt, "storage '" + k->text + "' is not referenced by the object").SetOffset(at);
     TorchStorage& s = resolver.storages()[it->second];
     if (s.resolved) Fail(ErrorCode::kCorrupt, "storage '" + k->text + "' appears twice in the key list");
     uint64_t esize = s.dtype ? ElementSize(*s.dtype) : 1;
     if (numel < 0 || static_cast<uint64_t>(numel) != s.declared_bytes / esize) {
-      Fail(ErrorCode::kCorrupt, "@ " + std::to_string(at) + ": storage '" + k->text + "' has " + std::to_string(numel) +
-                                    " elements but the pickle declares " + std::to_string(s.declared_bytes / std::max<uint64_t>(esize, 1)));
+      throw Error(ErrorCode::kCorrupt, "storage '" + k->text + "' has " + std::to_string(numel) +
+                                           " elements but the pickle declares " +
+                                           std::to_string(s.declared_bytes / std::max<uint64_t>(esize, 1)))
+          .SetOffset(at);
     }
     uint64_t data_at = reader.offset();
     WithContext("storage '" + k->text + "'", [&] { reader.Skip(s.declared_bytes); });

@@ -23,7 +23,7 @@ namespace {
 // A shard is a .safetensors file or a torch.save file (zip or legacy), told apart by content as
 // trove::Open would; the file's name prefixes any error, as it does there.
 Document ReadShard(const std::string& path, const ReadOptions& options) {
-  return WithContext(path, [&] {
+  return WithFile(path, [&] {
     auto file = MappedFile::Open(path);
     std::string_view head(reinterpret_cast<const char*>(file->data()), std::min<uint64_t>(file->size(), 64));
     if (head.starts_with(std::string_view("PK\x03\x04", 4)) || IsLegacyPtMagic(head)) return ReadPt(file, options);

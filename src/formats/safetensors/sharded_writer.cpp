@@ -111,7 +111,7 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
     part.root = root;
     part.tensors = CollectTensors(root);
     const std::string path = (std::filesystem::path(out.path()) / file).string();
-    WithContext(file, [&] {
+    WithFile(file, [&] {
       if (st) WriteSafetensors(part, path, shard_options);
       else WritePt(part, path, pt_options);
     });

@@ -45,7 +45,7 @@ uint64_t DescriptorCrcOffset(const SharedBytes& bytes, const ZipEntry& e) {
 
 std::vector<std::string> CheckTdzChecksums(const std::string& archive) {
   auto file = MappedFile::Open(archive);  // its errors name the path already
-  return WithContext(archive, [&] {
+  return WithFile(archive, [&] {
     ZipReader zip(file);
     std::vector<std::string> bad;
     for (const ZipEntry& e : zip.entries())
@@ -56,7 +56,7 @@ std::vector<std::string> CheckTdzChecksums(const std::string& archive) {
 
 std::vector<std::string> RefreshTdzChecksums(const std::string& archive) {
   auto file = MappedFile::Open(archive);
-  return WithContext(archive, [&] {
+  return WithFile(archive, [&] {
     ZipReader zip(file);
     std::vector<std::pair<const ZipEntry*, uint32_t>> stale;
     for (const ZipEntry& e : zip.entries()) {

@@ -16,7 +16,7 @@ void WriteTdzLeafInPlace(const std::string& archive, std::string_view key_path, 
                          uint64_t size) {
   auto file = MappedFile::Open(archive);           // its errors name the path already
   const Document doc = ReadTdz(file, ReadOptions{});  // so do these
-  WithContext(archive, [&] {
+  WithFile(archive, [&] {
     uint64_t file_offset = 0;
     {
       const NamedTensor* t = doc.FindTensor(key_path);

@@ -71,7 +71,7 @@ void UnpackTdz(const std::string& archive, const std::string& dir, Durability du
 void UnpackTdz(const std::string& archive, const std::string& dir, const TensordictWriteOptions& options) {
   SourceGuard source(archive);
   auto file = MappedFile::Open(archive);  // its errors name the path already
-  auto zip = WithContext(archive, [&] { return ZipReader(file); });
+  auto zip = WithFile(archive, [&] { return ZipReader(file); });
   if (zip.Find("meta.json") == nullptr) {
     Fail(ErrorCode::kCorrupt, archive + ": not a tensordict archive (no top-level meta.json entry)");
   }
@@ -82,7 +82,7 @@ void UnpackTdz(const std::string& archive, const std::string& dir, const Tensord
   int root = ::open(out.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root < 0) Fail(ErrorCode::kIo, out.path() + ": " + std::strerror(errno));
   try {
-    WithContext(archive, [&] {
+    WithFile(archive, [&] {
       for (const ZipEntry& e : zip.entries()) {
         std::vector<std::string> parts = SafeComponents(e.name);
         const bool is_dir = parts.back().empty();

@@ -186,7 +186,7 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
 }  // namespace
 
 void WriteTdz(const Document& doc, const std::string& path, const TensordictWriteOptions& options) {
-  WithContext(path, [&] {
+  WithFile(path, [&] {
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
     AtomicFile out(path, options.durability, options.replace);
     ZipWriter zip(out, ZipLayout::kTensordict);
@@ -210,7 +210,7 @@ void PackTdz(const std::string& dir, const std::string& archive, const Tensordic
     AtomicFile out(archive, options.durability, options.replace);
     ZipWriter zip(out, ZipLayout::kTensordict);
     std::vector<uint8_t> buffer(kPackChunkBytes);
-    WithContext(archive, [&] {
+    WithFile(archive, [&] {
       ProgressReporter progress(options.progress, options.progress ? PackBytes(root, dir, 0) : 0);
       PackDir(root, dir, "", 0, zip, options.compression, buffer, progress);
       progress.Finish();

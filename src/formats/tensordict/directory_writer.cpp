@@ -158,7 +158,7 @@ void WritePlannedTree(const tensordict::PlannedDir& root, const std::string& pat
 }  // namespace
 
 void WriteTensordictDir(const Document& doc, const std::string& dir, const TensordictWriteOptions& options) {
-  WithContext(dir, [&] {
+  WithFile(dir, [&] {
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
     AtomicDirectory out(dir, options.durability, options.replace);
     ProgressReporter progress(options.progress, tensordict::TensorBytes(*plan));

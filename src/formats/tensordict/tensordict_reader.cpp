@@ -18,6 +18,17 @@ void AddTreeProperties(Document& doc, const tensordict::TreeStats& stats) {
   doc.properties.emplace_back("levels", std::to_string(stats.levels));
 }
 
+// fn() with `path` noted as the file of any error it throws, whose text names it already.
+template <class F>
+auto NotingFile(const std::string& path, F&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (Error& e) {
+    e.NoteFile(path);
+    throw;
+  }
+}
+
 }  // namespace
 
 Document ReadTensordictDir(const std::string& path, const ReadOptions& options) {
@@ -25,7 +36,8 @@ Document ReadTensordictDir(const std::string& path, const ReadOptions& options) 
   doc.format = "tensordict";
   doc.path = path;
   auto source = tensordict::MakeDirectorySource(path);
-  tensordict::TreeStats stats = tensordict::ReadTree(*source, doc, options);
+  // The tree reader's messages start with the file they describe (a path under `path`).
+  tensordict::TreeStats stats = NotingFile(path, [&] { return tensordict::ReadTree(*source, doc, options); });
   doc.records = std::move(source->records());
   for (const auto& r : doc.records) doc.file_size += r.size;
   doc.tensors = CollectTensors(doc.root);
@@ -41,10 +53,11 @@ Document ReadTdzFromZip(std::shared_ptr<const ZipReader> zip, const std::string&
   doc.path = name;
   doc.file_size = zip->bytes().size();
   if (zip->Find("meta.json") == nullptr) {
-    Fail(ErrorCode::kCorrupt, name + ": not a tensordict archive (no top-level meta.json entry)");
+    throw Error(ErrorCode::kCorrupt, "not a tensordict archive (no top-level meta.json entry)").SetFile(name);
   }
   auto source = tensordict::MakeArchiveSource(zip, name);
-  tensordict::TreeStats stats = tensordict::ReadTree(*source, doc, options);
+  // The archive source's messages start with the archive's name ("model.tdz: meta.json: ...").
+  tensordict::TreeStats stats = NotingFile(name, [&] { return tensordict::ReadTree(*source, doc, options); });
   doc.records = std::move(source->records());
   doc.tensors = CollectTensors(doc.root);
   AddTreeProperties(doc, stats);
@@ -58,20 +71,20 @@ Document ReadTdzFromZip(std::shared_ptr<const ZipReader> zip, const std::string&
 
 Document ReadTdz(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
   const std::string name = file->path();
-  auto zip = WithContext(name, [&] { return std::make_shared<const ZipReader>(file); });
+  auto zip = WithFile(name, [&] { return std::make_shared<const ZipReader>(file); });
   return ReadTdzFromZip(std::move(zip), name, options);
 }
 
 Document ReadTdz(std::shared_ptr<const ZipReader> zip, const ReadOptions& options) {
   const std::string name = zip->shared_file() ? zip->shared_file()->path() : std::string("(archive)");
-  WithContext(name, [&] { zip->RefuseDisagreements(); });
+  WithFile(name, [&] { zip->RefuseDisagreements(); });
   return ReadTdzFromZip(std::move(zip), name, options);
 }
 
 bool IsTdzArchive(const ZipReader& zip) { return zip.Find("meta.json") != nullptr; }
 
 Document ReadTdzBytes(SharedBytes archive, const std::string& name, const ReadOptions& options) {
-  auto zip = WithContext(name, [&] { return std::make_shared<const ZipReader>(std::move(archive)); });
+  auto zip = WithFile(name, [&] { return std::make_shared<const ZipReader>(std::move(archive)); });
   return ReadTdzFromZip(std::move(zip), name, options);
 }
 

@@ -89,7 +89,7 @@ void ScanTensordictDir(CheckReport& report, const std::string& root) {
       }
       ScanSidecar(report, rel, file->bytes());
     } catch (const Error& e) {
-      report.Add(Severity::kMedium, rel, 0, e.message());
+      report.AddError(Severity::kMedium, rel, e);
     }
   }
 }

@@ -155,6 +155,8 @@ TEST(BatchLoaderTest, AnIndexAtItsBoundIsE9004NamingTheSample) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.message(), "E9004: mem: sample 2, leaf 0, element 39: 5 is not below 5");
+    EXPECT_EQ(e.spec_code(), 9004);
+    EXPECT_EQ(e.reason(), "mem: sample 2, leaf 0, element 39: 5 is not below 5");
   }
   BatchLoader unchecked(file, false);
   unchecked.Load(bad, batch);

@@ -60,6 +60,7 @@ TEST(PtReaderTest, ErrorsNameTheFile) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.message().rfind(path + ": ", 0), 0u) << e.message();
+    EXPECT_EQ(e.file(), path);
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
   }
   try {
