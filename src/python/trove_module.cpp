@@ -536,6 +536,11 @@ struct FromPython {
       Value* d = arena.Dict(ordered ? "collections.OrderedDict" : "dict");
       memo.emplace(o.ptr(), d);
       for (auto [k, val] : py::reinterpret_borrow<py::dict>(o)) d->entries.emplace_back(Convert(k, depth + 1), Convert(val, depth + 1));
+      // An OrderedDict's attributes (a state_dict's _metadata) are written as torch.save writes them.
+      if (ordered && py::hasattr(o, "__dict__")) {
+        py::dict attrs = o.attr("__dict__");
+        if (!attrs.empty()) d->state = Convert(attrs, depth + 1);
+      }
       return d;
     }
     if (PyList_Check(o.ptr())) {
@@ -779,8 +784,9 @@ PYBIND11_MODULE(_trove, m) {
   m.def("_verify", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Verify(path); })); });
   m.def("_scan", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Scan(path); })); });
   m.def("_convert", [](const std::string& src, const std::string& dst, const std::string& to,
-                       std::vector<std::string> keys, const std::string& dtype, bool force) {
+                       std::vector<std::string> keys, const std::string& dtype, bool force, bool drop_values) {
     trove::ConvertOptions options;
+    options.drop_values = drop_values;
     options.keys = std::move(keys);
     if (!dtype.empty()) {
       auto d = trove::DTypeFromName(dtype);

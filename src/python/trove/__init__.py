@@ -557,6 +557,8 @@ def _to_specs(obj: Any) -> tuple:
             memo[id(o)] = out
             for k, v in o.items():
                 out[walk(k)] = walk(v)
+            if isinstance(o, collections.OrderedDict) and getattr(o, "__dict__", None):
+                out.__dict__.update({k: walk(v) for k, v in o.__dict__.items()})
         elif isinstance(o, list):
             out = []
             memo[id(o)] = out
@@ -637,12 +639,14 @@ def scan(path: str | os.PathLike) -> Report:
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = None,
-            keys: Optional[Iterable[str] | str] = None, dtype: Optional[str] = None, force: bool = False) -> None:
-    """`trove convert`: between any formats, streaming; keys are key-path globs to keep, dtype
-    casts floating tensors ("bfloat16", "float16"...)."""
+            keys: Optional[Iterable[str] | str] = None, dtype: Optional[str] = None, force: bool = False,
+            drop_values: bool = False) -> None:
+    """`trove convert`: between any formats, streaming, written atomically; keys are key-path globs
+    of the tensors to keep, dtype casts floating tensors ("bfloat16", "float16"...), drop_values
+    leaves out values a .safetensors file cannot hold instead of refusing. The GIL is released."""
     if isinstance(keys, str):
         keys = [keys]
-    _trove._convert(os.fspath(src), os.fspath(dst), to or "", list(keys or []), dtype or "", force)
+    _trove._convert(os.fspath(src), os.fspath(dst), to or "", list(keys or []), dtype or "", force, drop_values)
 
 
 class DiffReport:
