@@ -399,3 +399,22 @@ def test_verify_convert_diff_stats(ckpt, tmp_path):
     assert abs(s["model/embed.weight"]["max"] - float(ref.max())) < 1e-12
     with pytest.raises(trove.UsageError):
         trove.convert(ckpt, str(tmp_path / "x.unknown-ext"))
+
+
+def test_install_where_debian_python_imports(tmp_path):
+    prefix = str(tmp_path / "prefix")
+    r = subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    found = glob.glob(os.path.join(prefix, "**", "trove", "_trove*.so"), recursive=True)
+    assert len(found) == 1
+    site = os.path.dirname(os.path.dirname(found[0]))
+    rel = os.path.relpath(site, prefix)
+    for name in ("__init__.py", "__init__.pyi", "_trove.pyi", "py.typed"):
+        assert os.path.exists(os.path.join(site, "trove", name)), name
+    # Debian's interpreter imports from <prefix>/<rel> for the prefixes make install uses
+    paths = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('\\n'.join(sys.path))"],
+                           capture_output=True, text=True, env={}).stdout.split()
+    assert os.path.join("/usr/local", rel) in paths or os.path.join("/usr", rel) in paths, (rel, paths)
+    out = subprocess.run(["/usr/bin/python3", "-c", "import trove, sys; print(trove.__file__)"],
+                         capture_output=True, text=True, env={"PYTHONPATH": site})
+    assert out.returncode == 0 and out.stdout.startswith(site), out.stderr
