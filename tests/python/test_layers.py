@@ -17,6 +17,8 @@ USES = {
     "formats": {"formats", "zip", "pickle", "core"},
     "ops": {"ops", "formats", "zip", "pickle", "core"},
     "cli": {"cli", "ops", "formats", "zip", "pickle", "core"},
+    # The Python module, beside cli: public headers only (test_python_uses_public_headers_only).
+    "python": {"python", "ops", "formats", "zip", "pickle", "core"},
 }
 
 # The public headers by the layer that implements what they declare.
@@ -93,3 +95,13 @@ def test_the_check_sees_an_upward_include(tmp_path):
         "src/core/a.cpp (core) includes trove/open.h (ops)",
         "src/formats/pt/b.cpp (formats) includes cli/table.h (cli)",
     ]
+
+
+def test_python_uses_public_headers_only():
+    wrong = []
+    for dirpath, _, files in os.walk(os.path.join(SOURCE, "src", "python")):
+        for f in files:
+            if f.endswith((".h", ".cpp")):
+                with open(os.path.join(dirpath, f), encoding="utf-8") as src:
+                    wrong += [f"{f}: {n}" for n in INCLUDE.findall(src.read()) if not n.startswith("trove/")]
+    assert wrong == []

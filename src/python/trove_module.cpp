@@ -1,0 +1,869 @@
+// trove/_trove: the Python extension behind `import trove` (src/python/trove/__init__.py).
+//
+// A layer beside the command line: it uses only the public headers in include/trove. The C++
+// half opens documents, turns value trees into Python objects, hands out each storage's bytes as a
+// uint8 numpy array over a private copy-on-write mapping of the file (zero-copy; writes stay in
+// this process), builds documents from Python objects for the writers, and wraps verify, scan,
+// convert, diff and stats. The Python half (__init__.py) makes numpy arrays and torch tensors of
+// the right dtype, shape and strides over those storages.
+//
+// Every call into the library runs under trove's SIGBUS guard (RunGuardingTruncation), most with
+// the GIL released. Arrays handed to Python are read by numpy and torch outside any trove call, so
+// the module also keeps its own signal-safe table of the private mappings it made: a SIGBUS at one
+// of them (the file was truncated under it) replaces the rest of that mapping with zero pages,
+// marks it changed, and asks the interpreter to raise trove.IoError at its next opportunity
+// (PyErr_SetInterruptEx on SIGBUS, whose Python handler __init__.py installs).
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "trove/checks.h"
+#include "trove/convert.h"
+#include "trove/diff.h"
+#include "trove/document.h"
+#include "trove/dtype.h"
+#include "trove/error.h"
+#include "trove/open.h"
+#include "trove/shared_bytes.h"
+#include "trove/tensor.h"
+#include "trove/tensor_stats.h"
+#include "trove/value.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using trove::Document;
+using trove::Error;
+using trove::ErrorCode;
+using trove::TensorView;
+using trove::Value;
+using trove::ValueKind;
+
+// ---------------------------------------------------------------------------------------------
+// Errors: trove::Error becomes the trove.Error subclass registered for its code.
+
+constexpr int kErrorCodes = 7;
+py::object* g_error_classes[kErrorCodes] = {};  // set by _register_errors; never freed (exit order)
+
+// Copies what a trove::Error carries onto the Python exception object. Every field the C++
+// error gains (file, entry, offset, spec code) is copied here and nowhere else.
+void CopyErrorFields(py::object& exc, const Error& e) {
+  exc.attr("code") = py::str(std::string(trove::ErrorCodeName(e.code())));
+  exc.attr("message") = py::str(e.message());
+}
+
+void SetPythonError(const Error& e) {
+  const int code = static_cast<int>(e.code());
+  if (code < 0 || code >= kErrorCodes || g_error_classes[code] == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return;
+  }
+  py::object cls = *g_error_classes[code];
+  py::object exc = cls(e.message());
+  CopyErrorFields(exc, e);
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+}
+
+// Runs body under the truncation guard (the GIL held).
+template <class F>
+auto Guarded(F&& body) -> decltype(body()) {
+  using R = decltype(body());
+  if constexpr (std::is_void_v<R>) {
+    trove::RunGuardingTruncation([&] { body(); });
+  } else {
+    std::optional<R> out;
+    trove::RunGuardingTruncation([&] { out.emplace(body()); });
+    return std::move(*out);
+  }
+}
+
+// Runs body under the guard with the GIL released (body must not touch Python objects).
+template <class F>
+auto Released(F&& body) -> decltype(body()) {
+  py::gil_scoped_release release;
+  return Guarded(std::forward<F>(body));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Private copy-on-write mappings and their SIGBUS table (touched by the signal handler).
+
+constexpr int kSlots = 4096;
+struct Slot {
+  std::atomic<uintptr_t> start{0};
+  std::atomic<uintptr_t> end{0};
+  std::atomic<int> changed{0};
+};
+Slot g_slots[kSlots];
+std::atomic<bool> g_python_handler{false};
+std::atomic<int> g_last_changed{-1};
+struct sigaction g_previous_action;
+uintptr_t g_page = 4096;
+std::mutex g_slot_mutex;                    // normal code only: slot allocation and paths
+std::string g_slot_paths[kSlots];           // under g_slot_mutex
+std::string g_changed_paths_taken;          // last path reported (under g_slot_mutex)
+
+void OnSigbus(int sig, siginfo_t* info, void* context) {
+  if (info->si_code == BUS_ADRERR) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
+    for (int i = 0; i < kSlots; ++i) {
+      const uintptr_t s = g_slots[i].start.load(std::memory_order_acquire);
+      if (s == 0 || a < s) continue;
+      const uintptr_t e = g_slots[i].end.load(std::memory_order_acquire);
+      if (a >= e) continue;
+      const uintptr_t page = a / g_page * g_page;
+      void* z = ::mmap(reinterpret_cast<void*>(page), e - page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      if (z == MAP_FAILED) break;
+      g_slots[i].changed.store(1);
+      g_last_changed.store(i);
+      if (g_python_handler.load()) PyErr_SetInterruptEx(SIGBUS);
+      return;  // the access is retried and reads zeros; Python raises at its next check
+    }
+  }
+  if (g_previous_action.sa_flags & SA_SIGINFO) {
+    if (g_previous_action.sa_sigaction != nullptr) return g_previous_action.sa_sigaction(sig, info, context);
+  } else if (g_previous_action.sa_handler != SIG_DFL && g_previous_action.sa_handler != SIG_IGN) {
+    return g_previous_action.sa_handler(sig);
+  }
+  ::signal(SIGBUS, SIG_DFL);  // the retried access meets the default action
+}
+
+// Installs the handler once. With a Python callable, also registers it as Python's SIGBUS
+// handler first (so that PyErr_SetInterruptEx runs it), then puts ours in front at the OS level.
+void InstallSigbus(py::object python_handler) {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  g_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  trove::RunGuardingTruncation([] {});  // trove's own handler goes in first, ours chains to it
+  struct sigaction before {};
+  ::sigaction(SIGBUS, nullptr, &before);
+  if (!python_handler.is_none()) {
+    py::module_::import("signal").attr("signal")(SIGBUS, python_handler);
+    g_python_handler = true;
+  }
+  struct sigaction action {};
+  action.sa_sigaction = OnSigbus;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_SIGINFO | SA_NODEFER;
+  g_previous_action = before;
+  if (::sigaction(SIGBUS, &action, nullptr) != 0) trove::Fail(ErrorCode::kIo, "installing the SIGBUS handler");
+}
+
+// A whole file mapped privately (copy-on-write, readable and writable): what numpy and torch see.
+struct PrivateMap {
+  uint8_t* base = nullptr;
+  uint64_t size = 0;
+  int slot = -1;
+  std::string path;
+  ~PrivateMap() {
+    if (slot >= 0) {
+      g_slots[slot].start.store(0);
+      g_slots[slot].end.store(0);
+      g_slots[slot].changed.store(0);
+      std::lock_guard<std::mutex> lock(g_slot_mutex);
+      g_slot_paths[slot].clear();
+    }
+    if (base != nullptr) ::munmap(base, size);
+  }
+  bool changed() const { return slot >= 0 && g_slots[slot].changed.load() != 0; }
+};
+
+// Maps `path` privately when it is still the file (device, inode) the library mapped. Null when
+// it is not (replaced meanwhile), or cannot be mapped: the caller copies instead.
+std::shared_ptr<PrivateMap> MapPrivately(const std::string& path, uint64_t dev_major, uint64_t dev_minor, uint64_t inode) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != inode || major(st.st_dev) != dev_major ||
+      minor(st.st_dev) != dev_minor || st.st_size == 0) {
+    ::close(fd);
+    return nullptr;
+  }
+  void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED) return nullptr;
+  auto map = std::make_shared<PrivateMap>();
+  map->base = static_cast<uint8_t*>(m);
+  map->size = static_cast<uint64_t>(st.st_size);
+  map->path = path;
+  std::lock_guard<std::mutex> lock(g_slot_mutex);
+  for (int i = 0; i < kSlots; ++i) {
+    if (g_slots[i].start.load() == 0 && g_slot_paths[i].empty()) {
+      g_slot_paths[i] = path;
+      g_slots[i].changed.store(0);
+      g_slots[i].end.store(reinterpret_cast<uintptr_t>(m) + map->size);
+      g_slots[i].start.store(reinterpret_cast<uintptr_t>(m));
+      map->slot = i;
+      break;
+    }
+  }
+  return map;  // without a slot (4096 live mappings) a truncation still ends the process
+}
+
+// One line of /proc/self/maps that maps a file.
+struct MapsLine {
+  uintptr_t start = 0, end = 0;
+  uint64_t offset = 0, dev_major = 0, dev_minor = 0, inode = 0;
+  std::string path;
+};
+
+std::vector<MapsLine> ReadMaps() {
+  std::vector<MapsLine> out;
+  std::ifstream in("/proc/self/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    MapsLine m;
+    unsigned long long s = 0, e = 0, off = 0, ino = 0;
+    unsigned int maj = 0, mnr = 0;
+    char perms[8] = {};
+    int consumed = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &s, &e, perms, &off, &maj, &mnr, &ino, &consumed) < 7) continue;
+    if (ino == 0) continue;
+    m.start = s;
+    m.end = e;
+    m.offset = off;
+    m.dev_major = maj;
+    m.dev_minor = mnr;
+    m.inode = ino;
+    m.path = line.substr(static_cast<size_t>(consumed));
+    if (m.path.empty() || m.path[0] != '/' || m.path.ends_with(" (deleted)")) continue;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// An open document as Python holds it.
+
+std::string DTypeText(trove::DType d) { return std::string(trove::Name(d)); }
+
+class PyDocument : public std::enable_shared_from_this<PyDocument> {
+ public:
+  explicit PyDocument(Document doc) : doc_(std::make_shared<Document>(std::move(doc))) {
+    for (const auto& t : doc_->tensors) key_of_.emplace(t.view, t.key);
+  }
+
+  const Document& doc() const { return *doc_; }
+
+  void CheckChanged() {
+    for (const auto& m : maps_)
+      if (m->changed()) trove::FailChangedWhileRead(m->path);
+  }
+
+  // The uint8 array over a view's whole storage: zero-copy over a private mapping when the
+  // storage lies in a mapped file and is little-endian, else an owned copy (inflated, swapped).
+  // Cached per storage, so views sharing a storage share memory. GIL held.
+  py::object StorageArray(const TensorView& v) {
+    const int64_t id = StorageId(v);
+    if (auto it = storages_.find(id); it != storages_.end()) return it->second;
+    py::object arr;
+    const bool swap = v.byte_order == trove::ByteOrder::kBig && trove::ElementSize(v.dtype) > 1;
+    if (!swap && v.storage.mapped() && !v.storage.deferred() && v.storage.size() > 0) {
+      arr = ZeroCopy(v.storage);
+      if (arr) zero_copy_ids_.insert(id);
+    }
+    if (!arr) {
+      const uint64_t n = v.storage.size();
+      py::array_t<uint8_t> out(static_cast<py::ssize_t>(n));
+      uint8_t* dst = out.mutable_data();
+      Released([&] {
+        const uint8_t* src = v.storage.data();
+        if (n) std::memcpy(dst, src, n);
+        trove::ThrowIfMappedFileChanged();
+      });
+      if (swap) {
+        const uint64_t es = trove::ElementSize(v.dtype);
+        trove::ByteSwapElements(dst, n / es, v.dtype);
+      }
+      arr = std::move(out);
+    }
+    storages_.emplace(id, arr);
+    return arr;
+  }
+
+  // (storage array, dtype, shape, strides, offset, requires_grad, is_parameter, storage id,
+  // has_data, zero_copy) for one view.
+  py::tuple TensorInfo(const TensorView& v, bool with_data = true) {
+    if (!trove::Info(v.dtype).readable) {
+      trove::Fail(ErrorCode::kUnsupported, "dtype " + DTypeText(v.dtype) + " is quantized: trove does not read it");
+    }
+    if (v.cast_source) trove::Fail(ErrorCode::kUnsupported, "a converting view");
+    py::object storage = py::none();
+    bool zero_copy = false;
+    if (v.has_data && with_data) {
+      storage = StorageArray(v);
+      zero_copy = zero_copy_ids_.count(StorageId(v)) > 0;
+    }
+    return py::make_tuple(storage, DTypeText(v.dtype), std::string(trove::Info(v.dtype).torch_name), v.shape, v.strides,
+                          v.storage_offset, v.requires_grad, v.is_parameter, StorageId(v), v.has_data, zero_copy);
+  }
+
+  const TensorView& Find(const std::string& key) const {
+    const trove::NamedTensor* t = doc_->FindTensor(key);
+    if (t == nullptr) trove::Fail(ErrorCode::kNotFound, "no tensor '" + key + "' in " + doc_->path);
+    return *t->view;
+  }
+
+  const std::string* KeyOf(const TensorView* v) const {
+    auto it = key_of_.find(v);
+    return it == key_of_.end() ? nullptr : &it->second;
+  }
+
+  // The address range (begin, end) of each private mapping, for tests and diagnostics.
+  std::vector<std::pair<uintptr_t, uintptr_t>> Mappings() const {
+    std::vector<std::pair<uintptr_t, uintptr_t>> out;
+    for (const auto& m : maps_) out.emplace_back(reinterpret_cast<uintptr_t>(m->base), reinterpret_cast<uintptr_t>(m->base) + m->size);
+    return out;
+  }
+
+ private:
+  int64_t StorageId(const TensorView& v) const {
+    if (v.storage_index >= 0) return v.storage_index;
+    // No index: one storage per distinct byte range.
+    return -1 - static_cast<int64_t>(reinterpret_cast<uintptr_t>(v.storage.data()) & 0x3fffffffffffffff);
+  }
+
+  py::object ZeroCopy(const trove::SharedBytes& bytes) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(bytes.data());
+    const MapsLine* line = FindLine(a);
+    if (line == nullptr || a + bytes.size() > line->end) return py::object();
+    const uint64_t file_offset = line->offset + (a - line->start);
+    std::shared_ptr<PrivateMap> map;
+    const auto key = std::make_pair(line->dev_major << 32 | line->dev_minor, line->inode);
+    if (auto it = by_file_.find(key); it != by_file_.end()) {
+      map = it->second;
+    } else {
+      map = MapPrivately(line->path, line->dev_major, line->dev_minor, line->inode);
+      by_file_.emplace(key, map);
+      if (map) maps_.push_back(map);
+    }
+    if (!map || file_offset + bytes.size() > map->size) return py::object();
+    // The array's base is a capsule owning the mapping (and, through this document, the file).
+    auto* holder = new std::shared_ptr<PrivateMap>(map);
+    py::capsule base(holder, [](void* p) { delete static_cast<std::shared_ptr<PrivateMap>*>(p); });
+    py::array arr(py::dtype::of<uint8_t>(), {static_cast<py::ssize_t>(bytes.size())}, {py::ssize_t{1}},
+                  map->base + file_offset, base);
+    return arr;
+  }
+
+  const MapsLine* FindLine(uintptr_t a) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto it = std::upper_bound(maps_lines_.begin(), maps_lines_.end(), a,
+                                 [](uintptr_t x, const MapsLine& m) { return x < m.start; });
+      if (it != maps_lines_.begin() && a < std::prev(it)->end) return &*std::prev(it);
+      if (attempt == 0) {
+        maps_lines_ = ReadMaps();
+        std::sort(maps_lines_.begin(), maps_lines_.end(), [](const MapsLine& x, const MapsLine& y) { return x.start < y.start; });
+      }
+    }
+    return nullptr;
+  }
+
+  std::shared_ptr<Document> doc_;
+  std::unordered_map<const TensorView*, std::string> key_of_;
+  std::unordered_map<int64_t, py::object> storages_;
+  std::unordered_set<int64_t> zero_copy_ids_;
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<PrivateMap>> by_file_;
+  std::vector<std::shared_ptr<PrivateMap>> maps_;
+  std::vector<MapsLine> maps_lines_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Value tree -> Python objects.
+
+constexpr int kMaxPythonDepth = 2000;
+
+struct ToPython {
+  ToPython(PyDocument& d, bool data, py::object tensor, py::object global, py::object object)
+      : doc(d), with_data(data), tensor_fn(std::move(tensor)), global_fn(std::move(global)), object_fn(std::move(object)) {}
+  PyDocument& doc;
+  bool with_data;
+  py::object tensor_fn;  // (info tuple, key or None) -> object
+  py::object global_fn;  // (dotted name) -> object
+  py::object object_fn;  // (type name, args, state) -> object
+  py::object ordered_dict = py::module_::import("collections").attr("OrderedDict");
+  std::unordered_map<const Value*, py::object> memo;
+  std::unordered_set<const Value*> in_progress;
+
+  py::object Convert(const Value* v, int depth) {
+    if (v == nullptr) return py::none();
+    if (depth > kMaxPythonDepth) trove::Fail(ErrorCode::kLimit, "values nested deeper than " + std::to_string(kMaxPythonDepth) + " levels");
+    if (auto it = memo.find(v); it != memo.end()) return it->second;
+    if (in_progress.count(v)) trove::Fail(ErrorCode::kUnsupported, "a cycle through an immutable value");
+    in_progress.insert(v);
+    py::object out = Make(v, depth);
+    in_progress.erase(v);
+    memo.emplace(v, out);
+    return out;
+  }
+
+  py::object Make(const Value* v, int depth) {
+    switch (v->kind) {
+      case ValueKind::kNone: return py::none();
+      case ValueKind::kBool: return py::bool_(v->boolean);
+      case ValueKind::kInt:
+        if (v->is_big_int()) {
+          py::bytes b(reinterpret_cast<const char*>(v->big_int.data()), v->big_int.size());
+          return py::module_::import("builtins").attr("int").attr("from_bytes")(b, "little", py::arg("signed") = true);
+        }
+        return py::int_(v->integer);
+      case ValueKind::kFloat: return py::float_(v->real);
+      case ValueKind::kComplex: return py::reinterpret_steal<py::object>(PyComplex_FromDoubles(v->real, v->imag));
+      case ValueKind::kStr: return py::str(v->text);
+      case ValueKind::kBytes:
+        if (v->type_name == "bytearray") {
+          return py::reinterpret_steal<py::object>(PyByteArray_FromStringAndSize(v->text.data(), static_cast<py::ssize_t>(v->text.size())));
+        }
+        return py::bytes(v->text);
+      case ValueKind::kList: {
+        py::list l;
+        memo.emplace(v, l);  // before the items: a list may contain itself
+        in_progress.erase(v);
+        for (const Value* item : v->items) l.append(Convert(item, depth + 1));
+        return l;
+      }
+      case ValueKind::kTuple: {
+        py::tuple t(v->items.size());
+        for (size_t i = 0; i < v->items.size(); ++i) t[i] = Convert(v->items[i], depth + 1);
+        return t;
+      }
+      case ValueKind::kSet:
+      case ValueKind::kFrozenSet: {
+        py::list items;
+        for (const Value* item : v->items) items.append(Convert(item, depth + 1));
+        if (v->kind == ValueKind::kSet) return py::set(items);
+        return py::reinterpret_steal<py::object>(PyFrozenSet_New(items.ptr()));
+      }
+      case ValueKind::kDict: {
+        const bool ordered = v->type_name == "collections.OrderedDict";
+        py::object d = ordered ? ordered_dict() : py::object(py::dict());
+        memo.emplace(v, d);
+        in_progress.erase(v);
+        for (const auto& [k, val] : v->entries) {
+          py::object key = Convert(k, depth + 1);
+          d[key] = Convert(val, depth + 1);
+        }
+        // OrderedDict attributes set by BUILD (a state_dict's _metadata), as torch.load sets them.
+        if (ordered && v->state != nullptr && v->state->kind == ValueKind::kDict) {
+          for (const auto& [k, val] : v->state->entries) {
+            if (k->kind == ValueKind::kStr) py::setattr(d, py::str(k->text), Convert(val, depth + 1));
+          }
+        }
+        return d;
+      }
+      case ValueKind::kTensor: {
+        const std::string* key = doc.KeyOf(v->tensor);
+        return tensor_fn(doc.TensorInfo(*v->tensor, with_data), key ? py::object(py::str(*key)) : py::object(py::none()));
+      }
+      case ValueKind::kGlobal: return global_fn(v->type_name);
+      case ValueKind::kObject: {
+        if (const Value* inner = trove::StandsFor(*v)) return Convert(inner, depth + 1);
+        return object_fn(v->type_name, Convert(v->args, depth + 1), Convert(v->state, depth + 1));
+      }
+    }
+    return py::none();
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Python objects -> a Document (for trove.save).
+
+struct FromPython {
+  FromPython(trove::ValueArena& a, py::object spec_type) : arena(a), tensor_spec_type(std::move(spec_type)) {}
+  trove::ValueArena& arena;
+  py::object tensor_spec_type;  // trove._TensorSpec
+  py::object ordered_dict = py::module_::import("collections").attr("OrderedDict");
+  std::unordered_map<int64_t, trove::SharedBytes> storages;
+  std::unordered_map<PyObject*, Value*> memo;  // shared containers stay shared (tied weights' dicts)
+
+  Value* Convert(py::handle o, int depth) {
+    if (depth > kMaxPythonDepth) trove::Fail(ErrorCode::kLimit, "objects nested deeper than " + std::to_string(kMaxPythonDepth) + " levels");
+    if (o.is_none()) return arena.None();
+    if (PyBool_Check(o.ptr())) return arena.Bool(o.ptr() == Py_True);
+    if (PyLong_Check(o.ptr())) {
+      int overflow = 0;
+      const long long x = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
+      if (!overflow) return arena.Int(x);
+      py::object bits = o.attr("bit_length")();
+      const size_t n = bits.cast<size_t>() / 8 + 1;
+      py::bytes b = o.attr("to_bytes")(n, "little", py::arg("signed") = true);
+      std::string s = b;
+      return arena.BigInt(std::vector<uint8_t>(s.begin(), s.end()));
+    }
+    if (PyFloat_Check(o.ptr())) return arena.Float(PyFloat_AsDouble(o.ptr()));
+    if (PyComplex_Check(o.ptr())) {
+      Value* c = arena.New(ValueKind::kComplex);
+      c->real = PyComplex_RealAsDouble(o.ptr());
+      c->imag = PyComplex_ImagAsDouble(o.ptr());
+      return c;
+    }
+    if (PyUnicode_Check(o.ptr())) return arena.Str(o.cast<std::string>());
+    if (PyBytes_Check(o.ptr())) return arena.Bytes(o.cast<std::string>());
+    if (PyByteArray_Check(o.ptr())) {
+      Value* b = arena.Bytes(std::string(PyByteArray_AsString(o.ptr()), static_cast<size_t>(PyByteArray_Size(o.ptr()))));
+      b->type_name = "bytearray";
+      return b;
+    }
+    if (auto it = memo.find(o.ptr()); it != memo.end()) return it->second;
+    if (PyDict_Check(o.ptr())) {
+      const bool ordered = py::isinstance(o, ordered_dict);
+      Value* d = arena.Dict(ordered ? "collections.OrderedDict" : "dict");
+      memo.emplace(o.ptr(), d);
+      for (auto [k, val] : py::reinterpret_borrow<py::dict>(o)) d->entries.emplace_back(Convert(k, depth + 1), Convert(val, depth + 1));
+      // An OrderedDict's attributes (a state_dict's _metadata) are written as torch.save writes them.
+      if (ordered && py::hasattr(o, "__dict__")) {
+        py::dict attrs = o.attr("__dict__");
+        if (!attrs.empty()) d->state = Convert(attrs, depth + 1);
+      }
+      return d;
+    }
+    if (PyList_Check(o.ptr())) {
+      Value* l = arena.List();
+      memo.emplace(o.ptr(), l);
+      for (py::handle item : py::reinterpret_borrow<py::list>(o)) l->items.push_back(Convert(item, depth + 1));
+      return l;
+    }
+    if (PyTuple_Check(o.ptr())) {
+      std::vector<Value*> items;
+      for (py::handle item : py::reinterpret_borrow<py::tuple>(o)) items.push_back(Convert(item, depth + 1));
+      Value* t = arena.Tuple(std::move(items));
+      memo.emplace(o.ptr(), t);
+      return t;
+    }
+    if (py::isinstance(o, tensor_spec_type)) return Tensor(o);
+    trove::Fail(ErrorCode::kUsage, "trove.save cannot write a " + py::str(py::type::of(o).attr("__qualname__")).cast<std::string>() +
+                                       " (only dicts, lists, tuples, tensors, arrays, numbers, str, bytes, None)");
+  }
+
+  // A _TensorSpec: (storage id, uint8 storage array, dtype name, shape, strides, offset,
+  // requires_grad, is_parameter). The storage's memory stays owned by Python during the write.
+  Value* Tensor(py::handle spec) {
+    const int64_t id = spec.attr("storage_id").cast<int64_t>();
+    auto it = storages.find(id);
+    if (it == storages.end()) {
+      py::buffer buf = spec.attr("storage");
+      py::buffer_info info = buf.request();
+      if (info.ndim != 1 || info.itemsize != 1 || (info.shape[0] > 1 && info.strides[0] != 1)) {
+        trove::Fail(ErrorCode::kUsage, "a tensor's storage is not a contiguous byte buffer");
+      }
+      auto owner = std::make_shared<int>(0);
+      it = storages.emplace(id, trove::SharedBytes(owner, static_cast<const uint8_t*>(info.ptr), static_cast<uint64_t>(info.shape[0]))).first;
+    }
+    TensorView view;
+    const std::string dtype = spec.attr("dtype").cast<std::string>();
+    auto d = trove::DTypeFromName(dtype);
+    if (!d) trove::Fail(ErrorCode::kUnsupported, "dtype '" + dtype + "'");
+    view.dtype = *d;
+    view.shape = spec.attr("shape").cast<std::vector<int64_t>>();
+    view.strides = spec.attr("strides").cast<std::vector<int64_t>>();
+    view.storage_offset = spec.attr("offset").cast<int64_t>();
+    view.storage = it->second;
+    view.storage_index = id;
+    view.storage_key = "data/" + std::to_string(id);
+    view.requires_grad = spec.attr("requires_grad").cast<bool>();
+    view.is_parameter = spec.attr("is_parameter").cast<bool>();
+    view.Validate();
+    return arena.Tensor(std::move(view));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Reports as dicts (__init__.py wraps them in small classes).
+
+py::dict ReportToDict(const trove::CheckReport& r) {
+  py::list findings;
+  for (const auto& f : r.findings) {
+    py::dict d;
+    d["severity"] = std::string(trove::SeverityName(f.severity));
+    d["entry"] = f.entry;
+    d["offset"] = f.offset;
+    d["message"] = f.message;
+    d["key"] = f.key_path;
+    findings.append(d);
+  }
+  py::list globals;
+  for (const auto& g : r.globals) {
+    py::dict d;
+    d["entry"] = g.entry;
+    d["name"] = g.name;
+    d["offset"] = g.offset;
+    d["allowed"] = g.allowed;
+    globals.append(d);
+  }
+  py::dict out;
+  out["path"] = r.path;
+  out["format"] = r.format;
+  out["entries_checked"] = r.entries_checked;
+  out["bytes_checked"] = r.bytes_checked;
+  out["findings"] = findings;
+  out["globals"] = globals;
+  return out;
+}
+
+py::object Optional(const std::optional<double>& d) { return d ? py::object(py::float_(*d)) : py::object(py::none()); }
+
+py::dict StatsToDict(const trove::TensorStats& s) {
+  py::dict d;
+  d["count"] = s.count;
+  d["finite"] = s.finite;
+  d["min"] = Optional(s.min);
+  d["max"] = Optional(s.max);
+  d["mean"] = Optional(s.mean);
+  d["std"] = Optional(s.std);
+  d["mean_abs"] = Optional(s.mean_abs);
+  d["zeros"] = s.zeros;
+  d["nan"] = s.nan;
+  d["pos_inf"] = s.pos_inf;
+  d["neg_inf"] = s.neg_inf;
+  d["subnormal"] = s.subnormal ? py::object(py::int_(*s.subnormal)) : py::object(py::none());
+  return d;
+}
+
+py::dict Metadata(const Document& doc) {
+  py::dict props;
+  for (const auto& [k, v] : doc.properties) props[py::str(k)] = v;
+  py::list records;
+  for (const auto& r : doc.records) {
+    py::dict d;
+    d["name"] = r.name;
+    d["offset"] = r.offset;
+    d["size"] = r.size;
+    d["stored_size"] = r.stored_size;
+    d["method"] = r.method;
+    d["crc32"] = r.crc32;
+    records.append(d);
+  }
+  std::map<int64_t, int> sharing;
+  for (const auto& t : doc.tensors)
+    if (t.view->storage_index >= 0) sharing[t.view->storage_index]++;
+  py::list tensors;
+  uint64_t total = 0;
+  for (const auto& t : doc.tensors) {
+    const TensorView& v = *t.view;
+    total += v.nbytes();
+    py::dict d;
+    d["key"] = t.key;
+    d["dtype"] = DTypeText(v.dtype);
+    d["shape"] = py::tuple(py::cast(v.shape));
+    d["nbytes"] = v.nbytes();
+    d["strides"] = py::tuple(py::cast(v.strides));
+    d["storage_offset"] = v.storage_offset;
+    d["storage"] = v.storage_key;
+    d["shared"] = v.storage_index >= 0 && sharing[v.storage_index] > 1;
+    d["contiguous"] = v.is_contiguous();
+    d["byte_order"] = v.byte_order == trove::ByteOrder::kBig ? "big" : "little";
+    d["requires_grad"] = v.requires_grad;
+    d["parameter"] = v.is_parameter;
+    d["has_data"] = v.has_data;
+    d["readable"] = trove::Info(v.dtype).readable;
+    tensors.append(d);
+  }
+  py::dict out;
+  out["format"] = doc.format;
+  out["path"] = doc.path;
+  out["file_size"] = doc.file_size;
+  out["properties"] = props;
+  out["records"] = records;
+  out["tensors"] = tensors;
+  out["tensor_bytes"] = total;
+  out["warnings"] = py::cast(doc.warnings);
+  return out;
+}
+
+trove::ReadOptions ReadOpts(bool permissive) {
+  trove::ReadOptions r;
+  r.permissive = permissive;
+  return r;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_trove, m) {
+  m.doc() = "trove's C++ core (use the `trove` package, not this module)";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      SetPythonError(e);
+    }
+  });
+
+  m.def("_register_errors", [](py::dict classes) {
+    for (int c = 0; c < kErrorCodes; ++c) {
+      std::string name(trove::ErrorCodeName(static_cast<ErrorCode>(c)));
+      if (classes.contains(name)) g_error_classes[c] = new py::object(classes[py::str(name)]);
+    }
+  });
+  m.def("_error_code_names", [] {
+    std::vector<std::string> out;
+    for (int c = 0; c < kErrorCodes; ++c) out.emplace_back(trove::ErrorCodeName(static_cast<ErrorCode>(c)));
+    return out;
+  });
+  m.def("_install_sigbus", &InstallSigbus, py::arg("python_handler"));
+  m.def("_take_changed_path", []() -> py::object {
+    const int i = g_last_changed.exchange(-1);
+    if (i < 0 || i >= kSlots) return py::none();
+    std::lock_guard<std::mutex> lock(g_slot_mutex);
+    return py::str(g_slot_paths[i].empty() ? std::string("a mapped file") : g_slot_paths[i]);
+  });
+
+  py::class_<PyDocument, std::shared_ptr<PyDocument>>(m, "Document")
+      .def_property_readonly("path", [](const PyDocument& d) { return d.doc().path; })
+      .def_property_readonly("format", [](const PyDocument& d) { return d.doc().format; })
+      .def("keys", [](PyDocument& d) {
+        py::list out;
+        for (const auto& t : d.doc().tensors) out.append(py::str(t.key));
+        return out;
+      })
+      .def("contains", [](PyDocument& d, const std::string& key) { return d.doc().FindTensor(key) != nullptr; })
+      .def("metadata", [](PyDocument& d) { return Metadata(d.doc()); })
+      .def("tensor_info", [](PyDocument& d, const std::string& key) {
+        d.CheckChanged();
+        py::tuple t = Guarded([&] { return d.TensorInfo(d.Find(key)); });
+        d.CheckChanged();
+        return t;
+      })
+      .def("tensor_meta", [](PyDocument& d, const std::string& key) { return d.TensorInfo(d.Find(key), false); })
+      .def("tree", [](PyDocument& d, py::object tensor_fn, py::object global_fn, py::object object_fn, bool with_data) {
+        d.CheckChanged();
+        py::object out = Guarded([&] {
+          ToPython conv(d, with_data, tensor_fn, global_fn, object_fn);
+          return conv.Convert(d.doc().root, 0);
+        });
+        d.CheckChanged();
+        return out;
+      })
+      .def("check_changed", &PyDocument::CheckChanged)
+      .def("_mappings", &PyDocument::Mappings);
+
+  m.def("_open", [](const std::string& path, bool permissive) {
+    Document doc = Released([&] { return trove::Open(path, ReadOpts(permissive)); });
+    return std::make_shared<PyDocument>(std::move(doc));
+  }, py::arg("path"), py::arg("permissive") = false);
+
+  m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type, bool force) {
+    Document doc;
+    doc.format = "python";
+    doc.path = "<python objects>";
+    FromPython conv(*doc.arena, spec_type);
+    doc.root = conv.Convert(tree, 0);
+    doc.tensors = trove::CollectTensors(doc.root);
+    trove::ConvertOptions options;
+    if (force) options.replace = trove::Replace::kAnything;
+    const trove::Format target = trove::TargetFormat(path, format);
+    Released([&] { trove::ConvertDocument(doc, path, target, options); });
+  }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"), py::arg("force") = false);
+
+  m.def("_verify", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Verify(path); })); });
+  m.def("_scan", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Scan(path); })); });
+  m.def("_convert", [](const std::string& src, const std::string& dst, const std::string& to,
+                       std::vector<std::string> keys, const std::string& dtype, bool force, bool drop_values) {
+    trove::ConvertOptions options;
+    options.drop_values = drop_values;
+    options.keys = std::move(keys);
+    if (!dtype.empty()) {
+      auto d = trove::DTypeFromName(dtype);
+      if (!d) trove::Fail(ErrorCode::kUsage, "unknown dtype '" + dtype + "'");
+      options.floating_dtype = *d;
+    }
+    if (force) options.replace = trove::Replace::kAnything;
+    const trove::Format target = trove::TargetFormat(dst, to);
+    Released([&] { trove::Convert(src, dst, target, options); });
+  });
+  m.def("_diff", [](const std::string& a, const std::string& b, double rtol, double atol) {
+    trove::DiffOptions options;
+    options.rtol = rtol;
+    options.atol = atol;
+    trove::DiffReport r = Released([&] {
+      Document da = trove::Open(a), db = trove::Open(b);
+      return trove::Diff(da, db, options);
+    });
+    py::list tensors;
+    for (const auto& t : r.tensors) {
+      py::dict d;
+      d["key"] = t.key;
+      d["a_dtype"] = t.a_dtype;
+      d["b_dtype"] = t.b_dtype;
+      d["a_shape"] = py::tuple(py::cast(t.a_shape));
+      d["b_shape"] = py::tuple(py::cast(t.b_shape));
+      d["comparable"] = t.comparable;
+      d["identical"] = t.identical;
+      d["within_tolerance"] = t.within_tolerance;
+      d["max_abs"] = t.max_abs;
+      d["l2"] = t.l2;
+      d["l2_a"] = t.l2_a;
+      d["relative_l2"] = t.l2_a > 0 ? py::object(py::float_(t.l2 / t.l2_a)) : py::object(py::none());
+      d["elements_differing"] = t.elements_differing;
+      tensors.append(d);
+    }
+    py::list values;
+    for (const auto& v : r.values) {
+      py::dict d;
+      d["key"] = v.key;
+      d["a"] = v.a;
+      d["b"] = v.b;
+      values.append(d);
+    }
+    py::dict out;
+    out["only_in_a"] = py::cast(r.only_in_a);
+    out["only_in_b"] = py::cast(r.only_in_b);
+    out["tensors"] = tensors;
+    out["values"] = values;
+    out["bytes_compared"] = r.bytes_compared;
+    out["equal"] = r.equal();
+    return out;
+  });
+  m.def("_stats", [](const std::string& path, std::vector<std::string> keys, uint32_t threads) {
+    std::vector<std::string> names;
+    std::vector<std::string> skipped;
+    std::vector<trove::TensorStats> stats = Released([&] {
+      Document doc = trove::Open(path);
+      std::vector<const TensorView*> views;
+      for (const auto& t : doc.tensors) {
+        bool wanted = keys.empty();
+        for (const auto& k : keys) wanted = wanted || trove::KeyMatches(k, t.key);
+        if (!wanted) continue;
+        if (!t.view->has_data || trove::StatsUnsupportedReason(*t.view)) {
+          skipped.push_back(t.key);
+          continue;
+        }
+        names.push_back(t.key);
+        views.push_back(t.view);
+      }
+      trove::StatsOptions options;
+      options.threads = threads;
+      options.guard_truncation = true;
+      return trove::ComputeStats(views, options, names);
+    });
+    py::dict out;
+    for (size_t i = 0; i < names.size(); ++i) out[py::str(names[i])] = StatsToDict(stats[i]);
+    return py::make_tuple(out, skipped);
+  });
+}

@@ -1,0 +1,420 @@
+"""The Python module `import trove` (docs/python.md) against the real peer: files made by Debian's
+torch, read back by trove and compared with torch.load; zero-copy, copy-on-write, threads,
+truncation under a view, errors. Skipped only when the module was not built (no pybind11)."""
+
+import collections
+import glob
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+BUILD = os.environ.get("TROVE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+PYDIR = os.path.join(BUILD, "python")
+if not glob.glob(os.path.join(PYDIR, "trove", "_trove*.so")):
+    pytest.skip(f"the Python module was not built (no {PYDIR}/trove/_trove*.so)", allow_module_level=True)
+sys.path.insert(0, PYDIR)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import trove  # noqa: E402
+
+
+def storage_ptr(t):
+    return t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t.storage().data_ptr()
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """A checkpoint: state_dict (OrderedDict with _metadata) with tied weights, a transposed view,
+    int/bool/float16/bfloat16 tensors; a Parameter; plain values."""
+    d = tmp_path_factory.mktemp("ckpt")
+    torch.manual_seed(0)
+    sd = collections.OrderedDict()
+    emb = torch.randn(32, 16)
+    sd["embed.weight"] = emb
+    sd["head.weight"] = emb  # tied
+    sd["proj.weight"] = torch.randn(16, 24)
+    sd["proj_t"] = sd["proj.weight"].t()  # a strided view of the same storage
+    sd["row"] = sd["proj.weight"][3]       # a view with an offset
+    sd["half"] = torch.randn(4, 4).half()
+    sd["bf"] = torch.randn(5, 3).bfloat16()
+    sd["ints"] = torch.arange(10, dtype=torch.int32)
+    sd["long"] = torch.arange(-5, 5)
+    sd["mask"] = torch.rand(3, 3) > 0.5
+    sd["scalar"] = torch.tensor(2.5)
+    sd._metadata = collections.OrderedDict([("", {"version": 1})])
+    obj = {
+        "model": sd,
+        "param": torch.nn.Parameter(torch.ones(3)),
+        "frozen": torch.nn.Parameter(torch.zeros(2), requires_grad=False),
+        "epoch": 5,
+        "cfg": {"lr": 1e-3, "name": "tiny", "sizes": (1, 2, 3), "blob": b"\x00\x01", "none": None, "flag": True,
+                "big": 2 ** 80, "layers": [1, [2, 3]]},
+    }
+    path = str(d / "ckpt.pt")
+    torch.save(obj, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def plain_sd(tmp_path_factory):
+    """A state dict torch 1.13's weights_only loader reads (no float values outside tensors)."""
+    d = tmp_path_factory.mktemp("sd")
+    torch.manual_seed(1)
+    sd = collections.OrderedDict()
+    w = torch.randn(8, 4)
+    sd["a.weight"] = w
+    sd["b.weight"] = w
+    sd["a.bias"] = torch.zeros(4, dtype=torch.float16)
+    sd["steps"] = torch.tensor(3)
+    path = str(d / "sd.pt")
+    torch.save(sd, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """~200 MB of float32 in a state dict."""
+    d = tmp_path_factory.mktemp("big")
+    g = torch.Generator().manual_seed(2)
+    sd = collections.OrderedDict((f"layer{i}.weight", torch.randn(1024, 2048, generator=g)) for i in range(24))
+    path = str(d / "big.pt")
+    torch.save(sd, path)
+    return path
+
+
+def assert_same_tree(a, b, path="root"):
+    assert type(a) is type(b), f"{path}: {type(a)} vs {type(b)}"
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype, path
+        assert a.shape == b.shape, path
+        assert a.stride() == b.stride(), path
+        assert a.requires_grad == b.requires_grad, path
+        assert torch.equal(a.detach(), b.detach()), path
+    elif isinstance(a, dict):
+        assert list(a.keys()) == list(b.keys()), path
+        for k in a:
+            assert_same_tree(a[k], b[k], f"{path}/{k}")
+        if isinstance(a, collections.OrderedDict):
+            assert getattr(a, "_metadata", None) == getattr(b, "_metadata", None), path
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_tree(x, y, f"{path}/{i}")
+    else:
+        assert a == b, path
+
+
+def mapping_of(f, address):
+    return any(lo <= address < hi for lo, hi in f._doc._mappings())
+
+
+# --- trove.open ----------------------------------------------------------------------------------
+
+def test_keys_metadata_values(ckpt):
+    with trove.open(ckpt) as f:
+        keys = f.keys()
+        assert keys[:3] == ["model/embed.weight", "model/head.weight", "model/proj.weight"]
+        assert "param" in keys and "model/bf" in f and "nope" not in f
+        meta = f.metadata()
+        assert meta["format"] == "pt"
+        assert meta["properties"]["byteorder"].startswith("little")
+        assert meta["records"] and [t["key"] for t in meta["tensors"]] == keys
+        by_key = {t["key"]: t for t in meta["tensors"]}
+        assert by_key["model/embed.weight"]["shared"] and by_key["model/proj_t"]["strides"] == (1, 24)
+        v = f.values()
+        assert isinstance(v["model"], collections.OrderedDict)
+        assert v["model"]["bf"] == trove.TensorRef("model/bf", "bfloat16", (5, 3))
+        assert v["epoch"] == 5
+        assert v["cfg"] == {"lr": 1e-3, "name": "tiny", "sizes": (1, 2, 3), "blob": b"\x00\x01", "none": None,
+                            "flag": True, "big": 2 ** 80, "layers": [1, [2, 3]]}
+
+
+def test_numpy_zero_copy_views(ckpt):
+    ref = torch.load(ckpt)
+    with trove.open(ckpt, framework="np") as f:
+        a, b = f.get_tensor("model/embed.weight"), f["model/head.weight"]
+        pa = a.__array_interface__["data"][0]
+        assert pa == b.__array_interface__["data"][0]  # tied weights: one memory
+        assert mapping_of(f, pa)                       # inside the file's mapping
+        np.testing.assert_array_equal(a, ref["model"]["embed.weight"].numpy())
+        t = f["model/proj_t"]
+        assert t.strides == (4, 96) and not t.flags.c_contiguous  # strided, not copied
+        assert mapping_of(f, t.__array_interface__["data"][0])
+        np.testing.assert_array_equal(t, ref["model"]["proj_t"].numpy())
+        np.testing.assert_array_equal(f["model/row"], ref["model"]["row"].numpy())
+        assert f["model/mask"].dtype == np.bool_ and f["model/ints"].dtype == np.int32
+        assert f["model/half"].dtype == np.float16 and f["model/scalar"].shape == ()
+
+
+def test_get_slice_reads_rows(ckpt):
+    ref = torch.load(ckpt)["model"]["proj.weight"]
+    with trove.open(ckpt) as f:
+        s = f.get_slice("model/proj.weight")
+        assert s.get_shape() == [16, 24] and s.get_dtype() == "float32"
+        rows = s[0:4]
+        assert rows.shape == (4, 24)
+        np.testing.assert_array_equal(rows, ref[0:4].numpy())
+        assert rows.__array_interface__["data"][0] == f["model/proj.weight"].__array_interface__["data"][0]
+        with pytest.raises(trove.NotFoundError):
+            f.get_slice("model/nope")
+
+
+def test_numpy_lacks_bfloat16(ckpt):
+    with trove.open(ckpt) as f:
+        with pytest.raises(trove.UnsupportedError) as e:
+            f["model/bf"]
+        assert e.value.code == "unsupported" and "bfloat16" in e.value.message
+    ref = torch.load(ckpt)["model"]["bf"]
+    with trove.open(ckpt, raw=True) as f:
+        bits = f["model/bf"]
+        assert bits.dtype == np.uint16
+        np.testing.assert_array_equal(bits, ref.view(torch.int16).numpy().view(np.uint16))
+
+
+def test_torch_framework(ckpt):
+    ref = torch.load(ckpt)
+    with trove.open(ckpt, framework="pt") as f:
+        bf = f["model/bf"]
+        assert bf.dtype == torch.bfloat16 and torch.equal(bf, ref["model"]["bf"])
+        a, b = f["model/embed.weight"], f["model/head.weight"]
+        assert storage_ptr(a) == storage_ptr(b) and a.data_ptr() == b.data_ptr()
+        t = f["model/proj_t"]
+        assert t.stride() == (1, 24) and storage_ptr(t) == storage_ptr(f["model/proj.weight"])
+        assert isinstance(f["param"], torch.nn.Parameter)
+
+
+# --- trove.load ----------------------------------------------------------------------------------
+
+def test_load_equals_torch_load(ckpt):
+    mine, ref = trove.load(ckpt), torch.load(ckpt)  # torch 1.13's weights_only cannot read float values
+    assert_same_tree(mine, ref)
+    m = mine["model"]
+    assert storage_ptr(m["embed.weight"]) == storage_ptr(m["head.weight"])
+    assert storage_ptr(m["proj_t"]) == storage_ptr(m["proj.weight"]) == storage_ptr(m["row"])
+    assert m["row"].storage_offset() == ref["model"]["row"].storage_offset() == 3 * 24
+    assert isinstance(mine["param"], torch.nn.Parameter) and mine["param"].requires_grad
+    assert isinstance(mine["frozen"], torch.nn.Parameter) and not mine["frozen"].requires_grad
+
+
+def test_load_equals_weights_only(plain_sd):
+    mine, ref = trove.load(plain_sd), torch.load(plain_sd, weights_only=True)
+    assert_same_tree(mine, ref)
+    assert storage_ptr(mine["a.weight"]) == storage_ptr(mine["b.weight"])
+    with pytest.raises(trove.RefusedError):
+        trove.load(plain_sd, weights_only=False)
+
+
+def test_load_other_formats(ckpt, tmp_path):
+    ref = torch.load(ckpt)["model"]
+    flat = {k: v for k, v in ref.items() if k not in ("proj_t", "row", "head.weight")}
+    for name in ("m.safetensors", "m.tdz", "mdir"):
+        out = str(tmp_path / name)
+        trove.save(flat, out)
+        got = trove.load(out)
+        assert sorted(got) == sorted(flat), name
+        for k in flat:
+            assert got[k].dtype == flat[k].dtype and torch.equal(got[k], flat[k]), (name, k)
+
+
+# --- writes never reach the file -----------------------------------------------------------------
+
+def test_writes_stay_in_process(ckpt):
+    before = sha256(ckpt)
+    with trove.open(ckpt) as f:
+        a = f["model/embed.weight"]
+        assert a.flags.writeable
+        a[:] = 7.0
+        assert (f["model/head.weight"] == 7.0).all()  # the process's copy changed
+    state = trove.load(ckpt)
+    state["model"]["proj.weight"].mul_(0).add_(3)
+    assert float(state["model"]["proj_t"][0, 0]) == 3.0
+    assert sha256(ckpt) == before
+    fresh = trove.load(ckpt)
+    assert_same_tree(fresh, torch.load(ckpt))
+
+
+# --- threads, memory -----------------------------------------------------------------------------
+
+def test_threads_read_one_file(big):
+    f = trove.open(big, framework="pt")
+    keys = f.keys()
+    sums, errors = {}, []
+
+    def work(i):
+        try:
+            for k in keys[i::4]:
+                sums[k] = float(f[k].double().sum())
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(sums) == len(keys)
+    first = torch.load(big)[keys[0]]
+    assert abs(sums[keys[0]] - float(first.double().sum())) < 1e-6
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as s:
+        return int(s.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_open_reads_no_tensor_data(big):
+    assert os.path.getsize(big) > 190e6
+    before = rss_bytes()
+    f = trove.open(big)
+    keys = f.keys()
+    f.metadata()
+    w = f[keys[0]]  # a view: touching nothing yet
+    grown = rss_bytes() - before
+    assert len(keys) == 24 and w.shape == (1024, 2048)
+    assert grown < 20e6, grown
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+def test_missing_file(tmp_path):
+    with pytest.raises(trove.NotFoundError) as e:
+        trove.open(str(tmp_path / "absent.pt"))
+    assert isinstance(e.value, FileNotFoundError) and isinstance(e.value, trove.Error)
+    assert e.value.code == "not-found" and "absent.pt" in e.value.message
+    with pytest.raises(FileNotFoundError):
+        trove.load(str(tmp_path / "absent.pt"))
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/trove-python-test-pwned",))
+
+
+def test_hostile_pickle_refused(tmp_path):
+    path = str(tmp_path / "evil.pt")
+    torch.save({"x": torch.ones(2), "e": _Evil()}, path)
+    with pytest.raises(trove.RefusedError) as e:
+        trove.load(path)
+    assert e.value.code == "refused" and "system" in e.value.message
+    assert not os.path.exists("/tmp/trove-python-test-pwned")
+    report = trove.scan(path)
+    assert not report.ok
+    critical = [f for f in report.findings if f.severity == "critical"]
+    assert critical and "system" in critical[0].message and critical[0].entry.endswith("data.pkl")
+    assert any(g["name"].endswith("system") and not g["allowed"] for g in report.globals)
+    # permissive: the call becomes an inert record, never run
+    with trove.open(path, permissive=True) as f:
+        assert isinstance(f.values()["e"], trove.Object)
+
+
+def test_corrupt_file(tmp_path, ckpt):
+    path = str(tmp_path / "cut.pt")
+    with open(ckpt, "rb") as src, open(path, "wb") as dst:
+        dst.write(src.read()[:300])
+    with pytest.raises(trove.Error) as e:
+        trove.load(path)
+    assert e.value.code in ("corrupt", "unsupported")
+
+
+def test_truncated_under_a_view_raises(tmp_path):
+    victim = str(tmp_path / "victim.pt")
+    torch.save({"w": torch.randn(1024, 2048)}, victim)
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {PYDIR!r})
+        import trove
+        f = trove.open({victim!r}, framework="pt")
+        w = f["w"]
+        os.truncate({victim!r}, 4096)
+        try:
+            float(w.sum())
+            print("no error")
+        except trove.IoError as e:
+            print("raised", e.code, e.message)
+        try:
+            f["w"]
+        except trove.IoError as e:
+            print("again", e.code)
+        print("alive")
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "raised io" in r.stdout and "changed while being read" in r.stdout, r.stdout
+    assert "again io" in r.stdout and "alive" in r.stdout
+
+
+# --- save, checks, convert, diff, stats ----------------------------------------------------------
+
+def test_save_round_trip(ckpt, tmp_path):
+    obj = torch.load(ckpt)
+    out = str(tmp_path / "again.pt")
+    trove.save(obj, out)
+    back = torch.load(out)
+    assert_same_tree(back, obj)
+    assert storage_ptr(back["model"]["embed.weight"]) == storage_ptr(back["model"]["head.weight"])
+    assert storage_ptr(back["model"]["proj_t"]) == storage_ptr(back["model"]["proj.weight"])
+    # numpy arrays and plain values
+    arrays = {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "y": [np.int64(3), np.ones(2, np.bool_)],
+              "t": (1, "two", None), "n": 1.5}
+    out2 = str(tmp_path / "arrays.pt")
+    trove.save(arrays, out2)
+    back2 = torch.load(out2)
+    assert torch.equal(back2["x"], torch.from_numpy(arrays["x"])) and back2["y"][1].dtype == torch.bool
+    assert back2["t"] == (1, "two", None) and back2["n"] == 1.5
+    with pytest.raises(trove.UsageError):
+        trove.save({"f": object()}, str(tmp_path / "bad.pt"))
+    assert not os.path.exists(str(tmp_path / "bad.pt"))
+
+
+def test_verify_convert_diff_stats(ckpt, tmp_path):
+    report = trove.verify(ckpt)
+    assert report.ok and report.format == "pt" and report.entries_checked > 0
+    out = str(tmp_path / "half.safetensors")
+    trove.convert(ckpt, out, keys=["model/proj*"], dtype="float16", drop_values=True)
+    got = trove.load(out)
+    assert sorted(got) == ["model/proj.weight", "model/proj_t"] and got["model/proj_t"].dtype == torch.float16
+    d = trove.diff(ckpt, ckpt)
+    assert d.equal and not d.only_in_a
+    d2 = trove.diff(ckpt, out)
+    assert not d2.equal and "model/embed.weight" in d2.only_in_a
+    s = trove.stats(ckpt)
+    ref = torch.load(ckpt)["model"]["embed.weight"].double()
+    assert s["model/embed.weight"]["count"] == 512
+    assert abs(s["model/embed.weight"]["mean"] - float(ref.mean())) < 1e-12
+    assert abs(s["model/embed.weight"]["max"] - float(ref.max())) < 1e-12
+    with pytest.raises(trove.UsageError):
+        trove.convert(ckpt, str(tmp_path / "x.unknown-ext"))
+
+
+def test_install_where_debian_python_imports(tmp_path):
+    prefix = str(tmp_path / "prefix")
+    r = subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    found = glob.glob(os.path.join(prefix, "**", "trove", "_trove*.so"), recursive=True)
+    assert len(found) == 1
+    site = os.path.dirname(os.path.dirname(found[0]))
+    rel = os.path.relpath(site, prefix)
+    for name in ("__init__.py", "__init__.pyi", "_trove.pyi", "py.typed"):
+        assert os.path.exists(os.path.join(site, "trove", name)), name
+    # Debian's interpreter imports from <prefix>/<rel> for the prefixes make install uses
+    paths = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('\\n'.join(sys.path))"],
+                           capture_output=True, text=True, env={}).stdout.split()
+    assert os.path.join("/usr/local", rel) in paths or os.path.join("/usr", rel) in paths, (rel, paths)
+    out = subprocess.run(["/usr/bin/python3", "-c", "import trove, sys; print(trove.__file__)"],
+                         capture_output=True, text=True, env={"PYTHONPATH": site})
+    assert out.returncode == 0 and out.stdout.startswith(site), out.stderr
