@@ -178,9 +178,9 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Conver
   file.Write(header.data(), header.size());
   uint64_t written = 0;
   for (const Planned& p : plan) {
-    if (std::optional<SharedBytes> stored = p.view->StoredBytes()) {
+    if (std::optional<SharedBytes> stored = p.view->StoredBytes(); stored && !stored->deferred()) {
       file.Write(stored->data(), stored->size());  // large mapped ranges are copied by the kernel
-    } else {
+    } else {  // gathered, swapped, cast, or inflated (a compressed .tdz leaf) window by window
       p.view->ForEachChunk([&](const uint8_t* data, size_t size) { file.Write(data, size); });
     }
     written += p.end - p.begin;
