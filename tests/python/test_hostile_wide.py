@@ -100,10 +100,15 @@ def at_leaf_cap(tmp_path_factory):
     return flat_tdz(tmp_path_factory.mktemp("wide") / "cap.tdz", K_MAX_LEAVES)
 
 
-def test_info_of_a_tree_at_the_leaf_cap_stays_under_the_target(at_leaf_cap):
-    code, out, err, rss = peak_rss("info", at_leaf_cap)
+@pytest.mark.parametrize("json_output", [False, True])
+def test_info_of_a_tree_at_the_leaf_cap_stays_under_the_target(at_leaf_cap, json_output):
+    code, out, err, rss = peak_rss("info", at_leaf_cap, *(["--json"] if json_output else []))
     assert code == 0, err
-    assert f"tensordict:TensorDict of {K_MAX_LEAVES} tensors".encode() in out
+    if json_output:  # written record by record, tensor by tensor (the whole document took ~850 MB)
+        info = json.loads(out)
+        assert len(info["tensors"]) == K_MAX_LEAVES and len(info["records"]) == K_MAX_LEAVES + 1
+    else:
+        assert f"tensordict:TensorDict of {K_MAX_LEAVES} tensors".encode() in out
     assert rss < TARGET_RSS_BYTES, f"trove info of {K_MAX_LEAVES} leaves: peak RSS {rss >> 20} MiB"
 
 
