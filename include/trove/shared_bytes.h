@@ -15,11 +15,23 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trove {
 
 class SharedBytes;
+
+// One pass over deferred bytes, front to back, producing them as they are read (a compressed
+// entry: an inflater). Used by one thread at a time.
+class DeferredReader {
+ public:
+  virtual ~DeferredReader() = default;
+  // The next n bytes into out; never asked for bytes past the end (Error as for any read).
+  virtual void Read(uint8_t* out, size_t n) = 0;
+  // Moves on n bytes (still produced, not handed over).
+  virtual void Skip(uint64_t n) = 0;
+};
 
 // The producer behind deferred bytes. Both members are called from any thread, maybe often.
 class DeferredSource {
@@ -27,8 +39,9 @@ class DeferredSource {
   virtual ~DeferredSource() = default;
   // All the bytes, held (Error as for any read).
   virtual SharedBytes Produce() const = 0;
-  // Bytes [offset, offset + length) in order, in bounded windows, without holding them all.
-  virtual void Stream(uint64_t offset, uint64_t length, const std::function<void(const uint8_t*, size_t)>& fn) const = 0;
+  // A reader starting at `offset`, holding a bounded window's worth of state whatever the size:
+  // every streaming read of deferred bytes (Stream, SharedBytes::Reader) goes through it.
+  virtual std::unique_ptr<DeferredReader> Open(uint64_t offset) const = 0;
 };
 
 class SharedBytes {
@@ -64,6 +77,14 @@ class SharedBytes {
            size_ == other.size_;
   }
 
+  // Where the bytes start, as a key telling the same bytes apart from others without producing
+  // deferred ones: the address of held bytes; for deferred bytes (produced or not) their state
+  // and the offset into it. Equal for two views of the same bytes, valid while both live.
+  std::pair<const void*, uint64_t> identity() const {
+    return deferred_ ? std::pair<const void*, uint64_t>(deferred_.get(), deferred_offset_)
+                     : std::pair<const void*, uint64_t>(data_, 0);
+  }
+
   // A sub-range sharing the owner. Throws Error(kCorrupt) when [offset, offset+length) is not inside.
   SharedBytes Slice(uint64_t offset, uint64_t length) const;
 
@@ -74,8 +95,11 @@ class SharedBytes {
   // pages leave this process's resident set (they stay in the page cache); otherwise a no-op.
   void Release(uint64_t offset, uint64_t length) const;
   // Hands the bytes to fn in windows, releasing each window's pages once fn returns: streaming
-  // a mapped file of any size keeps only one window resident.
+  // a mapped file of any size keeps only one window resident; deferred bytes are produced one
+  // window at a time, never held.
   void Stream(const std::function<void(const uint8_t*, size_t)>& fn) const;
+
+  class Reader;
 
   // The CRC-32 its container recorded for exactly these bytes (a zip entry's payload), carried so
   // that a writer copying them whole into another zip need not read them to checksum them. Not
@@ -104,6 +128,35 @@ class SharedBytes {
   uint64_t size_ = 0;
   bool mapped_ = false;
   std::optional<uint32_t> recorded_crc32_;
+};
+
+// Reads a SharedBytes front to back into the caller's buffers, so that several can be walked
+// side by side in bounded memory (trove diff compares two compressed .tdz leaves window by
+// window). Deferred bytes are produced as they are read, never held whole (unless something
+// else asked for them whole already); the pages of mapped bytes leave the resident set once read
+// past. Keeps the bytes alive. One reader is used by one thread at a time.
+class SharedBytes::Reader {
+ public:
+  explicit Reader(SharedBytes bytes);
+  ~Reader();
+  Reader(Reader&&) noexcept;
+  Reader& operator=(Reader&&) noexcept;
+
+  // Copies the next n bytes into out. Throws Error(kUsage) for n beyond remaining(), and what
+  // producing the bytes throws (Error(kCorrupt) naming the entry for a damaged compressed
+  // stream; the guard's error for a mapped file found changed).
+  void Read(uint8_t* out, size_t n);
+  // Moves on n bytes without handing them over (deferred bytes are still produced).
+  void Skip(uint64_t n);
+  uint64_t position() const { return at_; }
+  uint64_t remaining() const { return bytes_.size() - at_; }
+
+ private:
+  void ReleaseReadPages();
+  SharedBytes bytes_;
+  uint64_t at_ = 0;
+  uint64_t released_ = 0;  // mapped bytes before this have been released
+  std::unique_ptr<DeferredReader> deferred_;
 };
 
 // A whole file mapped read-only. Open() maps it once; views into it are SharedBytes whose

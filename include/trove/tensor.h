@@ -133,6 +133,31 @@ struct TensorView {
   }
 };
 
+// Reads a view's elements in row-major order as C-contiguous little-endian bytes, window by
+// window into the caller's buffer, so that two tensors can be walked side by side in bounded
+// memory (trove diff). A contiguous view reads its storage through SharedBytes::Reader, so a
+// compressed .tdz leaf is inflated as it is read, never held; other views gather with
+// CopyElements (a strided view of deferred bytes produces them whole first: no reader makes
+// one); a converting view reads its source's elements and converts them as ForEachChunk does.
+// The view must outlive the reader; one thread at a time.
+class ElementReader {
+ public:
+  explicit ElementReader(const TensorView& view);
+  // The next `count` elements into out (count * element size bytes). Throws Error(kUsage) past
+  // the last element, and what reading the storage throws.
+  void Read(uint64_t count, uint8_t* out);
+  uint64_t remaining() const { return numel_ - next_; }
+
+ private:
+  const TensorView& view_;
+  uint64_t numel_ = 0;
+  uint64_t next_ = 0;                        // elements read so far
+  std::optional<SharedBytes::Reader> bytes_;  // contiguous views only
+  bool swap_ = false;
+  std::unique_ptr<ElementReader> source_;     // a converting view's source
+  std::vector<uint8_t> scratch_;              // its elements before conversion
+};
+
 // A view of `source`'s elements converted to `dtype` on the fly: contiguous, same shape, no copy
 // of the data until its bytes are streamed. Floating and integer dtypes convert through double
 // (integers exactly up to 2^53); bool and complex only to themselves.

@@ -64,6 +64,44 @@ std::map<int64_t, int> SharingCounts(const Document& doc) {
   return counts;
 }
 
+// Writes one JSON object member by member exactly as Json::dump(2) writes it whole; an array
+// member is written element by element, so that no more than one element is ever held.
+class JsonObjectWriter {
+ public:
+  explicit JsonObjectWriter(std::ostream& out) : out_(out) { out_ << '{'; }
+  void Member(const std::string& key, const Json& value) {
+    Key(key);
+    out_ << Indented(value, 2);
+  }
+  void BeginArray(const std::string& key) {
+    Key(key);
+    out_ << '[';
+    elements_ = 0;
+  }
+  void Element(const Json& value) {
+    out_ << (elements_++ ? ",\n    " : "\n    ") << Indented(value, 4);
+  }
+  void EndArray() { out_ << (elements_ ? "\n  ]" : "]"); }
+  void End() { out_ << (members_ ? "\n}\n" : "}\n"); }
+
+ private:
+  void Key(const std::string& key) { out_ << (members_++ ? ",\n  " : "\n  ") << Json(key).dump() << ": "; }
+  // value.dump(2) nested `depth` spaces deep (strings never hold a raw newline: dump escapes it).
+  static std::string Indented(const Json& value, size_t depth) {
+    std::string text = value.dump(2);
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+      out += c;
+      if (c == '\n') out.append(depth, ' ');
+    }
+    return out;
+  }
+  std::ostream& out_;
+  size_t members_ = 0;
+  size_t elements_ = 0;
+};
+
 // "12.7 KiB": sizes for people (binary units, three significant digits).
 std::string HumanBytes(uint64_t n) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -138,38 +176,39 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
   }
   const TensorTotals totals = Totals(listed);
   if (o.json) {
-    Json j;
-    j["format"] = doc.format;
-    j["path"] = doc.path;
-    j["file_size"] = doc.file_size;
+    // Written as j.dump(2) would write the whole document, but one record and one tensor at a
+    // time: the document of a wide tree would take ~6 kB per leaf, several times its index.
+    JsonObjectWriter out(std::cout);
+    out.Member("format", doc.format);
+    out.Member("path", doc.path);
+    out.Member("file_size", doc.file_size);
     Json props = Json::object();
     for (const auto& [k, v] : doc.properties) props[k] = v;
-    j["properties"] = props;
+    out.Member("properties", props);
     Json by_dtype = Json::object();
     for (const auto& [d, c] : totals.by_dtype) by_dtype[d] = {{"tensors", c.first}, {"bytes", c.second}};
-    j["summary"] = {{"tensors", totals.tensors}, {"distinct_tensors", totals.distinct}, {"parameters", totals.parameters},
-                    {"bytes", totals.bytes}, {"by_dtype", by_dtype}};
-    Json records = Json::array();
+    out.Member("summary", {{"tensors", totals.tensors}, {"distinct_tensors", totals.distinct},
+                           {"parameters", totals.parameters}, {"bytes", totals.bytes}, {"by_dtype", by_dtype}});
+    out.BeginArray("records");
     for (const auto& r : doc.records) {
-      records.push_back({{"name", r.name}, {"offset", r.offset}, {"size", r.size}, {"stored_size", r.stored_size},
-                         {"method", r.method}, {"crc32", fmt::format("{:08x}", r.crc32)}});
+      out.Element({{"name", r.name}, {"offset", r.offset}, {"size", r.size}, {"stored_size", r.stored_size},
+                   {"method", r.method}, {"crc32", fmt::format("{:08x}", r.crc32)}});
     }
-    j["records"] = records;
-    Json tensors = Json::array();
+    out.EndArray();
+    out.BeginArray("tensors");
     for (const NamedTensor* t : listed) {
       const TensorView& v = *t->view;
-      Json tj{{"key", t->key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}, {"nbytes", v.nbytes()},
-              {"strides", v.strides}, {"storage_offset", v.storage_offset}, {"storage", v.storage_key},
-              {"shared", v.storage_index >= 0 && sharing[v.storage_index] > 1}, {"contiguous", v.is_contiguous()},
-              {"byte_order", v.byte_order == ByteOrder::kBig ? "big" : "little"}, {"requires_grad", v.requires_grad},
-              {"parameter", v.is_parameter}, {"has_data", v.has_data}, {"readable", Info(v.dtype).readable}};
-      tensors.push_back(std::move(tj));
+      out.Element({{"key", t->key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}, {"nbytes", v.nbytes()},
+                   {"strides", v.strides}, {"storage_offset", v.storage_offset}, {"storage", v.storage_key},
+                   {"shared", v.storage_index >= 0 && sharing[v.storage_index] > 1}, {"contiguous", v.is_contiguous()},
+                   {"byte_order", v.byte_order == ByteOrder::kBig ? "big" : "little"}, {"requires_grad", v.requires_grad},
+                   {"parameter", v.is_parameter}, {"has_data", v.has_data}, {"readable", Info(v.dtype).readable}});
     }
-    j["tensors"] = tensors;
-    j["tensor_bytes"] = total;
-    j["values"] = ValueToJson(doc.root);
-    j["warnings"] = doc.warnings;
-    std::cout << j.dump(2) << '\n';
+    out.EndArray();
+    out.Member("tensor_bytes", total);
+    out.Member("values", ValueToJson(doc.root));
+    out.Member("warnings", doc.warnings);
+    out.End();
     return;
   }
   const bool tty = StdoutIsTerminal();

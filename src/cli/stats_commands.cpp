@@ -25,10 +25,12 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Two keys naming one view (tied weights) share their figures.
-using ViewIdentity = std::tuple<const uint8_t*, uint64_t, DType, ByteOrder, int64_t, std::vector<int64_t>, std::vector<int64_t>>;
+// (The storage's identity, not its data(): that would inflate a compressed leaf whole.)
+using ViewIdentity = std::tuple<std::pair<const void*, uint64_t>, uint64_t, DType, ByteOrder, int64_t,
+                                std::vector<int64_t>, std::vector<int64_t>>;
 
 ViewIdentity IdentityOf(const TensorView& v) {
-  return {v.storage.data(), v.storage.size(), v.dtype, v.byte_order, v.storage_offset, v.shape, v.strides};
+  return {v.storage.identity(), v.storage.size(), v.dtype, v.byte_order, v.storage_offset, v.shape, v.strides};
 }
 
 std::vector<const NamedTensor*> Select(const Document& doc, const std::vector<std::string>& keys,

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
+#include <vector>
 
 #include "trove/element_codec.h"
 #include "trove/error.h"
@@ -57,7 +58,8 @@ double Real(const ElementValue& e) {
 }
 
 // Elements compared per window: both tensors are walked side by side in this much memory,
-// whatever their logical size (a stride-0 view can be terabytes over a few stored bytes).
+// whatever their logical size (a stride-0 view can be terabytes over a few stored bytes) and
+// however they are stored (a compressed .tdz leaf is inflated window by window, never held).
 constexpr uint64_t kDiffWindowElements = uint64_t{1} << 18;
 
 // Two views laid out alike over equal stored bytes are equal element for element, without
@@ -68,18 +70,15 @@ bool SameLayoutAndStorage(const TensorView& a, const TensorView& b) {
     return false;
   }
   if (a.storage.SameBytes(b.storage)) return true;
-  bool equal = true;
-  uint64_t at = 0;
-  a.storage.Stream([&](const uint8_t* p, size_t n) {
-    if (equal) {
-      b.storage.Slice(at, n).Stream([&](const uint8_t* q, size_t m) {
-        equal = equal && std::memcmp(p, q, m) == 0;
-        p += m;
-      });
-    }
-    at += n;
-  });
-  return equal;
+  SharedBytes::Reader ra(a.storage), rb(b.storage);
+  std::vector<uint8_t> wa(static_cast<size_t>(std::min<uint64_t>(a.storage.size(), kDiffWindowElements))), wb(wa.size());
+  while (ra.remaining() > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(wa.size(), ra.remaining()));
+    ra.Read(wa.data(), n);
+    rb.Read(wb.data(), n);
+    if (std::memcmp(wa.data(), wb.data(), n) != 0) return false;
+  }
+  return true;
 }
 
 void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, TensorDiff& d) {
@@ -93,11 +92,14 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
   std::vector<uint8_t> wa(static_cast<size_t>(std::min(n, kDiffWindowElements) * es));
   std::vector<uint8_t> wb(wa.size());
   d.identical = true;
-  for (uint64_t first = 0; first < n && d.identical; first += kDiffWindowElements) {
-    const uint64_t count = std::min(kDiffWindowElements, n - first);
-    a.CopyElements(first, count, wa.data());
-    b.CopyElements(first, count, wb.data());
-    d.identical = std::memcmp(wa.data(), wb.data(), count * es) == 0;
+  {
+    ElementReader ra(a), rb(b);
+    for (uint64_t first = 0; first < n && d.identical; first += kDiffWindowElements) {
+      const uint64_t count = std::min(kDiffWindowElements, n - first);
+      ra.Read(count, wa.data());
+      rb.Read(count, wb.data());
+      d.identical = std::memcmp(wa.data(), wb.data(), count * es) == 0;
+    }
   }
   if (d.identical) {
     d.within_tolerance = true;
@@ -108,11 +110,13 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
   double sum_sq = 0, sum_sq_a = 0, max_abs = 0;
   bool within = true;
   uint64_t differing = 0;
+  // A second pass from the start: the first one stopped at the first differing window.
+  ElementReader ra(a), rb(b);
   for (uint64_t i = 0; i < n; ++i) {
     if (i % kDiffWindowElements == 0) {
       const uint64_t count = std::min(kDiffWindowElements, n - i);
-      a.CopyElements(i, count, wa.data());
-      b.CopyElements(i, count, wb.data());
+      ra.Read(count, wa.data());
+      rb.Read(count, wb.data());
     }
     const uint64_t w = (i % kDiffWindowElements) * es;
     ElementValue x = DecodeElement(a.dtype, wa.data() + w), y = DecodeElement(b.dtype, wb.data() + w);

@@ -238,13 +238,22 @@ void RunGuardingTruncation(const std::function<void()>& body) {
 // Windows of Stream(): large enough that each write(2) is efficient, small enough that resident
 // memory stays bounded.
 constexpr uint64_t kStreamWindowBytes = uint64_t{8} << 20;
+// A Reader releases the mapped pages it has read past in batches of at least this many bytes:
+// one madvise per few windows of a diff, not one per window.
+constexpr uint64_t kReleaseBatchBytes = uint64_t{4} << 20;
 
 void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) const {
   if (deferred()) {
-    deferred_->source->Stream(deferred_offset_, size_, [&](const uint8_t* p, size_t n) {
-      fn(p, n);
-      ThrowIfMappedFileChanged();
-    });
+    std::unique_ptr<DeferredReader> reader = deferred_->source->Open(deferred_offset_);
+    const uint64_t window = std::min(size_, kStreamWindowBytes);
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[static_cast<size_t>(window)]);
+    for (uint64_t done = 0; done < size_;) {
+      const uint64_t n = std::min(window, size_ - done);
+      reader->Read(buf.get(), static_cast<size_t>(n));
+      fn(buf.get(), static_cast<size_t>(n));
+      ThrowIfMappedFileChanged();  // the compressed bytes may be a mapping too
+      done += n;
+    }
     return;
   }
   const uint8_t* base = data();  // deferred bytes produced already: in memory
@@ -255,6 +264,50 @@ void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) 
     ThrowIfMappedFileChanged();  // no point streaming on through zeros
     done += n;
   }
+}
+
+SharedBytes::Reader::Reader(SharedBytes bytes) : bytes_(std::move(bytes)) {
+  if (bytes_.deferred()) deferred_ = bytes_.deferred_->source->Open(bytes_.deferred_offset_);
+}
+
+SharedBytes::Reader::~Reader() = default;
+SharedBytes::Reader::Reader(Reader&&) noexcept = default;
+SharedBytes::Reader& SharedBytes::Reader::operator=(Reader&&) noexcept = default;
+
+void SharedBytes::Reader::Read(uint8_t* out, size_t n) {
+  if (n > remaining()) {
+    Fail(ErrorCode::kUsage, "read of " + std::to_string(n) + " bytes at " + std::to_string(at_) + " of " +
+                                std::to_string(bytes_.size()));
+  }
+  if (n == 0) return;
+  if (deferred_) {
+    deferred_->Read(out, n);
+  } else {
+    std::memcpy(out, bytes_.data() + at_, n);
+  }
+  at_ += n;
+  if (bytes_.mapped()) ReleaseReadPages();
+  ThrowIfMappedFileChanged();  // no point reading on through zeros
+}
+
+void SharedBytes::Reader::Skip(uint64_t n) {
+  if (n > remaining()) {
+    Fail(ErrorCode::kUsage, "skip of " + std::to_string(n) + " bytes at " + std::to_string(at_) + " of " +
+                                std::to_string(bytes_.size()));
+  }
+  if (deferred_) deferred_->Skip(n);
+  at_ += n;
+  released_ = std::max(released_, at_);  // skipped pages were never touched
+}
+
+void SharedBytes::Reader::ReleaseReadPages() {
+  // Up to the last page boundary read past, so that the next read's first page stays mapped.
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t end = reinterpret_cast<uintptr_t>(bytes_.data_ + at_) / page * page;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes_.data_ + released_);
+  if (end <= begin || end - begin < kReleaseBatchBytes) return;
+  bytes_.Release(released_, end - begin);
+  released_ += end - begin;
 }
 
 std::string MappedFileAt(const void* address) { return FileAtAddress(reinterpret_cast<uintptr_t>(address)); }

@@ -330,6 +330,48 @@ void TensorView::CopyElements(uint64_t first, uint64_t count, uint8_t* out) cons
   ThrowIfMappedFileChanged();
 }
 
+// A converting view's source elements are read this many at a time before conversion.
+constexpr uint64_t kCastReadElements = 4096;
+
+ElementReader::ElementReader(const TensorView& view) : view_(view) {
+  numel_ = static_cast<uint64_t>(view.numel());
+  if (view.cast_source) {
+    source_ = std::make_unique<ElementReader>(*view.cast_source);
+    return;
+  }
+  if (!view.has_data) Fail(ErrorCode::kUsage, "tensor has no data (meta tensor)");
+  swap_ = view.byte_order == ByteOrder::kBig && SwapUnit(view.dtype) > 1;
+  if (numel_ > 0 && view.is_contiguous()) {
+    const uint64_t esize = ElementSize(view.dtype);
+    bytes_.emplace(view.storage.Slice(static_cast<uint64_t>(view.storage_offset) * esize, numel_ * esize));
+  }
+}
+
+void ElementReader::Read(uint64_t count, uint8_t* out) {
+  if (count > remaining()) Fail(ErrorCode::kUsage, "element range outside the tensor");
+  if (count == 0) return;
+  if (source_) {
+    const DType from = view_.cast_source->dtype;
+    const size_t in_size = ElementSize(from), out_size = ElementSize(view_.dtype);
+    for (uint64_t done = 0; done < count;) {
+      const uint64_t k = std::min(kCastReadElements, count - done);
+      scratch_.resize(static_cast<size_t>(k * in_size));
+      source_->Read(k, scratch_.data());
+      for (uint64_t i = 0; i < k; ++i) {
+        StoreElement(view_.dtype, NumericValue(DecodeElement(from, scratch_.data() + i * in_size)),
+                     out + (done + i) * out_size);
+      }
+      done += k;
+    }
+  } else if (bytes_) {
+    bytes_->Read(out, static_cast<size_t>(count * ElementSize(view_.dtype)));
+    if (swap_) ByteSwapElements(out, count, view_.dtype);
+  } else {
+    view_.CopyElements(next_, count, out);
+  }
+  next_ += count;
+}
+
 SharedBytes TensorView::ContiguousLittleEndian() const {
   const bool swap = byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1;
   if (nbytes() == 0) return SharedBytes();

@@ -537,7 +537,7 @@ struct Walk {
   size_t block_elements = kBlockValues;
   uint64_t chunk_elements = kBlockValues * kBlocksPerChunk;
   uint64_t chunks = 0;
-  bool serial = false;             // a converting view: streamed by ForEachChunk on one thread
+  bool serial = false;             // streamed by ForEachChunk on one thread (see MakeWalk)
 };
 
 Walk MakeWalk(const TensorView& v) {
@@ -549,7 +549,10 @@ Walk MakeWalk(const TensorView& v) {
   w.block_elements = kBlockValues / w.values_per_element;
   w.chunk_elements = w.block_elements * kBlocksPerChunk;
   const uint64_t numel = static_cast<uint64_t>(v.numel());
-  if (v.cast_source) {
+  // A converting view has no bytes of its own, and a compressed .tdz leaf (deferred bytes) can
+  // only be inflated front to back: both are streamed, never held whole. A strided view of
+  // deferred bytes (no reader makes one) is walked as any other, its bytes produced whole.
+  if (v.cast_source || (v.storage.deferred() && v.is_contiguous())) {
     w.serial = true;
     w.elements = numel;
     w.chunks = numel ? 1 : 0;

@@ -139,61 +139,6 @@ struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 
-// Runs the codec over the whole entry, handing the output to `sink` in windows of at most
-// kStreamWindowBytes (one buffer, reused), and checks that it ends exactly at the declared size
-// and at the end of the compressed bytes.
-void Drive(Codec& codec, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where,
-           const std::function<void(const uint8_t*, size_t)>& sink) {
-  const uint64_t window = std::min(usize, kStreamWindowBytes);
-  std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::malloc(std::max<uint64_t>(window, 1))));
-  if (buf == nullptr) Fail(ErrorCode::kLimit, std::string(where) + ": out of memory for " + std::to_string(window) + " bytes");
-  uint64_t filled = 0;   // bytes produced in all
-  uint64_t pending = 0;  // of which still in the buffer
-  uint64_t in_pos = 0;
-  for (;;) {
-    uint8_t probe = 0;
-    uint8_t* dst = &probe;
-    uint64_t dst_len = 1;
-    // Once the declared size is reached, a one-byte probe tells a finished stream from a bomb.
-    const bool probing = filled == usize;
-    if (!probing) {
-      if (pending == window) {
-        sink(buf.get(), static_cast<size_t>(pending));
-        pending = 0;
-      }
-      dst = buf.get() + pending;
-      dst_len = std::min(window - pending, usize - filled);
-    }
-    const uint64_t src_len = std::min(csize - in_pos, kStepBytes);
-    size_t consumed = 0;
-    size_t produced = 0;
-    Step step = codec.Run(src + in_pos, static_cast<size_t>(src_len), dst, static_cast<size_t>(dst_len), &consumed,
-                          &produced);
-    in_pos += consumed;
-    if (probing && produced > 0) {
-      Corrupt(where, "decompresses to more than the declared " + std::to_string(usize) + " bytes");
-    }
-    filled += produced;
-    if (!probing) pending += produced;
-    if (step == Step::kEnd) break;
-    if (consumed == 0 && produced == 0) {
-      if (probing && in_pos == csize && codec.EndMarkerOptional()) break;
-      if (in_pos == csize) {
-        Corrupt(where, "compressed data ends early (" + std::to_string(filled) + " of " + std::to_string(usize) +
-                           " bytes decompressed)");
-      }
-      Corrupt(where, "decompressor stalled at compressed byte " + std::to_string(in_pos));
-    }
-  }
-  if (filled != usize) {
-    Corrupt(where, "decompresses to " + std::to_string(filled) + " bytes, declared " + std::to_string(usize));
-  }
-  if (in_pos != csize) {
-    Corrupt(where, std::to_string(csize - in_pos) + " bytes follow the end of the compressed stream");
-  }
-  if (pending > 0) sink(buf.get(), static_cast<size_t>(pending));
-}
-
 // The codec for `method` over [src, +csize), and where its raw data starts (LZMA has a header).
 std::unique_ptr<Codec> MakeCodec(uint16_t method, const uint8_t*& src, uint64_t& csize, uint64_t usize,
                                  std::string_view where) {
@@ -225,25 +170,34 @@ void CheckDeclaredSize(uint64_t usize, std::string_view where) {
   }
 }
 
+// Skip() inflates into a scratch buffer of this size: small, since nothing reads it.
+constexpr size_t kSkipBytes = size_t{64} << 10;
+
+// A window of a deferred entry: an Inflater skipped to the window's start.
+class EntryReader final : public DeferredReader {
+ public:
+  EntryReader(SharedBytes raw, uint16_t method, uint64_t usize, const std::string& where, uint64_t offset)
+      : raw_(std::move(raw)), inflater_(method, raw_.data(), raw_.size(), usize, where) {
+    inflater_.Skip(offset);
+  }
+  void Read(uint8_t* out, size_t n) override {
+    if (inflater_.Read(out, n) != n) Fail(ErrorCode::kUsage, "read past the end of deferred bytes");
+  }
+  void Skip(uint64_t n) override { inflater_.Skip(n); }
+
+ private:
+  SharedBytes raw_;  // kept alive: the inflater reads it
+  Inflater inflater_;
+};
+
 // A compressed entry's payload, inflated only when asked for (SharedBytes::Deferred).
 class DeferredEntry final : public DeferredSource {
  public:
   DeferredEntry(SharedBytes raw, uint16_t method, uint64_t usize, std::string where)
       : raw_(std::move(raw)), method_(method), usize_(usize), where_(std::move(where)) {}
   SharedBytes Produce() const override { return Decompress(method_, raw_.data(), raw_.size(), usize_, where_); }
-  void Stream(uint64_t offset, uint64_t length, const std::function<void(const uint8_t*, size_t)>& fn) const override {
-    if (length == 0) return;
-    uint64_t at = 0;  // inflated bytes seen so far
-    struct Done {};
-    try {
-      DecompressStream(method_, raw_.data(), raw_.size(), usize_, where_, [&](const uint8_t* p, size_t n) {
-        const uint64_t begin = std::max(at, offset), end = std::min(at + n, offset + length);
-        if (begin < end) fn(p + (begin - at), static_cast<size_t>(end - begin));
-        at += n;
-        if (at >= offset + length) throw Done{};  // the rest is not wanted
-      });
-    } catch (const Done&) {
-    }
+  std::unique_ptr<DeferredReader> Open(uint64_t offset) const override {
+    return std::make_unique<EntryReader>(raw_, method_, usize_, where_, offset);
   }
 
  private:
@@ -255,17 +209,122 @@ class DeferredEntry final : public DeferredSource {
 
 }  // namespace
 
-SharedBytes Decompress(uint16_t method, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where) {
-  CheckDeclaredSize(usize, where);
+struct Inflater::State {
+  std::string where;  // the codec keeps a view of it
+  std::unique_ptr<Codec> codec;
+  const uint8_t* src = nullptr;
+  uint64_t csize = 0, usize = 0;
+  uint64_t in_pos = 0;   // compressed bytes used
+  uint64_t out_pos = 0;  // bytes produced
+  bool ended = false;    // the codec saw its end marker
+  bool finished = false;
+};
+
+Inflater::Inflater(uint16_t method, const uint8_t* src, uint64_t csize, uint64_t usize, std::string where)
+    : s_(std::make_unique<State>()) {
+  s_->where = std::move(where);
+  CheckDeclaredSize(usize, s_->where);
+  s_->usize = usize;
   // Some writers store an empty file as a method-8 entry with no compressed bytes at all.
-  if (csize == 0 && usize == 0) return SharedBytes::FromVector({});
-  std::unique_ptr<Codec> codec = MakeCodec(method, src, csize, usize, where);
+  if (csize == 0 && usize == 0) {
+    s_->ended = s_->finished = true;
+    return;
+  }
+  s_->codec = MakeCodec(method, src, csize, usize, s_->where);
+  s_->src = src;
+  s_->csize = csize;
+}
+
+Inflater::~Inflater() = default;
+Inflater::Inflater(Inflater&&) noexcept = default;
+Inflater& Inflater::operator=(Inflater&&) noexcept = default;
+
+uint64_t Inflater::produced() const { return s_->out_pos; }
+uint64_t Inflater::remaining() const { return s_->usize - s_->out_pos; }
+
+size_t Inflater::Read(uint8_t* out, size_t n) {
+  State& s = *s_;
+  n = static_cast<size_t>(std::min<uint64_t>(n, s.usize - s.out_pos));
+  size_t done = 0;
+  while (done < n) {
+    if (s.ended) {
+      Corrupt(s.where, "decompresses to " + std::to_string(s.out_pos) + " bytes, declared " + std::to_string(s.usize));
+    }
+    const uint64_t src_len = std::min(s.csize - s.in_pos, kStepBytes);
+    const uint64_t dst_len = std::min<uint64_t>(n - done, kStepBytes);
+    size_t consumed = 0;
+    size_t produced = 0;
+    Step step = s.codec->Run(s.src + s.in_pos, static_cast<size_t>(src_len), out + done, static_cast<size_t>(dst_len),
+                             &consumed, &produced);
+    s.in_pos += consumed;
+    s.out_pos += produced;
+    done += produced;
+    if (step == Step::kEnd) {
+      s.ended = true;
+      continue;  // an end before the declared size is reported above
+    }
+    if (consumed == 0 && produced == 0) {
+      if (s.in_pos == s.csize) {
+        Corrupt(s.where, "compressed data ends early (" + std::to_string(s.out_pos) + " of " + std::to_string(s.usize) +
+                             " bytes decompressed)");
+      }
+      Corrupt(s.where, "decompressor stalled at compressed byte " + std::to_string(s.in_pos));
+    }
+  }
+  if (s.out_pos == s.usize) Finish();
+  return done;
+}
+
+void Inflater::Skip(uint64_t n) {
+  if (n > remaining()) Fail(ErrorCode::kUsage, s_->where + ": skip past the declared end");
+  if (n == 0) return;
+  std::unique_ptr<uint8_t[]> scratch(new uint8_t[static_cast<size_t>(std::min<uint64_t>(n, kSkipBytes))]);
+  while (n > 0) n -= Read(scratch.get(), static_cast<size_t>(std::min<uint64_t>(n, kSkipBytes)));
+}
+
+void Inflater::Finish() {
+  State& s = *s_;
+  if (s.finished) return;
+  if (s.out_pos != s.usize) Fail(ErrorCode::kUsage, s.where + ": Finish before every byte was read");
+  // Once the declared size is reached, a one-byte probe tells a finished stream from a bomb.
+  while (!s.ended) {
+    uint8_t probe = 0;
+    size_t consumed = 0;
+    size_t produced = 0;
+    const uint64_t src_len = std::min(s.csize - s.in_pos, kStepBytes);
+    Step step = s.codec->Run(s.src + s.in_pos, static_cast<size_t>(src_len), &probe, 1, &consumed, &produced);
+    s.in_pos += consumed;
+    if (produced > 0) Corrupt(s.where, "decompresses to more than the declared " + std::to_string(s.usize) + " bytes");
+    if (step == Step::kEnd) break;
+    if (consumed == 0) {
+      if (s.in_pos == s.csize && s.codec->EndMarkerOptional()) break;
+      if (s.in_pos == s.csize) {
+        Corrupt(s.where, "compressed data ends early (" + std::to_string(s.out_pos) + " of " + std::to_string(s.usize) +
+                             " bytes decompressed)");
+      }
+      Corrupt(s.where, "decompressor stalled at compressed byte " + std::to_string(s.in_pos));
+    }
+  }
+  s.ended = true;
+  if (s.in_pos != s.csize) {
+    Corrupt(s.where, std::to_string(s.csize - s.in_pos) + " bytes follow the end of the compressed stream");
+  }
+  s.finished = true;
+}
+
+SharedBytes Decompress(uint16_t method, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where) {
+  Inflater inflater(method, src, csize, usize, std::string(where));
+  if (usize == 0) {
+    inflater.Finish();
+    return SharedBytes::FromVector({});
+  }
   // Memory follows the bytes produced, never the declared size.
   std::unique_ptr<uint8_t, FreeDeleter> buf;
-  uint64_t capacity = 0, filled = 0;
-  Drive(*codec, src, csize, usize, where, [&](const uint8_t* p, size_t n) {
-    if (filled + n > capacity) {
-      uint64_t next = std::min(usize, std::max({kFirstBufferBytes, capacity * 2, filled + n}));
+  uint64_t capacity = 0;
+  while (inflater.remaining() > 0) {
+    const uint64_t filled = inflater.produced();
+    if (filled == capacity) {
+      uint64_t next = std::min(usize, std::max(kFirstBufferBytes, capacity * 2));
       void* grown = std::realloc(buf.get(), static_cast<size_t>(next));
       if (grown == nullptr) {
         Fail(ErrorCode::kLimit, std::string(where) + ": out of memory for " + std::to_string(next) + " bytes");
@@ -274,10 +333,8 @@ SharedBytes Decompress(uint16_t method, const uint8_t* src, uint64_t csize, uint
       buf.reset(static_cast<uint8_t*>(grown));
       capacity = next;
     }
-    std::memcpy(buf.get() + filled, p, n);
-    filled += n;
-  });
-  if (usize == 0) return SharedBytes::FromVector({});
+    inflater.Read(buf.get() + filled, static_cast<size_t>(capacity - filled));
+  }
   uint8_t* data = buf.get();
   std::shared_ptr<const void> owner(buf.release(), FreeDeleter());
   return SharedBytes(std::move(owner), data, usize);
@@ -285,10 +342,15 @@ SharedBytes Decompress(uint16_t method, const uint8_t* src, uint64_t csize, uint
 
 void DecompressStream(uint16_t method, const uint8_t* src, uint64_t csize, uint64_t usize, std::string_view where,
                       const std::function<void(const uint8_t*, size_t)>& fn) {
-  CheckDeclaredSize(usize, where);
-  if (csize == 0 && usize == 0) return;
-  std::unique_ptr<Codec> codec = MakeCodec(method, src, csize, usize, where);
-  Drive(*codec, src, csize, usize, where, fn);
+  Inflater inflater(method, src, csize, usize, std::string(where));
+  if (usize == 0) inflater.Finish();  // otherwise the last Read checks the end
+  const uint64_t window = std::min(usize, kStreamWindowBytes);
+  std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::malloc(std::max<uint64_t>(window, 1))));
+  if (buf == nullptr) Fail(ErrorCode::kLimit, std::string(where) + ": out of memory for " + std::to_string(window) + " bytes");
+  while (inflater.remaining() > 0) {
+    const size_t n = inflater.Read(buf.get(), static_cast<size_t>(window));
+    fn(buf.get(), n);
+  }
 }
 
 SharedBytes DeferredDecompress(SharedBytes compressed, uint16_t method, uint64_t usize, std::string where) {

@@ -1,7 +1,8 @@
 // One test per resource cap (docs/security.md lists them): an input just past the cap ends in a
 // trove::Error that names the cap or states the bound, never in a crash or an unbounded
-// allocation. Caps that a cheap input cannot reach (tensordict::kMaxLeaves, kMaxLevels) are
-// covered by the checks' shared code paths and listed in docs/security.md.
+// allocation. The caps of wide tensordict trees (tensordict::kMaxLeaves, kMaxLevels, the
+// listings of kMaxEntriesPerLevel, mapped leaf files) need inputs of hundreds of thousands of
+// entries: tests/python/test_hostile_wide.py packs them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

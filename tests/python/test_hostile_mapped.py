@@ -8,9 +8,10 @@
    plenty of mapped reading is left at that point, so an exit 0 would mean the change was missed;
    a command that finished before it could be caught is run again, and the case fails unless the
    error was seen. Without the guard these commands die of SIGBUS, which run_hostile refuses.
-2. Small files that expand: a .tdz of deflated zeros that inflate to 2 GB, deeply nested entry
-   names, a tensordict directory declaring millions of nested-tensor components, and stride-0
-   views (a huge tensor over a tiny storage), all under run_hostile's 1 GiB and 20 s.
+2. Small files that expand: a .tdz of deflated zeros that inflate to 2 GB, two such archives
+   diffed leaf by leaf (side by side, never held), deeply nested entry names, a tensordict
+   directory declaring millions of nested-tensor components, and stride-0 views (a huge tensor
+   over a tiny storage), all under run_hostile's 1 GiB and 20 s.
 """
 import json
 import os
@@ -330,6 +331,55 @@ def test_inflate_bomb_is_never_held(inflate_bomb, tmp_path, command):
         info = json.loads(r.out)
         assert sorted(t["key"] for t in info["tensors"]) == [f"x{i}" for i in range(BOMB_LEAVES)]
         assert all(t["nbytes"] == BOMB_LEAF_BYTES for t in info["tensors"])
+
+
+LEAF_FLOATS = (512 << 20) // 4  # each leaf 512 MiB of float32 inflated: two held whole exceed the limit
+POKED = 20 * (4 << 20) + 1234      # the one element that differs
+
+
+@pytest.fixture(scope="module")
+def compressed_pair(tmp_path_factory):
+    """Two deflated .tdz of a few MB each: leaf `same` is zeros in both, leaf `poked` is zeros
+    but for one element 1.0 in b."""
+    d = tmp_path_factory.mktemp("pair")
+    chunk = 4 << 20  # floats per write
+    for name, poke in (("a.tdz", False), ("b.tdz", True)):
+        with zipfile.ZipFile(d / name, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+            z.writestr("meta.json", td_meta({"same": ([LEAF_FLOATS], "float32"), "poked": ([LEAF_FLOATS], "float32")}))
+            for leaf in ("same", "poked"):
+                with z.open(f"{leaf}.memmap", "w", force_zip64=True) as f:
+                    for first in range(0, LEAF_FLOATS, chunk):
+                        block = bytearray(chunk * 4)
+                        if poke and leaf == "poked" and first <= POKED < first + chunk:
+                            block[(POKED - first) * 4:(POKED - first + 1) * 4] = b"\x00\x00\x80\x3f"  # 1.0f
+                        f.write(block)
+        assert (d / name).stat().st_size < 16 << 20
+    return d
+
+
+def test_diff_of_compressed_leaves_streams(compressed_pair):
+    # Both archives' leaves are inflated side by side, window by window: holding one pair whole
+    # would take the whole 1 GiB limit.
+    a, b = compressed_pair / "a.tdz", compressed_pair / "b.tdz"
+    r = run_hostile("trove", "diff", a, b, "--json", watch=compressed_pair, expect={1})
+    report = json.loads(r.out)
+    assert report["equal"] is False and not report["only_in_a"] and not report["only_in_b"]
+    by_key = {t["key"]: t for t in report["tensors"]}
+    assert by_key["same"]["identical"] is True and by_key["same"]["within_tolerance"] is True
+    poked = by_key["poked"]
+    assert poked["identical"] is False and poked["elements_differing"] == 1
+    assert poked["max_abs"] == 1.0 and poked["l2"] == 1.0
+    r = run_hostile("trove", "diff", b, b, watch=compressed_pair, expect={0})
+    assert r.text.startswith("equal: 2 common tensors (2 identical)"), r
+
+
+def test_stats_and_verify_of_compressed_leaves_stream(compressed_pair):
+    b = compressed_pair / "b.tdz"
+    r = run_hostile("trove", "stats", b, "--json", watch=compressed_pair, expect={0})
+    rows = {t["key"]: t for t in json.loads(r.out)["tensors"]}
+    assert rows["poked"]["count"] == LEAF_FLOATS and rows["poked"]["max"] == 1.0
+    assert rows["poked"]["zeros"] == LEAF_FLOATS - 1 and rows["same"]["zeros"] == LEAF_FLOATS
+    run_hostile("trove", "verify", b, watch=compressed_pair, expect={0})
 
 
 def test_deeply_nested_entry_names(tmp_path):

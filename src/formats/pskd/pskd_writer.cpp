@@ -1,7 +1,9 @@
 // Documents to .psk.d: tensors of a common leading dimension become one tuple-typed sample each.
 #include "trove/pskd.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/progress.h"
 
@@ -10,10 +12,35 @@ namespace {
 
 enum class ElementClass { kReal, kSigned, kUnsigned, kBool };
 
+// Elements read per window: samples are written column by column, each column front to back,
+// so every column is read in bounded memory whatever its size or storage (a compressed .tdz
+// leaf is inflated as it is read, never held).
+constexpr uint64_t kWindowElements = uint64_t{1} << 16;
+
+// One column's elements front to back, as C-contiguous little-endian bytes.
+class ElementCursor {
+ public:
+  explicit ElementCursor(const TensorView& v) : reader_(v), esize_(ElementSize(v.dtype)) {}
+  const uint8_t* Next() {
+    if (pos_ == count_) {
+      count_ = std::min(kWindowElements, reader_.remaining());
+      window_.resize(static_cast<size_t>(count_ * esize_));
+      reader_.Read(count_, window_.data());
+      pos_ = 0;
+    }
+    return window_.data() + (pos_++) * esize_;
+  }
+
+ private:
+  ElementReader reader_;
+  size_t esize_;
+  std::vector<uint8_t> window_;
+  uint64_t count_ = 0, pos_ = 0;
+};
+
 struct Column {
   std::string key;
   const TensorView* view;
-  SharedBytes bytes;  // C-contiguous little-endian
   ElementClass element_class;
   uint64_t per_sample = 1;  // elements of one sample
   uint64_t bound = 0;
@@ -31,8 +58,7 @@ ElementClass ClassOf(const NamedTensor& t) {
                                     " has no .psk.d leaf (reals are float64/float32/bfloat16, indices integers)");
 }
 
-double RealAt(const Column& c, uint64_t i) {
-  const uint8_t* p = c.bytes.data() + i * ElementSize(c.view->dtype);
+double RealAt(const Column& c, const uint8_t* p) {
   switch (c.view->dtype) {
     case DType::kFloat64: return pskd::LoadReal(p, pskd::Encoding::kF64);
     case DType::kFloat32: return pskd::LoadReal(p, pskd::Encoding::kF32);
@@ -40,10 +66,10 @@ double RealAt(const Column& c, uint64_t i) {
   }
 }
 
-// An integer element; negative values are refused (an index is never below 0).
-uint64_t IndexAt(const Column& c, uint64_t i) {
+// Element i (at p), an integer; negative values are refused (an index is never below 0).
+uint64_t IndexAt(const Column& c, const uint8_t* p, uint64_t i) {
   const uint32_t size = static_cast<uint32_t>(ElementSize(c.view->dtype));
-  uint64_t v = pskd::LoadIndex(c.bytes.data() + i * size, size);
+  uint64_t v = pskd::LoadIndex(p, size);
   if (c.element_class == ElementClass::kSigned && size < 8 && (v >> (8 * size - 1)) != 0) {
     Fail(ErrorCode::kUsage, c.key + ": element " + std::to_string(i) + " is negative: not an index");
   }
@@ -67,7 +93,7 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
                                   std::to_string(count) + " (every tensor is one leaf of each sample)");
     }
     count = t.view->shape[0];
-    Column c{t.key, t.view, {}, ClassOf(t)};
+    Column c{t.key, t.view, ClassOf(t)};
     for (size_t d = 1; d < t.view->shape.size(); ++d) c.per_sample *= static_cast<uint64_t>(t.view->shape[d]);
     columns.push_back(std::move(c));
   }
@@ -75,7 +101,6 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
   std::vector<pskd::Encoding> encodings;
   std::string text;
   for (Column& c : columns) {
-    c.bytes = c.view->ContiguousLittleEndian();
     std::string dims = "[";
     for (size_t d = 1; d < c.view->shape.size(); ++d) {
       if (d > 1) dims += ", ";
@@ -95,7 +120,8 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
       encodings.push_back(pskd::Encoding::kF64);
     } else {
       uint64_t max = 0;
-      for (uint64_t i = 0; i < n; ++i) max = std::max(max, IndexAt(c, i));
+      ElementCursor elements(*c.view);
+      for (uint64_t i = 0; i < n; ++i) max = std::max(max, IndexAt(c, elements.Next(), i));
       if (opts.vocab) {
         if (n > 0 && max >= *opts.vocab) {
           Fail(ErrorCode::kUsage, c.key + ": value " + std::to_string(max) + " is not below the vocabulary " +
@@ -118,17 +144,22 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
   pskd::PskdWriter writer(path, type, opts.durability, opts.replace);
   pskd::SampleEncoder encoder(writer.type());
   ProgressReporter progress(opts.progress, writer.type().sample_bytes * static_cast<uint64_t>(count));
+  std::vector<ElementCursor> cursors;
+  cursors.reserve(columns.size());
+  for (const Column& c : columns) cursors.emplace_back(*c.view);
   for (int64_t s = 0; s < count; ++s) {
     encoder.Reset();
-    for (const Column& c : columns) {
+    for (size_t k = 0; k < columns.size(); ++k) {
+      const Column& c = columns[k];
       const uint64_t first = static_cast<uint64_t>(s) * c.per_sample;
       for (uint64_t e = first; e < first + c.per_sample; ++e) {
+        const uint8_t* p = cursors[k].Next();
         if (c.element_class == ElementClass::kReal) {
-          encoder.PutReal(RealAt(c, e));
+          encoder.PutReal(RealAt(c, p));
         } else if (c.element_class == ElementClass::kBool) {
-          encoder.PutIndex(c.bytes.data()[e] != 0 ? 1 : 0);
+          encoder.PutIndex(*p != 0 ? 1 : 0);
         } else {
-          encoder.PutIndex(IndexAt(c, e));
+          encoder.PutIndex(IndexAt(c, p, e));
         }
       }
     }

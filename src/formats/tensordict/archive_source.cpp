@@ -84,7 +84,13 @@ class ArchiveSource final : public TreeSource {
     const std::string prefix = dir.empty() ? "" : dir + "/";
     for (auto it = dirs_.lower_bound(prefix); it != dirs_.end() && it->compare(0, prefix.size(), prefix) == 0; ++it) {
       std::string rest = it->substr(prefix.size());
-      if (!rest.empty() && rest.find('/') == std::string::npos) out.push_back(rest);
+      if (rest.empty() || rest.find('/') != std::string::npos) continue;
+      // A level is one directory: its listing is bounded as its keys are (as for a directory).
+      if (out.size() == kMaxEntriesPerLevel) {
+        Fail(ErrorCode::kLimit, Describe(dir, "") + ": more than kMaxEntriesPerLevel (" +
+                                    std::to_string(kMaxEntriesPerLevel) + ") sub-directories in one level");
+      }
+      out.push_back(std::move(rest));
     }
     return out;
   }

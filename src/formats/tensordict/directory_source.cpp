@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "formats/tensordict/level_reader.h"
 #include "formats/tensordict/tree_source.h"
@@ -18,6 +19,16 @@ namespace trove::tensordict {
 std::string JoinRel(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
 namespace {
+
+// Leaves of at most this many bytes are read into memory rather than mapped: a mapping costs a
+// kernel mapping (a process gets ~65,530, vm.max_map_count) and a page of memory once touched,
+// more than the bytes themselves; at kMaxLeaves such leaves hold at most 64 MiB.
+constexpr uint64_t kCopiedLeafBytes = 512;
+// Leaf files mapped at once by one tree. Each is a mapping of its own; past vm.max_map_count
+// (65,530 by default) mmap fails and so does every allocation malloc would map, so trove stops
+// at half of it, leaving room for the process's other mappings. Real trees with this many large
+// leaves are not tensordicts one loads either (each of its leaves is a memmap too).
+constexpr uint64_t kMaxMappedLeafFiles = uint64_t{1} << 15;
 
 class Fd {
  public:
@@ -70,16 +81,21 @@ class DirectorySource final : public TreeSource {
                                   std::to_string(max_bytes) + " allowed for this file");
     }
     std::vector<uint8_t> bytes(static_cast<size_t>(size));
+    ReadAt(fd, dir, name, bytes.data(), size);
+    Record(dir, name, size);
+    return SharedBytes::FromVector(std::move(bytes));
+  }
+
+  // The first `size` bytes of the file.
+  void ReadAt(const Fd& fd, const std::string& dir, const std::string& name, uint8_t* out, uint64_t size) {
     uint64_t done = 0;
     while (done < size) {
-      ssize_t n = ::pread(fd.get(), bytes.data() + done, static_cast<size_t>(size - done), static_cast<off_t>(done));
+      ssize_t n = ::pread(fd.get(), out + done, static_cast<size_t>(size - done), static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) Fail(ErrorCode::kIo, Describe(dir, name) + ": " + std::strerror(errno));
       if (n == 0) Fail(ErrorCode::kIo, Describe(dir, name) + ": file shrank while being read");
       done += static_cast<uint64_t>(n);
     }
-    Record(dir, name, size);
-    return SharedBytes::FromVector(std::move(bytes));
   }
 
   std::optional<LeafBytes> OpenLeaf(const std::string& dir, const std::string& name, uint64_t needed,
@@ -95,6 +111,20 @@ class DirectorySource final : public TreeSource {
     }
     Record(dir, name, size);
     if (needed == 0) return out;
+    if (needed <= kCopiedLeafBytes) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(needed));
+      ReadAt(fd, dir, name, bytes.data(), needed);
+      out.bytes = SharedBytes::FromVector(std::move(bytes));
+      out.zero_copy = false;
+      return out;
+    }
+    if (++mapped_leaves_ > kMaxMappedLeafFiles) {
+      Fail(ErrorCode::kLimit, Describe(dir, name) + ": more than kMaxMappedLeafFiles (" +
+                                  std::to_string(kMaxMappedLeafFiles) + ") leaf files of more than " +
+                                  std::to_string(kCopiedLeafBytes) +
+                                  " bytes: each is a mapping of its own, and the kernel allows a process ~65,530 "
+                                  "(vm.max_map_count)");
+    }
     // Only the prefix the leaf needs is mapped: trailing bytes (tensordict's own artifacts have
     // some) are never looked at.
     void* m = ::mmap(nullptr, static_cast<size_t>(needed), PROT_READ, MAP_SHARED, fd.get(), 0);
@@ -228,6 +258,7 @@ class DirectorySource final : public TreeSource {
 
   std::string root_;
   Fd root_fd_;
+  uint64_t mapped_leaves_ = 0;  // against kMaxMappedLeafFiles
   Fd cached_fd_;
   std::string cached_dir_;
 };

@@ -66,7 +66,12 @@ void WritePlannedFile(const tensordict::PlannedFile& f, const std::string& path,
 // Whether writing `f` leaves every byte to the kernel (see the top of this file).
 bool KernelWritable(const tensordict::PlannedFile& f) {
   if (!f.bytes.empty() || f.tensors.empty()) return false;
-  return std::all_of(f.tensors.begin(), f.tensors.end(), [](const TensorView* t) { return t->StoredBytes().has_value(); });
+  // A compressed .tdz leaf (deferred bytes) is inflated from the mapped archive by whoever
+  // streams it: that reads mapped pages, which only the calling thread may (under its guard).
+  return std::all_of(f.tensors.begin(), f.tensors.end(), [](const TensorView* t) {
+    std::optional<SharedBytes> stored = t->StoredBytes();
+    return stored && !stored->deferred();
+  });
 }
 
 // Makes the directories of `dir` under `path` and lists its leaves (into `threaded` or

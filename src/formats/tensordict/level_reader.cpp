@@ -503,13 +503,15 @@ class LevelReader {
     if (ndim > static_cast<int64_t>(kMaxTensorRank)) {
       Fail(ErrorCode::kLimit, where + ": components of rank " + std::to_string(ndim) + " exceed kMaxTensorRank");
     }
-    if (static_cast<uint64_t>(n) > kMaxLeaves - std::min(stats.leaves, kMaxLeaves)) {
-      Fail(ErrorCode::kLimit, where + ": " + std::to_string(n) + " components exceed kMaxLeaves");
-    }
+    // The narrower cap first, so that its name is the one reported.
     if (static_cast<uint64_t>(n) > kMaxNestedComponents - stats.nested_components) {
       Fail(ErrorCode::kLimit, where + ": " + std::to_string(n) + " components (with " +
                                   std::to_string(stats.nested_components) + " before) exceed kMaxNestedComponents (" +
                                   std::to_string(kMaxNestedComponents) + ")");
+    }
+    if (static_cast<uint64_t>(n) > kMaxLeaves - std::min(stats.leaves, kMaxLeaves)) {
+      Fail(ErrorCode::kLimit, where + ": " + std::to_string(n) + " components exceed kMaxLeaves (" +
+                                  std::to_string(kMaxLeaves) + ")");
     }
     stats.nested_components += static_cast<uint64_t>(n);
     const int64_t sizes_bytes = CheckedMul(CheckedMul(n, ndim, where), 8, where);
