@@ -329,20 +329,22 @@ std::shared_ptr<const void> OwnMapping(void* address, uint64_t length, std::stri
 }
 
 std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
+  // The path is the error's file field: whoever names the file again (Open, a CLI) adds nothing.
+  auto fail = [&](ErrorCode code, const std::string& reason) { throw Error(code, reason).SetFile(path); };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
-    Fail(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, path + ": " + std::strerror(err));
+    fail(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(err));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    Fail(ErrorCode::kIo, path + ": " + std::strerror(err));
+    fail(ErrorCode::kIo, std::strerror(err));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    Fail(ErrorCode::kIo, path + ": not a regular file");
+    fail(ErrorCode::kIo, "not a regular file");
   }
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
@@ -352,7 +354,7 @@ std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
     if (m == MAP_FAILED) {
       int err = errno;
       ::close(fd);
-      Fail(ErrorCode::kIo, path + ": mmap: " + std::strerror(err));
+      fail(ErrorCode::kIo, std::string("mmap: ") + std::strerror(err));
     }
     file->map_ = m;
     file->map_size_ = file->size_;

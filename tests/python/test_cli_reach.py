@@ -103,3 +103,15 @@ def test_help_and_typos(trove, ck):
     assert r.code == 2 and "did you mean '--json'" in r.errtext and "trove info --help" in r.errtext
     r = trove("cat")
     assert r.code == 2 and "trove cat --help" in r.errtext
+
+
+@pytest.mark.parametrize("args", [("info",), ("cat", "{p}", "w"), ("verify",), ("scan",), ("stats",),
+                                  ("convert", "{p}", "out.tdz"), ("diff", "{p}", "{p}")])
+def test_a_missing_file_is_named_once(trove, tmp_path, args):
+    missing = str(tmp_path / "missing.pt")
+    argv = [a.format(p=missing) for a in args] if len(args) > 1 else [args[0], missing]
+    if args[0] == "convert":
+        argv[2] = str(tmp_path / "out.tdz")
+    r = trove(*argv)
+    assert r.code == 2 and r.errtext.count("missing.pt") == 1, r
+    assert "No such file or directory" in r.errtext

@@ -12,10 +12,10 @@ namespace trove {
 namespace {
 
 // Caps (reasons):
-// Files and directories one scan walks in a tensordict tree: a tree holds one file per leaf and
-// one meta.json per level (tensordict::kMaxLeaves + kMaxLevels, ~3M); past 2^22 the walk stops
-// with a finding instead of letting a hostile tree make the scan run for hours.
-constexpr uint64_t kMaxScanTreeEntries = uint64_t{1} << 22;
+// Files and directories one scan walks in a tensordict tree: a tree trove reads holds one file per
+// leaf and a directory and a meta.json per level (tensordict::kMaxLeaves + 2 kMaxLevels, ~200k);
+// past 2^18 the walk stops with a finding instead of letting a hostile tree make the scan run on.
+constexpr uint64_t kMaxScanTreeEntries = uint64_t{1} << 18;
 }  // namespace
 
 bool IsPickledSidecar(std::string_view name) {
