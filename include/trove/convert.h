@@ -27,7 +27,14 @@ struct ConvertOptions : WriteOptions {
   // Tensors matching none are dropped (dict entries removed, list items left as None so the
   // other indices keep their keys). Empty: keep all.
   std::vector<std::string> keys;
+  // Key-path globs of tensors to drop (after `keys`). A selection that keeps no tensor of a file
+  // that has some is Error(kUsage); dicts left empty by it are dropped too.
+  std::vector<std::string> exclude;
   std::optional<DType> floating_dtype;  // cast float16/32/64, bfloat16 tensors to this on the way
+  // Which floating tensors floating_dtype casts (globs). Empty: the weights, that is every floating
+  // tensor except optimizer state (inside a dict holding both "state" and "param_groups", as
+  // torch's Optimizer.state_dict() is) and step counters (a last key component "step").
+  std::vector<std::string> cast_keys;
   std::optional<uint64_t> vocab;        // .psk.d: the N of idx[N] for integer leaves (else max+1)
   ZipMethod compression = ZipMethod::kStored;  // .tdz payloads (ZipMethodFromName)
   ReadOptions read;
@@ -47,8 +54,9 @@ struct ConvertOptions : WriteOptions {
 // tensordict). Throws Error(kUsage) when neither says.
 Format TargetFormat(const std::string& destination, const std::string& to);
 
-// Applies keys/floating_dtype to a document in place and recomputes its tensor list.
-void ApplyConvertOptions(Document& doc, const ConvertOptions& options);
+// Applies keys/exclude/floating_dtype/cast_keys to a document in place and recomputes its tensor
+// list. Returns how many tensors were cast.
+size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options);
 
 bool KeyMatches(const std::string& pattern, const std::string& key);
 

@@ -27,7 +27,7 @@ std::string DoubleText(double d) { return fmt::format("{:.6g}", d); }
 
 void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::string src, dst, to, dtype, compression = "stored", a_path, b_path, max_shard_size;
-  static std::vector<std::string> keys, metadata;
+  static std::vector<std::string> keys, exclude, cast_keys, metadata;
   static uint64_t vocab = 0;
   static bool json = false, permissive = false, sync = false, force = false, allow_expand = false, drop_values = false;
   static double rtol = 0, atol = 0;
@@ -38,7 +38,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_option("--to", to, "pt | tensordict | tdz | pskd | safetensors")
       ->check(CLI::IsMember({"pt", "tensordict", "tdz", "pskd", "safetensors"}));
   convert->add_option("--keys", keys, "Keep only tensors whose key path matches (glob; repeatable)");
-  convert->add_option("--dtype", dtype, "Cast floating tensors (float16/32/64, bfloat16) to this dtype");
+  convert->add_option("--exclude", exclude, "Drop the tensors whose key path matches (glob; repeatable)");
+  convert->add_option("--dtype", dtype, "Cast floating weights to float16 (half, fp16), bfloat16 (bf16), float32 or float64");
+  convert->add_option("--cast-keys", cast_keys,
+                      "The floating tensors --dtype casts (glob; repeatable). Default: all but optimizer state and step counters");
   convert->add_option("--vocab", vocab, ".psk.d: N of idx[N] for integer leaves (default: max + 1)");
   convert->add_option("--compression", compression, ".tdz: stored (default), deflate, bzip2, lzma")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kZipMethodNames), std::end(kZipMethodNames))));
@@ -60,6 +63,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->callback([exit_code] {
     ConvertOptions opts;
     opts.keys = keys;
+    opts.exclude = exclude;
+    opts.cast_keys = cast_keys;
     opts.compression = ZipMethodFromName(compression);
     opts.read.permissive = permissive;
     opts.durability = DurabilityFromSyncFlag(sync);
@@ -79,7 +84,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.note = [](const std::string& text) { std::cerr << "trove: note: " << dst << ": " << text << '\n'; };
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);
-      if (!d) Fail(ErrorCode::kUsage, "unknown dtype '" + dtype + "'");
+      if (!d) {
+        Fail(ErrorCode::kUsage, "unknown dtype '" + dtype + "' (--dtype takes float16/half/fp16, bfloat16/bf16, "
+                                "float32/float/fp32 or float64/double/fp64)");
+      }
       opts.floating_dtype = *d;
     }
     Format target = TargetFormat(dst, to);
@@ -93,7 +101,16 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     // appears, as for any failed write), not a SIGBUS death.
     RunGuardingTruncation([&] {
       Document doc = Open(src, opts.read);
-      ApplyConvertOptions(doc, opts);
+      size_t floating = 0;
+      for (const auto& t : doc.tensors) {
+        const DType d = t.view->dtype;
+        floating += d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32 || d == DType::kFloat64;
+      }
+      const size_t cast = ApplyConvertOptions(doc, opts);
+      if (opts.floating_dtype && cast < floating && cast_keys.empty()) {
+        opts.note(fmt::format("--dtype cast {} of {} floating tensors; optimizer state and step counters keep their "
+                              "dtype (--cast-keys GLOB chooses)", cast, floating));
+      }
       Progress progress;
       opts.progress = progress.Callback();
       ConvertDocument(doc, dst, target, opts);

@@ -51,7 +51,11 @@ std::optional<DType> DTypeFromName(std::string_view name) {
   for (const auto& row : kTable)
     if (row.name == name || row.torch_name == name) return row.dtype;
   // torch's aliases that str(dtype) never prints but users type.
-  if (name == "half") return DType::kFloat16;
+  // and the short names of mixed-precision tools (bf16, fp16, ...).
+  if (name == "half" || name == "fp16" || name == "f16") return DType::kFloat16;
+  if (name == "bf16") return DType::kBFloat16;
+  if (name == "fp32" || name == "f32") return DType::kFloat32;
+  if (name == "fp64" || name == "f64") return DType::kFloat64;
   if (name == "float") return DType::kFloat32;
   if (name == "double") return DType::kFloat64;
   if (name == "long") return DType::kInt64;

@@ -1,6 +1,8 @@
 #include "trove/convert.h"
 
 #include <filesystem>
+#include <functional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "trove/error.h"
@@ -83,36 +85,126 @@ bool KeyMatches(const std::string& pattern, const std::string& key) {
   return row[m] != 0;
 }
 
-void ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
-  if (!options.keys.empty()) {
+namespace {
+
+bool MatchesAny(const std::vector<std::string>& globs, const std::string& key) {
+  for (const auto& g : globs)
+    if (KeyMatches(g, key)) return true;
+  return false;
+}
+
+// Removes the dict entries whose tensors `dropped` says go (list and tuple items become None, so
+// the other indices keep their keys), then every dict this left empty, up to the root.
+void DropTensors(Document& doc, const std::function<bool(const Value*)>& dropped) {
+  Value* none = doc.arena->None();
+  std::unordered_map<const Value*, std::vector<Value*>> parents;  // container -> dicts holding it
+  std::vector<Value*> emptied;
+  doc.arena->ForEachValue([&](Value& v) {
+    if (v.kind == ValueKind::kDict) {
+      const size_t before = v.entries.size();
+      std::erase_if(v.entries, [&](const auto& e) { return dropped(e.second); });
+      for (const auto& e : v.entries)
+        if (e.second->kind == ValueKind::kDict) parents[e.second].push_back(&v);
+      if (before > 0 && v.entries.empty()) emptied.push_back(&v);
+    } else if (v.kind == ValueKind::kList || v.kind == ValueKind::kTuple) {
+      for (auto& item : v.items)
+        if (dropped(item)) item = none;
+    }
+  });
+  // Upward, iteratively (the tree's depth is the file's choice): each dict emptied removes its
+  // entry from the dicts holding it, which may empty them in turn.
+  std::unordered_set<const Value*> gone(emptied.begin(), emptied.end());
+  while (!emptied.empty()) {
+    const Value* v = emptied.back();
+    emptied.pop_back();
+    auto it = parents.find(v);
+    if (it == parents.end()) continue;
+    for (Value* parent : it->second) {
+      if (parent->entries.empty()) continue;
+      std::erase_if(parent->entries, [&](const auto& e) { return e.second == v; });
+      if (parent->entries.empty() && gone.insert(parent).second) emptied.push_back(parent);
+    }
+  }
+  if (doc.root && dropped(doc.root)) doc.root = none;
+}
+
+// Tensors inside an optimizer's state dict (a dict with "state" and "param_groups" entries):
+// moments and counters that a cast of the weights must leave as they are.
+std::unordered_set<const Value*> OptimizerStateTensors(const Value* root) {
+  std::unordered_set<const Value*> out, seen;
+  std::vector<std::pair<const Value*, bool>> stack{{root, false}};
+  while (!stack.empty()) {
+    auto [v, inside] = stack.back();
+    stack.pop_back();
+    if (v == nullptr || !seen.insert(v).second) continue;
+    if (v->kind == ValueKind::kTensor) {
+      if (inside) out.insert(v);
+      continue;
+    }
+    bool optimizer = inside;
+    if (v->kind == ValueKind::kDict && !inside) {
+      bool state = false, groups = false;
+      for (const auto& [k, val] : v->entries) {
+        if (k->kind != ValueKind::kStr) continue;
+        state |= k->text == "state";
+        groups |= k->text == "param_groups";
+      }
+      optimizer = state && groups;
+    }
+    for (const auto& e : v->entries) stack.push_back({e.second, optimizer});
+    for (const Value* i : v->items) stack.push_back({i, optimizer});
+    if (v->args) stack.push_back({v->args, optimizer});
+    if (v->state) stack.push_back({v->state, optimizer});
+  }
+  return out;
+}
+
+}  // namespace
+
+size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
+  if (!options.keys.empty() || !options.exclude.empty()) {
     std::unordered_set<const Value*> keep;
+    size_t tensors = 0;
     ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
       if (leaf.kind != ValueKind::kTensor) return;
-      for (const auto& p : options.keys)
-        if (KeyMatches(p, path)) keep.insert(&leaf);
+      ++tensors;
+      if ((options.keys.empty() || MatchesAny(options.keys, path)) && !MatchesAny(options.exclude, path)) keep.insert(&leaf);
     });
-    Value* none = doc.arena->None();
-    auto dropped = [&](const Value* v) { return v->kind == ValueKind::kTensor && !keep.count(v); };
-    doc.arena->ForEachValue([&](Value& v) {
-      if (v.kind == ValueKind::kDict) {
-        std::erase_if(v.entries, [&](const auto& e) { return dropped(e.second); });
-      } else if (v.kind == ValueKind::kList || v.kind == ValueKind::kTuple) {
-        for (auto& item : v.items)
-          if (dropped(item)) item = none;
-      }
-    });
-    if (doc.root && dropped(doc.root)) doc.root = none;
+    if (tensors > 0 && keep.empty()) {
+      std::string what;
+      for (const auto& k : options.keys) what += (what.empty() ? "" : " ") + std::string("--keys '") + k + "'";
+      for (const auto& k : options.exclude) what += (what.empty() ? "" : " ") + std::string("--exclude '") + k + "'";
+      Fail(ErrorCode::kUsage, what + " keep none of the " + std::to_string(tensors) + " tensors (trove info lists their keys)");
+    }
+    DropTensors(doc, [&](const Value* v) { return v->kind == ValueKind::kTensor && !keep.count(v); });
   }
+  size_t cast = 0;
   if (options.floating_dtype) {
     const DType to = *options.floating_dtype;
     if (!IsCastable(to)) Fail(ErrorCode::kUsage, "--dtype must be a floating dtype: float16, bfloat16, float32 or float64");
+    std::unordered_set<const Value*> optimizer;
+    if (options.cast_keys.empty()) optimizer = OptimizerStateTensors(doc.root);
+    std::unordered_set<const Value*> selected;
+    ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
+      if (leaf.kind != ValueKind::kTensor || !IsCastable(leaf.tensor->dtype)) return;
+      bool take;
+      if (!options.cast_keys.empty()) {
+        take = MatchesAny(options.cast_keys, path);
+      } else {
+        const size_t slash = path.rfind('/');
+        take = !optimizer.count(&leaf) && path.substr(slash == std::string::npos ? 0 : slash + 1) != "step";
+      }
+      if (take) selected.insert(&leaf);
+    });
     doc.arena->ForEachValue([&](Value& v) {
-      if (v.kind == ValueKind::kTensor && IsCastable(v.tensor->dtype) && v.tensor->dtype != to) {
+      if (selected.count(&v) && v.tensor->dtype != to) {
         v.tensor = doc.arena->AddTensorView(CastView(*v.tensor, to));
+        ++cast;
       }
     });
   }
   doc.tensors = CollectTensors(doc.root);
+  return cast;
 }
 
 void Convert(const std::string& source, const std::string& destination, Format target, const ConvertOptions& options) {

@@ -101,24 +101,9 @@ Document ReadDetected(const Detection& d, const ReadOptions& options) {
   Fail(ErrorCode::kUnsupported, "not a format trove reads (no zip, pickle, tensordict, .psk.d or safetensors signature)");
 }
 
-namespace {
-
-// fn() with `path` named in any error it throws, once.
-template <class F>
-Document NamingPath(const std::string& path, F&& fn) {
-  try {
-    return fn();
-  } catch (Error& e) {
-    // Readers that name a file inside a directory have set it already: SetFile keeps theirs.
-    e.SetFile(path);
-    throw;
-  }
-}
-
-}  // namespace
-
+// Readers that name a file inside a directory have set the error's file already; WithFile keeps it.
 Document OpenDetected(const Detection& d, const ReadOptions& options) {
-  return NamingPath(d.path, [&] { return ReadDetected(d, options); });
+  return WithFile(d.path, [&] { return ReadDetected(d, options); });
 }
 
 }  // namespace ops
@@ -126,7 +111,7 @@ Document OpenDetected(const Detection& d, const ReadOptions& options) {
 Format DetectFormat(const std::string& path) { return ops::Detect(path).format; }
 
 Document Open(const std::string& path, const ReadOptions& options) {
-  return ops::NamingPath(path, [&] { return ops::ReadDetected(ops::Detect(path), options); });
+  return WithFile(path, [&] { return ops::ReadDetected(ops::Detect(path), options); });
 }
 
 }  // namespace trove

@@ -68,10 +68,48 @@ TEST_F(ConvertTest, KeysKeepOnlyTheTensorsTheirGlobsMatch) {
   doc = ConvertSample("question.tdz", options);
   EXPECT_EQ(Keys(doc), (std::vector<std::string>{"enc/0/weight", "enc/1/weight"}));
 
-  // Nothing matches: an empty document, not an error.
+  // Nothing matches: an error naming the glob, and nothing written (an empty checkpoint with
+  // exit 0 would be a silent loss).
   options.keys = {"nothing/*"};
-  doc = ConvertSample("none.pt", options);
-  EXPECT_TRUE(doc.tensors.empty());
+  ExpectError([&] { ConvertSample("none.pt", options); }, ErrorCode::kUsage, "--keys 'nothing/*' keep none of the 5 tensors");
+  EXPECT_FALSE(fs::exists(P("none.pt")));
+}
+
+TEST_F(ConvertTest, ExcludeDropsAndEmptiedDictsGo) {
+  ConvertOptions options;
+  options.exclude = {"enc/**"};
+  Document doc = ConvertSample("no-enc.pt", options);
+  EXPECT_EQ(Keys(doc), (std::vector<std::string>{"head.w", "ids"}));
+  // enc held only tensors: emptied by the filter, it is dropped, not kept as {"0": {}, "1": {}}.
+  EXPECT_EQ(doc.root->Find("enc"), nullptr);
+  options.exclude = {"enc/*/bias"};
+  options.keys = {"enc/**"};
+  doc = ConvertSample("weights.pt", options);
+  EXPECT_EQ(Keys(doc), (std::vector<std::string>{"enc/0/weight", "enc/1/weight"}));
+}
+
+// What a cast leaves alone by default: an optimizer's state (moments, step counters); the weights
+// are cast. --cast-keys names the tensors instead.
+TEST(ApplyConvertOptionsTest, CastsWeightsNotOptimizerStateUnlessAsked) {
+  Document doc = MakeDocument({{"model/w", DType::kFloat32, {2}, {1, 2}},
+                               {"optimizer/state/0/exp_avg_sq", DType::kFloat32, {2}, {1e-9, 2e-9}},
+                               {"optimizer/state/0/step", DType::kFloat32, {}, {5}},
+                               {"optimizer/param_groups/0/x", DType::kFloat32, {1}, {1}},
+                               {"sched/step", DType::kFloat32, {}, {3}}});
+  ConvertOptions options;
+  options.floating_dtype = DType::kFloat16;
+  EXPECT_EQ(ApplyConvertOptions(doc, options), 1u);
+  EXPECT_EQ(DTypeAt(doc, "model/w"), DType::kFloat16);
+  for (const char* key : {"optimizer/state/0/exp_avg_sq", "optimizer/state/0/step", "optimizer/param_groups/0/x",
+                          "sched/step"}) {
+    EXPECT_EQ(DTypeAt(doc, key), DType::kFloat32) << key;
+  }
+  Document again = MakeDocument({{"model/w", DType::kFloat32, {2}, {1, 2}},
+                                 {"optimizer/state/0/exp_avg_sq", DType::kFloat32, {2}, {1e-9, 2e-9}}});
+  options.cast_keys = {"optimizer/**"};
+  EXPECT_EQ(ApplyConvertOptions(again, options), 1u);
+  EXPECT_EQ(DTypeAt(again, "model/w"), DType::kFloat32);
+  EXPECT_EQ(DTypeAt(again, "optimizer/state/0/exp_avg_sq"), DType::kFloat16);
 }
 
 // A dropped list item becomes None so that the items after it keep their indices (their keys).
