@@ -1,7 +1,10 @@
 // trove convert / diff.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -22,6 +25,16 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 std::string DoubleText(double d) { return fmt::format("{:.6g}", d); }
+
+// 1048576 -> "1,048,576".
+std::string Thousands(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -118,37 +131,116 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     *exit_code = kExitOk;
   });
 
+  static std::string sort = "file";
+  static uint64_t top = 0;
+  static std::vector<std::string> diff_keys, diff_exclude, strip_both, strip_a, strip_b;
+  static bool ignore_dtype = false;
   auto* diff = app.add_subcommand("diff", "Compare two files in any formats (exit 1 when they differ)");
   diff->add_option("a", a_path, "First file")->required();
   diff->add_option("b", b_path, "Second file")->required();
   diff->add_flag("--json", json, "One JSON object for scripts");
   diff->add_option("--rtol", rtol, "Relative tolerance: |a-b| <= atol + rtol*|b| counts as equal");
   diff->add_option("--atol", atol, "Absolute tolerance");
-  diff->footer("Exit status: 0 equal (within tolerances), 1 different, 2 error.\nExample:\n  trove diff run1.pt run2.tdz --rtol 1e-6");
+  diff->add_option("--sort", sort,
+                   "Order of the rows: file (A's order, the default), key, or change (largest ||a-b||/||a|| first; "
+                   "shape changes before them)")
+      ->check(CLI::IsMember({"file", "key", "change"}));
+  diff->add_option("--top", top, "Show only the first N rows after sorting (and say how many were left out)");
+  diff->add_option("--keys", diff_keys, "Compare only tensors whose key path matches (glob; repeatable)");
+  diff->add_option("--exclude", diff_exclude, "Leave out the tensors whose key path matches (glob; repeatable)");
+  diff->add_option("--strip-prefix", strip_both,
+                   "Remove PREFIX from the start of keys on both sides before matching them ('model' turns "
+                   "model/blocks.0.w and model.blocks.0.w into blocks.0.w; repeatable)");
+  diff->add_option("--strip-prefix-a", strip_a, "The same, for A's keys only");
+  diff->add_option("--strip-prefix-b", strip_b, "The same, for B's keys only");
+  diff->add_flag("--ignore-dtype", ignore_dtype,
+                 "A dtype change alone is not a difference: equal when the values agree (within the tolerances)");
+  diff->footer("Tensors are compared by value in float64, across dtypes too (float32 against its bfloat16 cast:\n"
+               "the error of the cast); only a shape change or real against complex/quantized is not comparable.\n"
+               "--keys/--exclude see the keys after --strip-prefix.\n"
+               "Exit status: 0 equal (within tolerances), 1 different, 2 error.\nExamples:\n"
+               "  trove diff run1.pt run2.tdz --rtol 1e-6\n"
+               "  trove diff model.pt model-bf16.safetensors --strip-prefix model --sort change --top 10");
   diff->callback([exit_code] {
     DiffOptions o;
     o.rtol = rtol;
     o.atol = atol;
+    o.ignore_dtype = ignore_dtype;
+    o.strip_prefix_a = strip_a;
+    o.strip_prefix_b = strip_b;
+    o.strip_prefix_a.insert(o.strip_prefix_a.end(), strip_both.begin(), strip_both.end());
+    o.strip_prefix_b.insert(o.strip_prefix_b.end(), strip_both.begin(), strip_both.end());
+    if (!diff_keys.empty() || !diff_exclude.empty()) {
+      o.select = [](const std::string& key) {
+        if (!diff_keys.empty() && std::none_of(diff_keys.begin(), diff_keys.end(), [&](const auto& g) { return KeyMatches(g, key); }))
+          return false;
+        return std::none_of(diff_exclude.begin(), diff_exclude.end(), [&](const auto& g) { return KeyMatches(g, key); });
+      };
+    }
     DiffReport r;
     RunGuardingTruncation([&] {
       Document a = Open(a_path, o.read), b = Open(b_path, o.read);
       r = Diff(a, b, o);
     });
+    // Categories, one per common tensor.
+    enum Cat { kNotComparable, kDiffers, kClose, kEqualValues, kIdentical };
+    auto cat = [](const TensorDiff& t) {
+      if (!t.comparable) return kNotComparable;
+      if (!t.within_tolerance) return kDiffers;
+      if (t.elements_differing > 0) return kClose;
+      return t.identical ? kIdentical : kEqualValues;
+    };
+    size_t counts[5] = {};
+    for (const auto& t : r.tensors) ++counts[cat(t)];
+    auto change = [](const TensorDiff& t) {
+      const double rel = t.relative();
+      return std::isnan(rel) ? INFINITY : rel;
+    };
+    std::vector<const TensorDiff*> rows;
+    for (const auto& t : r.tensors)
+      if (json || cat(t) != kIdentical) rows.push_back(&t);
+    if (sort == "key") {
+      std::stable_sort(rows.begin(), rows.end(), [](auto* x, auto* y) { return x->key < y->key; });
+    } else if (sort == "change") {
+      std::stable_sort(rows.begin(), rows.end(), [&](auto* x, auto* y) {
+        if (x->comparable != y->comparable) return !x->comparable;
+        return change(*x) > change(*y);
+      });
+    }
+    std::vector<std::string> only_a = r.only_in_a, only_b = r.only_in_b;
+    if (sort == "key") {
+      std::sort(only_a.begin(), only_a.end());
+      std::sort(only_b.begin(), only_b.end());
+    }
+    auto cut = [](auto& v) -> size_t {
+      if (top == 0 || v.size() <= top) return 0;
+      const size_t left = v.size() - top;
+      v.resize(top);
+      return left;
+    };
+    const size_t rows_left = cut(rows), only_a_left = cut(only_a), only_b_left = cut(only_b);
+    auto relative_json = [](const TensorDiff& t) -> Json {
+      if (t.l2 == 0) return 0.0;
+      return t.l2_a > 0 ? DoubleJson(t.l2 / t.l2_a) : Json(nullptr);
+    };
     if (json) {
-      Json j{{"a", a_path}, {"b", b_path}, {"equal", r.equal()}, {"only_in_a", r.only_in_a}, {"only_in_b", r.only_in_b}};
+      Json j{{"a", a_path}, {"b", b_path}, {"equal", r.equal()}, {"only_in_a", only_a}, {"only_in_b", only_b}};
       Json ts = Json::array();
-      for (const auto& t : r.tensors) {
-        Json tj{{"key", t.key}};
-        if (!t.comparable) {
-          tj["a"] = {{"dtype", t.a_dtype}, {"shape", t.a_shape}};
-          tj["b"] = {{"dtype", t.b_dtype}, {"shape", t.b_shape}};
-        } else {
+      for (const TensorDiff* tp : rows) {
+        const TensorDiff& t = *tp;
+        Json tj{{"key", t.key},
+                {"a", {{"dtype", t.a_dtype}, {"shape", t.a_shape}}},
+                {"b", {{"dtype", t.b_dtype}, {"shape", t.b_shape}}},
+                {"comparable", t.comparable},
+                {"dtype_changed", t.dtype_changed()}};
+        if (t.comparable) {
           tj["identical"] = t.identical;
           tj["within_tolerance"] = t.within_tolerance;
+          tj["elements"] = t.elements;
           if (!t.identical) {
             tj["max_abs"] = DoubleJson(t.max_abs);
             tj["l2"] = DoubleJson(t.l2);
-            tj["relative_l2"] = t.l2_a > 0 ? DoubleJson(t.l2 / t.l2_a) : Json(nullptr);
+            tj["relative_l2"] = relative_json(t);
             tj["elements_differing"] = t.elements_differing;
           }
         }
@@ -158,29 +250,58 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       Json vs = Json::array();
       for (const auto& v : r.values) vs.push_back({{"key", v.key}, {"a", v.a}, {"b", v.b}});
       j["values"] = vs;
+      j["summary"] = {{"common", r.tensors.size()},          {"differ", counts[kDiffers]},
+                      {"within_tolerance", counts[kClose]}, {"equal_values", counts[kEqualValues]},
+                      {"not_comparable", counts[kNotComparable]}, {"identical", counts[kIdentical]},
+                      {"only_in_a", r.only_in_a.size()},    {"only_in_b", r.only_in_b.size()},
+                      {"values", r.values.size()},          {"skipped", r.tensors_skipped}};
+      j["left_out"] = {{"tensors", rows_left}, {"only_in_a", only_a_left}, {"only_in_b", only_b_left}};
       std::cout << j.dump(2) << '\n';
     } else {
-      for (const auto& k : r.only_in_a) std::cout << "only in A: " << k << '\n';
-      for (const auto& k : r.only_in_b) std::cout << "only in B: " << k << '\n';
-      size_t identical = 0;
-      for (const auto& t : r.tensors) {
-        if (!t.comparable) {
-          std::cout << "changed:   " << t.key << ": " << t.a_dtype << ShapeString(t.a_shape) << " -> " << t.b_dtype
-                    << ShapeString(t.b_shape) << '\n';
-        } else if (t.identical) {
-          ++identical;
-        } else {
-          std::cout << (t.within_tolerance ? "close:     " : "differs:   ") << t.key << ": max|a-b| " << DoubleText(t.max_abs)
-                    << ", ||a-b|| " << DoubleText(t.l2) << ", ||a-b||/||a|| "
-                    << (t.l2_a > 0 ? DoubleText(t.l2 / t.l2_a) : std::string("n/a")) << " (" << t.elements_differing
-                    << " elements)\n";
+      auto more = [](size_t left, const char* what) {
+        if (left) std::cout << fmt::format("... {} more {} not shown (--top {})\n", Thousands(left), what, top);
+      };
+      for (const auto& k : only_a) std::cout << "only in A: " << k << '\n';
+      more(only_a_left, "only in A");
+      for (const auto& k : only_b) std::cout << "only in B: " << k << '\n';
+      more(only_b_left, "only in B");
+      for (const TensorDiff* tp : rows) {
+        const TensorDiff& t = *tp;
+        const std::string dtypes = t.dtype_changed() ? t.a_dtype + " -> " + t.b_dtype + ", " : "";
+        switch (cat(t)) {
+          case kNotComparable:
+            std::cout << "changed:   " << t.key << ": " << t.a_dtype << ShapeString(t.a_shape) << " -> " << t.b_dtype
+                      << ShapeString(t.b_shape) << " (not comparable)\n";
+            break;
+          case kEqualValues:
+            std::cout << "dtype:     " << t.key << ": " << dtypes << "equal values (" << Thousands(t.elements)
+                      << " elements)\n";
+            break;
+          case kIdentical: break;
+          default:
+            std::cout << (t.within_tolerance ? "close:     " : "differs:   ") << t.key << ": " << dtypes << "max|a-b| "
+                      << DoubleText(t.max_abs) << ", ||a-b|| " << DoubleText(t.l2) << ", ||a-b||/||a|| "
+                      << (t.l2_a > 0 ? DoubleText(t.l2 / t.l2_a) : std::string("n/a")) << " ("
+                      << Thousands(t.elements_differing) << " of " << Thousands(t.elements) << " elements differ)\n";
         }
       }
+      more(rows_left, "tensor rows");
       for (const auto& v : r.values)
         std::cout << "value:     " << v.key << ": " << (v.a.empty() ? "(absent)" : v.a) << " -> " << (v.b.empty() ? "(absent)" : v.b) << '\n';
-      std::cout << (r.equal() ? "equal" : "different") << ": " << r.tensors.size() << " common tensors (" << identical
-                << " identical), " << r.only_in_a.size() << " only in A, " << r.only_in_b.size() << " only in B, "
-                << r.values.size() << " value difference(s)\n";
+      std::vector<std::string> parts;
+      const std::pair<Cat, const char*> names[] = {{kDiffers, "differ"},
+                                                   {kClose, "within tolerance"},
+                                                   {kEqualValues, "equal in value, another dtype or bytes"},
+                                                   {kNotComparable, "not comparable"},
+                                                   {kIdentical, "identical"}};
+      for (const auto& [c, name] : names)
+        if (counts[c]) parts.push_back(Thousands(counts[c]) + " " + name);
+      std::cout << (r.equal() ? "equal" : "different") << ": " << Thousands(r.tensors.size()) << " common tensors"
+                << (parts.empty() ? "" : " (" + fmt::format("{}", fmt::join(parts, ", ")) + ")") << ", "
+                << Thousands(r.only_in_a.size()) << " only in A, " << Thousands(r.only_in_b.size()) << " only in B, "
+                << Thousands(r.values.size()) << " value difference(s)";
+      if (r.tensors_skipped) std::cout << ", " << Thousands(r.tensors_skipped) << " tensors not selected (--keys/--exclude)";
+      std::cout << '\n';
     }
     *exit_code = r.equal() ? kExitOk : kExitFindings;
   });

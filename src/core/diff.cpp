@@ -38,11 +38,14 @@ std::string LeafText(const Value& v) {
 }
 
 // Non-tensor leaves by key path.
-std::map<std::string, std::string> ValueLeaves(const Value* root) {
+std::string StripPrefix(const std::string& key, const std::vector<std::string>& prefixes);
+
+// Non-tensor leaves by key path (stripped as tensor keys are).
+std::map<std::string, std::string> ValueLeaves(const Value* root, const std::vector<std::string>& prefixes) {
   std::map<std::string, std::string> out;
   ForEachLeaf(root, [&](const std::string& path, const Value& leaf) {
     if (leaf.kind == ValueKind::kTensor || out.size() >= kMaxValueLeaves) return;
-    out.emplace(path, LeafText(leaf));
+    out.emplace(StripPrefix(path, prefixes), LeafText(leaf));
   });
   return out;
 }
@@ -81,18 +84,48 @@ bool SameLayoutAndStorage(const TensorView& a, const TensorView& b) {
   return true;
 }
 
+// Which dtypes compare by value with which: real numbers with real numbers, complex with complex;
+// float4_e2m1fn_x2 (two values an element), bits and quantized types only with themselves.
+enum class Family { kReal, kComplex, kOwn };
+
+Family FamilyOf(DType d) {
+  const DTypeInfo& info = Info(d);
+  if (!info.readable || d == DType::kFloat4E2M1FNx2) return Family::kOwn;
+  switch (info.kind) {
+    case DTypeKind::kFloat:
+    case DTypeKind::kInt:
+    case DTypeKind::kUInt:
+    case DTypeKind::kBool: return Family::kReal;
+    case DTypeKind::kComplex: return Family::kComplex;
+    default: return Family::kOwn;
+  }
+}
+
+bool ValuesComparable(DType a, DType b) { return a == b || (FamilyOf(a) == FamilyOf(b) && FamilyOf(a) != Family::kOwn); }
+
+// "model" strips "model/" and "model."; "model/" strips itself. The first prefix that applies.
+std::string StripPrefix(const std::string& key, const std::vector<std::string>& prefixes) {
+  for (const std::string& p : prefixes) {
+    if (p.empty() || key.size() <= p.size() || key.compare(0, p.size(), p) != 0) continue;
+    if (p.back() == '/' || p.back() == '.') return key.substr(p.size());
+    if ((key[p.size()] == '/' || key[p.size()] == '.') && key.size() > p.size() + 1) return key.substr(p.size() + 1);
+  }
+  return key;
+}
+
 void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, TensorDiff& d) {
-  const size_t es = ElementSize(a.dtype);
+  const size_t es = ElementSize(a.dtype), es_b = ElementSize(b.dtype);
   const uint64_t n = static_cast<uint64_t>(a.numel());
-  if (a.storage.size() <= kDiffWindowElements * es && SameLayoutAndStorage(a, b)) {
+  const bool same_dtype = a.dtype == b.dtype;
+  if (same_dtype && a.storage.size() <= kDiffWindowElements * es && SameLayoutAndStorage(a, b)) {
     d.identical = true;
     d.within_tolerance = true;
     return;
   }
   std::vector<uint8_t> wa(static_cast<size_t>(std::min(n, kDiffWindowElements) * es));
-  std::vector<uint8_t> wb(wa.size());
-  d.identical = true;
-  {
+  std::vector<uint8_t> wb(static_cast<size_t>(std::min(n, kDiffWindowElements) * es_b));
+  d.identical = same_dtype;
+  if (same_dtype) {
     ElementReader ra(a), rb(b);
     for (uint64_t first = 0; first < n && d.identical; first += kDiffWindowElements) {
       const uint64_t count = std::min(kDiffWindowElements, n - first);
@@ -101,7 +134,7 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
       d.identical = std::memcmp(wa.data(), wb.data(), count * es) == 0;
     }
   }
-  if (d.identical) {
+  if (d.identical || n == 0) {
     d.within_tolerance = true;
     // ||a||_2 is still reported for relative figures: zero difference needs no pass over a.
     return;
@@ -118,8 +151,8 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
       ra.Read(count, wa.data());
       rb.Read(count, wb.data());
     }
-    const uint64_t w = (i % kDiffWindowElements) * es;
-    ElementValue x = DecodeElement(a.dtype, wa.data() + w), y = DecodeElement(b.dtype, wb.data() + w);
+    const uint64_t w = i % kDiffWindowElements;
+    ElementValue x = DecodeElement(a.dtype, wa.data() + w * es), y = DecodeElement(b.dtype, wb.data() + w * es_b);
     double parts_a[2] = {Real(x), complex ? x.im : 0}, parts_b[2] = {Real(y), complex ? y.im : 0};
     bool differs = false;
     for (int k = 0; k < (complex ? 2 : 1); ++k) {
@@ -149,44 +182,67 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
 bool DiffReport::equal() const {
   if (!only_in_a.empty() || !only_in_b.empty() || !values.empty()) return false;
   for (const auto& t : tensors)
-    if (!t.comparable || !t.within_tolerance) return false;
+    if (!t.comparable || !t.within_tolerance || (t.dtype_changed() && !ignore_dtype)) return false;
   return true;
 }
 
 DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options) {
   DiffReport r;
+  r.ignore_dtype = options.ignore_dtype;
+  // Each side's tensors by their stripped, selected key (two keys stripping to one: an error).
+  auto keyed = [&](const Document& doc, const std::vector<std::string>& prefixes, const char* side) {
+    std::vector<std::pair<std::string, const TensorView*>> out;
+    std::unordered_map<std::string, std::string> original;
+    for (const auto& t : doc.tensors) {
+      std::string key = StripPrefix(t.key, prefixes);
+      if (options.select && !options.select(key)) {
+        ++r.tensors_skipped;
+        continue;
+      }
+      auto [it, fresh] = original.emplace(key, t.key);
+      if (!fresh) {
+        throw Error(ErrorCode::kUsage, std::string("in ") + side + ", '" + it->second + "' and '" + t.key +
+                                           "' both become '" + key + "' once the prefix is stripped");
+      }
+      out.emplace_back(std::move(key), t.view);
+    }
+    return out;
+  };
+  const auto tensors_a = keyed(a, options.strip_prefix_a, "A"), tensors_b = keyed(b, options.strip_prefix_b, "B");
   std::unordered_map<std::string, const TensorView*> in_b;
-  for (const auto& t : b.tensors) in_b.emplace(t.key, t.view);
+  for (const auto& [key, view] : tensors_b) in_b.emplace(key, view);
   std::unordered_map<std::string, bool> seen_in_a;
-  for (const auto& t : a.tensors) {
-    seen_in_a.emplace(t.key, true);
-    auto it = in_b.find(t.key);
+  for (const auto& [key, view] : tensors_a) {
+    seen_in_a.emplace(key, true);
+    auto it = in_b.find(key);
     if (it == in_b.end()) {
-      r.only_in_a.push_back(t.key);
+      r.only_in_a.push_back(key);
       continue;
     }
-    const TensorView& va = *t.view;
+    const TensorView& va = *view;
     const TensorView& vb = *it->second;
     TensorDiff d;
-    d.key = t.key;
+    d.key = key;
     d.a_dtype = Name(va.dtype);
     d.b_dtype = Name(vb.dtype);
     d.a_shape = va.shape;
     d.b_shape = vb.shape;
-    d.comparable = va.dtype == vb.dtype && va.shape == vb.shape;
+    d.comparable = va.shape == vb.shape && ValuesComparable(va.dtype, vb.dtype);
+    d.elements = static_cast<uint64_t>(va.numel());
     if (d.comparable) {
-      if (!Info(va.dtype).readable || !va.has_data || !vb.has_data) {
-        d.identical = d.within_tolerance = !va.has_data && !vb.has_data;
+      if (!Info(va.dtype).readable || !Info(vb.dtype).readable || !va.has_data || !vb.has_data) {
+        d.within_tolerance = !va.has_data && !vb.has_data;
+        d.identical = d.within_tolerance && va.dtype == vb.dtype;
       } else {
-        WithContext("tensor '" + t.key + "'", [&] { Compare(va, vb, options, d); });
+        WithContext("tensor '" + key + "'", [&] { Compare(va, vb, options, d); });
         r.bytes_compared += va.nbytes();
       }
     }
     r.tensors.push_back(std::move(d));
   }
-  for (const auto& t : b.tensors)
-    if (!seen_in_a.count(t.key)) r.only_in_b.push_back(t.key);
-  auto la = ValueLeaves(a.root), lb = ValueLeaves(b.root);
+  for (const auto& [key, view] : tensors_b)
+    if (!seen_in_a.count(key)) r.only_in_b.push_back(key);
+  auto la = ValueLeaves(a.root, options.strip_prefix_a), lb = ValueLeaves(b.root, options.strip_prefix_b);
   for (const auto& [k, v] : la) {
     auto it = lb.find(k);
     if (it == lb.end()) r.values.push_back({k, v, ""});

@@ -51,6 +51,12 @@ inline std::vector<uint8_t> Encode(DType dtype, const std::vector<double>& value
     } else if (dtype == DType::kInt64) {
       const int64_t v = static_cast<int64_t>(values[i]);
       std::memcpy(p, &v, 8);
+    } else if (dtype == DType::kBFloat16) {
+      const uint16_t v = FloatToBFloat16(static_cast<float>(values[i]));
+      std::memcpy(p, &v, 2);
+    } else if (dtype == DType::kComplex64) {  // the real part; imaginary 0
+      const float parts[2] = {static_cast<float>(values[i]), 0};
+      std::memcpy(p, parts, 8);
     } else {
       ADD_FAILURE() << "Encode: no encoding for " << Name(dtype);
     }
