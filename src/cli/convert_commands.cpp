@@ -182,6 +182,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       Document a = Open(a_path, o.read), b = Open(b_path, o.read);
       r = Diff(a, b, o);
     });
+    if (r.tensors_skipped > 0 && r.tensors.empty() && r.only_in_a.empty() && r.only_in_b.empty())
+      Fail(ErrorCode::kUsage, "--keys/--exclude select no tensor of either file");
     // Categories, one per common tensor.
     enum Cat { kNotComparable, kDiffers, kClose, kEqualValues, kIdentical };
     auto cat = [](const TensorDiff& t) {
