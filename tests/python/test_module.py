@@ -549,3 +549,30 @@ def test_install_where_debian_python_imports(tmp_path):
     out = subprocess.run(["/usr/bin/python3", "-c", "import trove, sys; print(trove.__file__)"],
                          capture_output=True, text=True, env={"PYTHONPATH": site})
     assert out.returncode == 0 and out.stdout.startswith(site), out.stderr
+
+
+def test_pip_install_offline_in_a_venv(tmp_path):
+    """pyproject.toml + setup.py: `pip install --no-build-isolation --no-index .` in a venv made with
+    --system-site-packages (numpy, torch from Debian) builds _trove with the project's CMake
+    (build-pip/, incremental after the first time) and imports trove from the venv."""
+    import shutil
+    try:
+        import ensurepip  # noqa: F401  (python3-venv)
+    except ImportError:
+        pytest.skip("python3-venv (ensurepip) is not installed")
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    venv = str(tmp_path / "venv")
+    r = subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot make a venv: {r.stderr.strip()[-200:]}")
+    py = os.path.join(venv, "bin", "python")
+    r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index", root],
+                       capture_output=True, text=True, timeout=1800)
+    shutil.rmtree(os.path.join(root, "src", "python", "trove.egg-info"), ignore_errors=True)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    out = subprocess.run([py, "-c", "import trove, torch; trove.save({'x': torch.ones(3)}, 'a.pt'); "
+                          "print(trove.__file__); print(trove.load('a.pt')['x'].sum().item())"],
+                         capture_output=True, text=True, cwd=str(tmp_path), env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    where, total = out.stdout.split()
+    assert where.startswith(venv) and float(total) == 3.0
