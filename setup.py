@@ -1,7 +1,9 @@
 """setuptools glue for `pip install .` (pyproject.toml): build_ext runs this project's CMake to build
 the extension trove._trove (target _trove) and copies it into the wheel; the pure-Python files come
 from src/python/trove as usual. The CMake build directory is build-pip/ (kept between installs, so
-rebuilds are incremental; TROVE_PIP_BUILD_DIR chooses another). Nothing is downloaded."""
+rebuilds are incremental; TROVE_PIP_BUILD_DIR chooses another). TROVE_PIP_PREBUILT names a build
+tree that already holds python/trove/_trove*.so (a `make` build): it is packaged as it is, without
+building. Nothing is downloaded."""
 
 import os
 import shutil
@@ -16,6 +18,10 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 class CMakeBuildExt(build_ext):
     def build_extension(self, ext):
+        prebuilt = os.environ.get("TROVE_PIP_PREBUILT")
+        if prebuilt:
+            self.install_built(os.path.join(prebuilt, "python", "trove"), ext)
+            return
         build_dir = os.environ.get("TROVE_PIP_BUILD_DIR", os.path.join(ROOT, "build-pip"))
         configure = ["cmake", "-S", ROOT, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
                      f"-DPython_EXECUTABLE={sys.executable}", "-DTROVE_BUILD_PYTHON=ON",
@@ -25,7 +31,9 @@ class CMakeBuildExt(build_ext):
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
         subprocess.run(["cmake", "--build", build_dir, "--target", "_trove", "-j", jobs], check=True)
-        pkg = os.path.join(build_dir, "python", "trove")
+        self.install_built(os.path.join(build_dir, "python", "trove"), ext)
+
+    def install_built(self, pkg, ext):
         built = [f for f in os.listdir(pkg) if f.startswith("_trove") and f.endswith(".so")]
         if len(built) != 1:
             raise RuntimeError(f"CMake did not build exactly one _trove*.so in {pkg} (found {built}); "
