@@ -48,10 +48,12 @@
 #include "trove/dtype.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "trove/safetensors.h"
 #include "trove/shared_bytes.h"
 #include "trove/tensor.h"
 #include "trove/tensor_stats.h"
 #include "trove/value.h"
+#include "trove/zip_reader.h"
 
 namespace py = pybind11;
 
@@ -72,9 +74,18 @@ py::object* g_error_classes[kErrorCodes] = {};  // set by _register_errors; neve
 
 // Copies what a trove::Error carries onto the Python exception object. Every field the C++
 // error gains (file, entry, offset, spec code) is copied here and nowhere else.
+// Unset fields are None (file, entry, refused_global: also when the C++ field is "").
 void CopyErrorFields(py::object& exc, const Error& e) {
+  auto text_or_none = [](const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); };
   exc.attr("code") = py::str(std::string(trove::ErrorCodeName(e.code())));
   exc.attr("message") = py::str(e.message());
+  exc.attr("reason") = py::str(e.reason());
+  exc.attr("file") = text_or_none(e.file());
+  exc.attr("entry") = text_or_none(e.entry());
+  exc.attr("offset") = e.offset() ? py::object(py::int_(*e.offset())) : py::object(py::none());
+  exc.attr("spec_code") = e.spec_code() ? py::object(py::int_(*e.spec_code())) : py::object(py::none());
+  exc.attr("refused_global") = text_or_none(e.refused_global());
+  exc.attr("contexts") = py::cast(e.contexts());
 }
 
 void SetPythonError(const Error& e) {
@@ -696,6 +707,39 @@ py::dict Metadata(const Document& doc) {
   return out;
 }
 
+// The writer settings save and convert share: the callbacks, forwarded to Python callables
+// (None: not called) with the GIL taken for each call (the tensordict directory writer may call
+// progress from a helper thread); a Python exception a callable raises travels through the writer
+// as py::error_already_set, which abandons the write, and is raised again by pybind11. The
+// callables are held by the binding's arguments for the whole call, so the std::functions (copied
+// with the GIL released) hold plain handles. compression: a .tdz method name; metadata: a dict of
+// str, a .safetensors file's "__metadata__".
+void SetWriteSettings(trove::ConvertOptions& options, py::handle progress, py::handle note, const std::string& compression,
+                      py::handle metadata) {
+  if (!progress.is_none()) {
+    if (!PyCallable_Check(progress.ptr())) trove::Fail(ErrorCode::kUsage, "progress must be callable (done, total)");
+    options.progress = [progress](uint64_t done, uint64_t total) {
+      py::gil_scoped_acquire gil;
+      progress(done, total);
+    };
+  }
+  if (!note.is_none()) {
+    if (!PyCallable_Check(note.ptr())) trove::Fail(ErrorCode::kUsage, "note must be callable (text)");
+    options.note = [note](const std::string& text) {
+      py::gil_scoped_acquire gil;
+      note(py::str(text));
+    };
+  }
+  options.compression = trove::ZipMethodFromName(compression);
+  if (!metadata.is_none()) {
+    if (!PyDict_Check(metadata.ptr())) trove::Fail(ErrorCode::kUsage, "metadata must be a dict of str to str");
+    for (auto [k, v] : py::reinterpret_borrow<py::dict>(metadata)) {
+      if (!PyUnicode_Check(k.ptr()) || !PyUnicode_Check(v.ptr())) trove::Fail(ErrorCode::kUsage, "metadata must be a dict of str to str");
+      options.metadata.emplace_back(k.cast<std::string>(), v.cast<std::string>());
+    }
+  }
+}
+
 trove::ReadOptions ReadOpts(bool permissive) {
   trove::ReadOptions r;
   r.permissive = permissive;
@@ -768,24 +812,43 @@ PYBIND11_MODULE(_trove, m) {
     return std::make_shared<PyDocument>(std::move(doc));
   }, py::arg("path"), py::arg("permissive") = false);
 
-  m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type, bool force) {
+  m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type, bool force,
+                    py::object progress, py::object note, const std::string& compression, py::object metadata) {
+    trove::ConvertOptions options;
+    SetWriteSettings(options, progress, note, compression, metadata);
     Document doc;
     doc.format = "python";
     doc.path = "<python objects>";
     FromPython conv(*doc.arena, spec_type);
     doc.root = conv.Convert(tree, 0);
     doc.tensors = trove::CollectTensors(doc.root);
-    trove::ConvertOptions options;
     if (force) options.replace = trove::Replace::kAnything;
     const trove::Format target = trove::TargetFormat(path, format);
     Released([&] { trove::ConvertDocument(doc, path, target, options); });
-  }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"), py::arg("force") = false);
+  }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"), py::arg("force") = false,
+     py::arg("progress") = py::none(), py::arg("note") = py::none(), py::arg("compression") = "",
+     py::arg("metadata") = py::none());
 
   m.def("_verify", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Verify(path); })); });
   m.def("_scan", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Scan(path); })); });
   m.def("_convert", [](const std::string& src, const std::string& dst, const std::string& to,
-                       std::vector<std::string> keys, const std::string& dtype, bool force, bool drop_values) {
+                       std::vector<std::string> keys, const std::string& dtype, bool force, bool drop_values,
+                       py::object progress, py::object note, const std::string& compression, py::object metadata,
+                       py::object max_shard_size) {
     trove::ConvertOptions options;
+    SetWriteSettings(options, progress, note, compression, metadata);
+    if (!max_shard_size.is_none()) {
+      if (to != "safetensors" && to != "pt") trove::Fail(ErrorCode::kUsage, "max_shard_size needs to='safetensors' or to='pt'");
+      if (PyUnicode_Check(max_shard_size.ptr())) {
+        options.max_shard_bytes = trove::ParseShardSize(max_shard_size.cast<std::string>());
+      } else if (PyLong_Check(max_shard_size.ptr()) && !PyBool_Check(max_shard_size.ptr())) {
+        const long long n = max_shard_size.cast<long long>();
+        if (n <= 0) trove::Fail(ErrorCode::kUsage, "max_shard_size must be positive");
+        options.max_shard_bytes = static_cast<uint64_t>(n);
+      } else {
+        trove::Fail(ErrorCode::kUsage, "max_shard_size takes a number of bytes or a size such as '5GB'");
+      }
+    }
     options.drop_values = drop_values;
     options.keys = std::move(keys);
     if (!dtype.empty()) {
@@ -796,7 +859,9 @@ PYBIND11_MODULE(_trove, m) {
     if (force) options.replace = trove::Replace::kAnything;
     const trove::Format target = trove::TargetFormat(dst, to);
     Released([&] { trove::Convert(src, dst, target, options); });
-  });
+  }, py::arg("src"), py::arg("dst"), py::arg("to"), py::arg("keys"), py::arg("dtype"), py::arg("force"),
+     py::arg("drop_values"), py::arg("progress") = py::none(), py::arg("note") = py::none(),
+     py::arg("compression") = "", py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none());
   m.def("_diff", [](const std::string& a, const std::string& b, double rtol, double atol) {
     trove::DiffOptions options;
     options.rtol = rtol;

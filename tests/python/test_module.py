@@ -298,6 +298,11 @@ def test_missing_file(tmp_path):
     assert e.value.code == "not-found" and "absent.pt" in e.value.message
     with pytest.raises(FileNotFoundError):
         trove.load(str(tmp_path / "absent.pt"))
+    # the fields: where apart from what
+    assert e.value.file == str(tmp_path / "absent.pt")
+    assert e.value.reason and "absent.pt" not in e.value.reason and e.value.reason in e.value.message
+    assert e.value.entry is None and e.value.offset is None and e.value.spec_code is None
+    assert e.value.refused_global is None and e.value.contexts == []
 
 
 class _Evil:
@@ -312,6 +317,10 @@ def test_hostile_pickle_refused(tmp_path):
         trove.load(path)
     assert e.value.code == "refused" and "system" in e.value.message
     assert not os.path.exists("/tmp/trove-python-test-pwned")
+    assert e.value.refused_global in ("posix.system", "os.system")
+    assert e.value.file == path and e.value.entry.endswith("/data.pkl")
+    assert isinstance(e.value.offset, int) and e.value.offset > 0 and e.value.spec_code is None
+    assert e.value.refused_global in e.value.reason and path not in e.value.reason
     report = trove.scan(path)
     assert not report.ok
     critical = [f for f in report.findings if f.severity == "critical"]
@@ -320,6 +329,24 @@ def test_hostile_pickle_refused(tmp_path):
     # permissive: the call becomes an inert record, never run
     with trove.open(path, permissive=True) as f:
         assert isinstance(f.values()["e"], trove.Object)
+
+
+def test_pskd_error_has_spec_code(tmp_path):
+    import struct
+    typ = "ℝ[2]".encode()
+    path = str(tmp_path / "short.psk.d")
+    with open(path, "wb") as f:  # the header claims 3 samples, 2 follow: E9003
+        f.write(b"PSKD" + struct.pack("<HI", 1, len(typ)) + typ + struct.pack("<Q", 3) + struct.pack("<2d", 1, 2))
+    with pytest.raises(trove.CorruptError) as e:
+        trove.open(path)
+    assert e.value.spec_code == 9003 and "E9003" in e.value.message and "E9003" not in e.value.reason
+    assert e.value.file == path and e.value.refused_global is None
+
+
+def test_error_fields_of_python_made_errors(ckpt):
+    with trove.open(ckpt) as f, pytest.raises(trove.NotFoundError) as e:
+        f["no/such/key"]
+    assert e.value.reason == e.value.message and e.value.offset is None and e.value.spec_code is None
 
 
 def test_corrupt_file(tmp_path, ckpt):
@@ -381,6 +408,110 @@ def test_save_round_trip(ckpt, tmp_path):
     assert not os.path.exists(str(tmp_path / "bad.pt"))
 
 
+# --- write options: progress, note, compression, metadata, shards ------------------------------
+
+def _big_sd():
+    torch.manual_seed(1)
+    return {"a": torch.randn(3 << 20), "b": torch.randn(1 << 20), "n": torch.arange(7)}
+
+
+def _check_progress(calls):
+    assert calls, "progress was never called"
+    total = calls[-1][1]
+    assert calls[-1] == (total, total) and total > 0
+    assert all(t == total for _, t in calls)
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:]))
+
+
+@pytest.mark.parametrize("name", ["p.pt", "p.safetensors", "p.tdz", "pdir"])
+def test_save_progress(tmp_path, name):
+    calls = []
+    sd = _big_sd()
+    trove.save(sd, str(tmp_path / name), progress=lambda done, total: calls.append((done, total)))
+    _check_progress(calls)
+    assert calls[-1][1] == sum(t.numel() * t.element_size() for t in sd.values())
+    assert len(calls) >= 2  # 16 MiB + 4 MiB of payload: at least one call before the last
+
+
+def test_convert_progress_and_note(tmp_path, ckpt):
+    src = str(tmp_path / "src.pt")
+    trove.save(_big_sd(), src)
+    calls, notes = [], []
+    trove.convert(src, str(tmp_path / "out.tdz"), progress=lambda d, t: calls.append((d, t)), note=notes.append)
+    _check_progress(calls)
+    # a note: values a .safetensors file cannot hold, dropped
+    trove.convert(ckpt, str(tmp_path / "out.safetensors"), drop_values=True, note=notes.append)
+    assert notes and all(isinstance(n, str) for n in notes)
+
+
+@pytest.mark.parametrize("name", ["r.pt", "r.safetensors", "r.tdz", "rdir"])
+def test_raising_progress_leaves_nothing(tmp_path, name):
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        raise Stop(done)
+
+    with pytest.raises(Stop):
+        trove.save(_big_sd(), str(tmp_path / name), progress=stop)
+    assert os.listdir(tmp_path) == []
+    src = str(tmp_path / "src.pt")
+    trove.save(_big_sd(), src)
+    with pytest.raises(Stop):
+        trove.convert(src, str(tmp_path / name), progress=stop)
+    assert os.listdir(tmp_path) == ["src.pt"]
+    with pytest.raises(trove.UsageError):
+        trove.save(_big_sd(), str(tmp_path / name), progress=3)
+
+
+def test_raising_note_leaves_nothing(tmp_path, ckpt):
+    def stop(text):
+        raise RuntimeError(text)
+
+    with pytest.raises(RuntimeError):
+        trove.convert(ckpt, str(tmp_path / "n.safetensors"), drop_values=True, note=stop)
+    assert os.listdir(tmp_path) == []
+
+
+def test_compression_and_metadata(tmp_path):
+    sd = {"z": torch.zeros(1 << 16), "n": torch.arange(100)}
+    trove.save(sd, str(tmp_path / "c.tdz"), compression="deflate")
+    with trove.open(str(tmp_path / "c.tdz")) as f:
+        methods = {r["name"]: r["method"] for r in f.metadata()["records"]}
+        assert methods["z.memmap"] == "deflate"
+        assert torch.equal(trove.load(str(tmp_path / "c.tdz"))["z"], sd["z"])
+    trove.save(sd, str(tmp_path / "c.safetensors"), metadata={"format": "pt", "note": "hi"})
+    with trove.open(str(tmp_path / "c.safetensors")) as f:
+        props = f.metadata()["properties"]
+        assert props["metadata.format"] == "pt" and props["metadata.note"] == "hi"
+    trove.convert(str(tmp_path / "c.safetensors"), str(tmp_path / "d.tdz"), compression="lzma")
+    with trove.open(str(tmp_path / "d.tdz")) as f:
+        assert {r["method"] for r in f.metadata()["records"] if r["name"].endswith(".memmap")} == {"lzma"}
+    trove.convert(str(tmp_path / "c.tdz"), str(tmp_path / "d.safetensors"), metadata={"k": "v"})
+    with trove.open(str(tmp_path / "d.safetensors")) as f:
+        assert f.metadata()["properties"]["metadata.k"] == "v"
+    with pytest.raises(trove.UsageError):
+        trove.save(sd, str(tmp_path / "e.tdz"), compression="zstd")
+    with pytest.raises(trove.UsageError):
+        trove.save(sd, str(tmp_path / "e.safetensors"), metadata={"k": 1})
+
+
+def test_convert_max_shard_size(tmp_path):
+    src = str(tmp_path / "src.pt")
+    sd = _big_sd()
+    trove.save(sd, src)
+    out = str(tmp_path / "shards")
+    trove.convert(src, out, to="safetensors", max_shard_size="10MB")
+    names = sorted(os.listdir(out))
+    assert "model.safetensors.index.json" in names and len([n for n in names if n.endswith(".safetensors")]) == 2
+    got = trove.load(os.path.join(out, "model.safetensors.index.json"))
+    assert all(torch.equal(got[k], sd[k]) for k in sd)
+    trove.convert(src, str(tmp_path / "pts"), to="pt", max_shard_size=10 << 20)
+    assert any(n.endswith(".bin.index.json") for n in os.listdir(str(tmp_path / "pts")))
+    with pytest.raises(trove.UsageError):
+        trove.convert(src, str(tmp_path / "x"), max_shard_size="10MB")
+
+
 def test_verify_convert_diff_stats(ckpt, tmp_path):
     report = trove.verify(ckpt)
     assert report.ok and report.format == "pt" and report.entries_checked > 0
@@ -418,3 +549,33 @@ def test_install_where_debian_python_imports(tmp_path):
     out = subprocess.run(["/usr/bin/python3", "-c", "import trove, sys; print(trove.__file__)"],
                          capture_output=True, text=True, env={"PYTHONPATH": site})
     assert out.returncode == 0 and out.stdout.startswith(site), out.stderr
+
+
+def test_pip_install_offline_in_a_venv(tmp_path):
+    """pyproject.toml + setup.py: `pip install --no-build-isolation --no-index .` in a venv made with
+    --system-site-packages (numpy, torch from Debian) builds _trove with the project's CMake
+    (build-pip/, incremental after the first time) and imports trove from the venv."""
+    import shutil
+    try:
+        import ensurepip  # noqa: F401  (python3-venv)
+    except ImportError:
+        pytest.skip("python3-venv (ensurepip) is not installed")
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    venv = str(tmp_path / "venv")
+    r = subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot make a venv: {r.stderr.strip()[-200:]}")
+    py = os.path.join(venv, "bin", "python")
+    # The extension this test run built is packaged as it is (TROVE_PIP_PREBUILT): the test checks
+    # pyproject.toml, setup.py and the venv, not a second, minutes-long Release build.
+    env = dict(os.environ, TROVE_PIP_PREBUILT=os.environ.get("TROVE_BUILD_DIR", os.path.join(root, "build")))
+    r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index", root],
+                       capture_output=True, text=True, timeout=1800, env=env)
+    shutil.rmtree(os.path.join(root, "src", "python", "trove.egg-info"), ignore_errors=True)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    out = subprocess.run([py, "-c", "import trove, torch; trove.save({'x': torch.ones(3)}, 'a.pt'); "
+                          "print(trove.__file__); print(trove.load('a.pt')['x'].sum().item())"],
+                         capture_output=True, text=True, cwd=str(tmp_path), env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    where, total = out.stdout.split()
+    assert where.startswith(venv) and float(total) == 3.0

@@ -27,7 +27,7 @@ import collections
 import os
 import signal
 import threading
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from . import _trove
 
@@ -43,13 +43,27 @@ __all__ = [
 
 class Error(Exception):
     """Every error trove raises. `code` is the library's ErrorCode name ("corrupt", "refused",
-    "not-found", "io", "usage", "unsupported", "limit"); `message` the full message."""
+    "not-found", "io", "usage", "unsupported", "limit"); `message` the full message; the fields
+    saying what and where, copied from the C++ trove::Error (None when unset): `reason` (the
+    message without where), `file`, `entry` (record, member or key inside it), `offset` (bytes, in
+    the entry when there is one), `spec_code` (the format spec's own number, 9004 for .psk.d's
+    E9004), `refused_global` (the pickle global refused, "posix.system"), `contexts` (the other
+    phrases of the message, outermost first)."""
 
     code: str = "unknown"
+    reason: str = ""
+    file: Optional[str] = None
+    entry: Optional[str] = None
+    offset: Optional[int] = None
+    spec_code: Optional[int] = None
+    refused_global: Optional[str] = None
+    contexts: list = []
 
     def __init__(self, message: str = "", *args: Any) -> None:
         super().__init__(message, *args) if args else super().__init__(message)
         self.message = message
+        self.reason = message
+        self.contexts = []
 
     def __str__(self) -> str:
         return self.message
@@ -95,16 +109,18 @@ _ERROR_CLASSES = {c.code: c for c in (UsageError, IoError, NotFoundError, Corrup
 _trove._register_errors(_ERROR_CLASSES)
 
 
-def _error(code: str, message: str) -> Error:
+def _error(code: str, message: str, reason: Optional[str] = None, file: Optional[str] = None) -> Error:
     e = _ERROR_CLASSES[code](message)
     e.code, e.message = code, message
+    e.reason = message if reason is None else reason
+    e.file = file
     return e
 
 
 def _on_sigbus(signum: int, frame: Any) -> None:
     path = _trove._take_changed_path()
     if path is not None:
-        raise _error("io", f"{path}: changed while being read")
+        raise _error("io", f"{path}: changed while being read", "changed while being read", path)
 
 
 # The truncation guard for arrays read outside trove's calls (see the module docstring). Python
@@ -574,7 +590,9 @@ def _to_specs(obj: Any) -> tuple:
     return walk(obj), keep
 
 
-def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force: bool = False) -> None:  # noqa: A002
+def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force: bool = False,  # noqa: A002
+         progress: Optional[Callable[[int, int], Any]] = None, note: Optional[Callable[[str], Any]] = None,
+         compression: Optional[str] = None, metadata: Optional[dict[str, str]] = None) -> None:
     """Writes nested dicts/lists/tuples of torch tensors, numpy arrays and plain values.
 
     format: "pt", "safetensors", "tensordict", "tdz" or "pskd"; None: from the name (.pt .pth .bin
@@ -583,9 +601,15 @@ def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force:
     `obj` (tensors sharing a storage stay shared, Parameters stay Parameters). force: replace an
     existing destination of another kind. Formats without a value tree (safetensors) take a dict of
     tensors.
+
+    progress(done, total): called as the tensor bytes are written (done never decreases; the last
+    call is (total, total)); note(text): the writer's remarks. Either may be called from another
+    thread; an exception either raises abandons the write (nothing appears at `path`) and is
+    raised here. compression: the .tdz payloads' method ("stored", "deflate", "bzip2", "lzma").
+    metadata: a .safetensors file's "__metadata__" (str to str).
     """
     tree, keep = _to_specs(obj)
-    _trove._save(tree, os.fspath(path), format or "", _TensorSpec, force)
+    _trove._save(tree, os.fspath(path), format or "", _TensorSpec, force, progress, note, compression or "", metadata)
     del keep
 
 
@@ -640,13 +664,19 @@ def scan(path: str | os.PathLike) -> Report:
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = None,
             keys: Optional[Iterable[str] | str] = None, dtype: Optional[str] = None, force: bool = False,
-            drop_values: bool = False) -> None:
+            drop_values: bool = False, progress: Optional[Callable[[int, int], Any]] = None,
+            note: Optional[Callable[[str], Any]] = None, compression: Optional[str] = None,
+            metadata: Optional[dict[str, str]] = None, max_shard_size: Optional[int | str] = None) -> None:
     """`trove convert`: between any formats, streaming, written atomically; keys are key-path globs
     of the tensors to keep, dtype casts floating tensors ("bfloat16", "float16"...), drop_values
-    leaves out values a .safetensors file cannot hold instead of refusing. The GIL is released."""
+    leaves out values a .safetensors file cannot hold instead of refusing. The GIL is released.
+    progress, note, compression, metadata: as for save (`--compression`, `--metadata`);
+    max_shard_size: bytes or "5GB" (`--max-shard-size`, with to="safetensors" or "pt"): dst is a
+    directory of shards and their index."""
     if isinstance(keys, str):
         keys = [keys]
-    _trove._convert(os.fspath(src), os.fspath(dst), to or "", list(keys or []), dtype or "", force, drop_values)
+    _trove._convert(os.fspath(src), os.fspath(dst), to or "", list(keys or []), dtype or "", force, drop_values,
+                    progress, note, compression or "", metadata, max_shard_size)
 
 
 class DiffReport:
