@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/progress.h"
+#include "formats/tensordict/td_fixtures.h"
 #include "trove/convert.h"
 #include "trove/document.h"
 #include "trove/open.h"
@@ -97,18 +98,9 @@ uint64_t TensorBytesOf(const Document& doc) {
   return n;
 }
 
-class ProgressTest : public ::testing::Test {
+// A scratch directory per test (the tensordict tests' fixture).
+class ProgressTest : public tdtest::TdTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "trove-progress-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  std::string P(const std::string& rel) const { return (fs::path(root_) / rel).string(); }
 
   // Converts `doc` to every format and checks each writer's calls.
   void ConvertToEveryFormat(const Document& doc, const std::string& tag) {
@@ -157,8 +149,6 @@ class ProgressTest : public ::testing::Test {
       EXPECT_GE(r.calls.back().total, bytes);
     }
   }
-
-  std::string root_;
 };
 
 TEST_F(ProgressTest, EveryWriterReportsFromADocumentInMemory) { ConvertToEveryFormat(MakeDoc(), "mem"); }
