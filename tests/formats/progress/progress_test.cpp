@@ -44,13 +44,17 @@ struct Recorder {
     EXPECT_FALSE(overlapped);
     ASSERT_GE(calls.size(), 2u);
     const uint64_t total = calls.back().total;
-    if (expected_total) EXPECT_EQ(total, expected_total);
+    if (expected_total) {
+      EXPECT_EQ(total, expected_total);
+    }
     EXPECT_EQ(calls.back().done, total);
     EXPECT_LE(calls.size(), total / kProgressStepBytes + 1 + extra_finals);
     for (size_t i = 0; i < calls.size(); ++i) {
       EXPECT_EQ(calls[i].total, total) << "call " << i;
       EXPECT_LE(calls[i].done, total) << "call " << i;
-      if (i) EXPECT_GE(calls[i].done, calls[i - 1].done) << "call " << i;
+      if (i) {
+        EXPECT_GE(calls[i].done, calls[i - 1].done) << "call " << i;
+      }
     }
   }
 };
