@@ -752,6 +752,7 @@ struct Accumulator {
   std::vector<uint64_t> linear_counts, log_counts;
   uint64_t chunks_done = 0;  // of the first sweep; at walk.chunks the binnings are set
   bool binned = false;
+  bool counted = false;      // every finite value is one value: the histograms are known already
 };
 
 // A tensor's histogram bins, once its first sweep found the extremes.
@@ -768,6 +769,13 @@ void SetBinnings(Accumulator& acc, uint32_t bins) {
     for (double edge : acc.log10_abs.edges) acc.log10_abs.thresholds.push_back(Log10Threshold(edge));
     SetLogKeys(acc.log10_abs, e.min_abs_nonzero, max_abs);
     acc.log_counts.assign(bins, 0);
+  }
+  // A constant tensor (zeros, ones, a LayerNorm weight): every finite value lands on an edge of
+  // numpy's range around it, where the fast path never trusts its guess; one placing counts all.
+  if (e.min == e.max) {
+    acc.linear_counts[BinOf(acc.linear, e.min)] = e.finite;
+    if (acc.log10_abs.active()) acc.log_counts[static_cast<size_t>(LogBinOf(acc.log10_abs, std::fabs(e.min)))] = e.finite;
+    acc.counted = true;
   }
 }
 
@@ -962,7 +970,7 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, 
       binned.wait(lock, [&] { return acc.binned || failed; });
       if (failed) return;
     }
-    if (!acc.linear.active()) {  // no finite value: only the pages the first sweep kept to release
+    if (!acc.linear.active() || acc.counted) {  // no finite value, or one: only the kept pages to release
       ReleaseChunk(acc.walk, chunk);
       return;
     }

@@ -311,6 +311,35 @@ TEST(TensorStatsTest, HistogramsCountByTheirOwnEdges) {
   EXPECT_THROW(ComputeStats(MakeView(DType::kFloat64, BytesOf(v), {12}), options), Error);
 }
 
+// A constant tensor's every value lies on an edge of numpy's range around it (v - 0.5, v + 0.5):
+// counted at once after the first sweep, as numpy.histogram counts them.
+TEST(TensorStatsTest, ConstantTensorsHistogramLikeNumpy) {
+  StatsOptions options;
+  options.histogram_bins = 4;
+  const size_t n = 3 * 65536 + 5;  // several blocks and a tail
+  for (double c : {0.0, 1.0, -2.5, 0.3}) {
+    TensorView v = MakeView(DType::kFloat64, BytesOf(std::vector<double>(n, c)), {static_cast<int64_t>(n)});
+    TensorStats s = ComputeStats(v, options);
+    // numpy.histogram(np.full(n, c), bins=4): edges c-0.5 .. c+0.5, every value in bin 2 ([c, c+0.25)).
+    EXPECT_EQ(s.histogram.edges.front(), c - 0.5) << c;
+    EXPECT_EQ(s.histogram.counts, (std::vector<uint64_t>{0, 0, n, 0})) << c;
+    if (c == 0) {
+      EXPECT_TRUE(s.log10_abs_histogram.counts.empty());
+    } else {
+      uint64_t logs = 0;
+      for (uint64_t k : s.log10_abs_histogram.counts) logs += k;
+      EXPECT_EQ(logs, n) << c;
+      EXPECT_EQ(s.log10_abs_histogram.counts[2], n) << c;  // log10|c| is the middle of its range too
+    }
+  }
+  // NaN and infinities beside one finite value: only the finite one is counted.
+  std::vector<float> mixed(1000, 7.0f);
+  mixed[3] = NAN;
+  mixed[9] = INFINITY;
+  TensorStats s = ComputeStats(MakeView(DType::kFloat32, BytesOf(mixed), {1000}), options);
+  EXPECT_EQ(s.histogram.counts, (std::vector<uint64_t>{0, 0, 998, 0}));
+}
+
 TEST(TensorStatsTest, EmptyTensorsAndWhatHasNoValues) {
   const TensorStats e = ComputeStats(MakeView(DType::kFloat32, {}, {0, 5}));
   EXPECT_EQ(e.count, 0u);
