@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
@@ -108,17 +109,6 @@ Built Build(const std::vector<Spec>& specs) {
 
 ZipReader Open(const std::string& bytes) { return ZipReader(SharedBytes::CopyOf(bytes.data(), bytes.size())); }
 
-// Runs fn, which must throw trove::Error with `code` and a message containing `needle`.
-template <class F>
-void ExpectError(F&& fn, ErrorCode code, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing \"" << needle << "\"";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.message();
-    EXPECT_NE(e.message().find(needle), std::string::npos) << "message: " << e.message();
-  }
-}
 void ExpectOpenError(const std::string& bytes, ErrorCode code, const std::string& needle) {
   ExpectError([&] { Open(bytes); }, code, needle);
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
 #include "trove/tensor.h"
@@ -58,16 +59,6 @@ std::string ReadAll(zip::Inflater& in, size_t window) {
   return out;
 }
 
-template <class F>
-void ExpectError(F&& fn, ErrorCode code, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing \"" << needle << "\"";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.message();
-    EXPECT_NE(e.message().find(needle), std::string::npos) << "message: " << e.message();
-  }
-}
 
 TEST(Inflater, EveryMethodAtEveryWindowSize) {
   const std::string data = Sample(3 << 19, 1);

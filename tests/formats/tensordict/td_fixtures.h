@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "trove/document.h"
 #include "trove/error.h"
 #include "trove/tensordict.h"
@@ -22,6 +23,7 @@
 namespace trove::tdtest {
 
 namespace fs = std::filesystem;
+using trove::ExpectError;
 
 class TdTest : public ::testing::Test {
  protected:
@@ -75,17 +77,6 @@ class TdTest : public ::testing::Test {
   std::string root_;
 };
 
-// Expects fn to throw trove::Error with `code` and a message containing `needle`.
-template <class F>
-void ExpectError(F&& fn, ErrorCode code, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.message();
-    EXPECT_NE(e.message().find(needle), std::string::npos) << e.message();
-  }
-}
 
 // A contiguous tensor over owned bytes.
 inline TensorView MakeTensor(DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
