@@ -217,6 +217,7 @@
 
   var rows = A.tensors.map(function (t, i) { return { t: t, index: i, tr: null, detail: null, drawn: false }; });
   var sortColumn = -1, sortDescending = false, visible = rows;
+  var EAGER_SPARKLINES = 100;
   var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
     entries.forEach(function (e) {
       if (!e.isIntersecting) return;
@@ -243,7 +244,9 @@
     tr.troveRow = row;
     tr.addEventListener("click", function () { toggleDetail(row); });
     row.tr = tr;
-    if (observer) observer.observe(tr);
+    // The first screenful is drawn at once, so the page never opens on empty cells (and a
+    // browser that delivers intersections late still shows them); the rest as they scroll in.
+    if (observer && row.index >= EAGER_SPARKLINES) observer.observe(tr);
     else drawSparkline(row);
   }
 
