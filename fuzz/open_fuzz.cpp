@@ -40,11 +40,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)trove::FormatName(trove::DetectFormat(path));
   } catch (const trove::Error&) {
   }
-  for (bool permissive : {false, true}) {
+  for (trove::PicklePolicy policy :
+       {trove::PicklePolicy::kStrict, trove::PicklePolicy::kDefault, trove::PicklePolicy::kPermissive}) {
     try {
       trove::ReadOptions opts;
-      opts.permissive = permissive;
-      opts.allow_pickle = permissive;
+      opts.pickle_policy = policy;
+      opts.allow_pickle = policy != trove::PicklePolicy::kStrict;
       WalkTensors(trove::Open(path, opts));
     } catch (const trove::Error&) {
     }

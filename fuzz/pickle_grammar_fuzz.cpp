@@ -88,7 +88,7 @@ void CheckListed(std::string_view p, const trove::Unpickler& u, uint64_t stop) {
 
 void CheckOne(const uint8_t* data, size_t size, bool permissive) {
   trove::ValueArena arena;
-  trove::DataResolver resolver(permissive);
+  trove::DataResolver resolver(permissive ? trove::PicklePolicy::kPermissive : trove::PicklePolicy::kStrict);
   trove::Unpickler u(data, size, arena, resolver, 3);
   bool failed = false;
   uint64_t stop = 0;

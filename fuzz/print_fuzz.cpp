@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     RunTrove({"trove", "scan", path, "--json"});
   }
   trove::ValueArena arena;
-  trove::DataResolver resolver(/*permissive=*/true);
+  trove::DataResolver resolver(trove::PicklePolicy::kPermissive);
   trove::Unpickler unpickler(data, size, arena, resolver);
   try {
     const trove::Value* root = unpickler.Load();

@@ -16,10 +16,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!f) return 0;
   std::fwrite(data, 1, size, f);
   std::fclose(f);
-  for (bool permissive : {false, true}) {
+  for (trove::PicklePolicy policy :
+       {trove::PicklePolicy::kStrict, trove::PicklePolicy::kDefault, trove::PicklePolicy::kPermissive}) {
     try {
       trove::ReadOptions opts;
-      opts.permissive = permissive;
+      opts.pickle_policy = policy;
       trove::Document doc = trove::Open(path, opts);
       for (const auto& t : doc.tensors) {
         if (!t.view->has_data || !trove::Info(t.view->dtype).readable) continue;

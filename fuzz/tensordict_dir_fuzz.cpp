@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       trove::ReadOptions opts;
       opts.allow_pickle = allow_pickle;
-      opts.permissive = allow_pickle;
+      opts.pickle_policy = allow_pickle ? trove::PicklePolicy::kPermissive : trove::PicklePolicy::kStrict;
       trove::Document doc = trove::Open(root, opts);
       uint64_t sum = 0;
       for (const auto& t : doc.tensors) {

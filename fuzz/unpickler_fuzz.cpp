@@ -1,7 +1,7 @@
 // libFuzzer target for the data-only unpickler: every input must load or end in a trove::Error,
-// under the strict and the permissive DataResolver, and the resulting tree (shared, cyclic or
-// deep) must be walkable by CollectTensors. What the permissive reader accepts, the pickler must
-// write and the reader load again. Anything else escaping is a finding.
+// under the strict, default and permissive DataResolver, and the resulting tree (shared, cyclic or
+// deep) must be walkable by CollectTensors. What the default and permissive readers accept, the
+// pickler must write and the reader load again. Anything else escaping is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,9 +12,10 @@
 #include "trove/unpickler.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  for (bool permissive : {false, true}) {
+  for (trove::PicklePolicy policy :
+       {trove::PicklePolicy::kStrict, trove::PicklePolicy::kDefault, trove::PicklePolicy::kPermissive}) {
     trove::ValueArena arena;
-    trove::DataResolver resolver(permissive);
+    trove::DataResolver resolver(policy);
     trove::Unpickler unpickler(data, size, arena, resolver, 7);
     trove::Value* root = nullptr;
     try {
@@ -26,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (e.message().rfind("@ ", 0) != 0 && e.code() != trove::ErrorCode::kLimit) __builtin_trap();
       continue;
     }
-    if (!permissive) continue;
+    if (policy == trove::PicklePolicy::kStrict) continue;
     std::string again;
     try {
       again = trove::PickleValue(root);
@@ -36,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     trove::ValueArena arena2;
-    trove::DataResolver resolver2(true);
+    trove::DataResolver resolver2(trove::PicklePolicy::kPermissive);
     trove::Unpickler reload(reinterpret_cast<const uint8_t*>(again.data()), again.size(), arena2, resolver2);
     try {
       reload.Load();

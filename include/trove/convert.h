@@ -44,6 +44,13 @@ struct ConvertOptions : WriteOptions {
   // .safetensors: "__metadata__" entries; values other than tensors left out instead of refused.
   std::vector<std::pair<std::string, std::string>> metadata;
   bool drop_values = false;
+  // Objects of classes trove gives no data meaning (Value::unknown_class; the default policy reads
+  // them inert): keep_unknown writes them back as they were read (.pt only: PtWriteOptions);
+  // drop_unknown leaves them out, with what they hold, and `note` lists them. With neither, a
+  // document holding one is Error(kUnsupported) listing them by key path, before anything is
+  // written.
+  bool keep_unknown = false;
+  bool drop_unknown = false;
   // Sharded output into a directory (safetensors or pt shards and their index): the most bytes of
   // tensors a shard holds, as --max-shard-size gives it.
   std::optional<uint64_t> max_shard_bytes;
@@ -54,8 +61,8 @@ struct ConvertOptions : WriteOptions {
 // tensordict). Throws Error(kUsage) when neither says.
 Format TargetFormat(const std::string& destination, const std::string& to);
 
-// Applies keys/exclude/floating_dtype/cast_keys to a document in place and recomputes its tensor
-// list. Returns how many tensors were cast.
+// Applies keys/exclude/floating_dtype/cast_keys (and drop_unknown) to a document in place and
+// recomputes its tensor list. Returns how many tensors were cast.
 size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options);
 
 bool KeyMatches(const std::string& pattern, const std::string& key);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,17 +48,30 @@ struct Document {
 
   const NamedTensor* FindTensor(std::string_view key) const;
   // The value at a key path, as `tensors` and ForEachLeaf name them: a dict entry by its key's
-  // encoded component, a list or tuple item by its decimal index; an object is looked through
-  // (its state, then its constructor arguments) as the walks do. "" is the root. Null when no
-  // value is there. Throws Error(kLimit) past kMaxTreeVisits nodes.
+  // component (DictKeyComponents), a list or tuple item by its decimal index; an object is looked
+  // through (its state, its constructor arguments, then its own entries and items) as the walks
+  // do. "" is the root. Null when no value is there. Throws Error(kLimit) past kMaxTreeVisits nodes.
   const Value* FindValue(std::string_view key_path) const;
   const std::string* Property(std::string_view name) const;
 };
 
+// What a reader does with the globals a pickle names (docs/security.md, "Three classes of
+// globals"). Nothing is ever imported or run under any policy.
+enum class PicklePolicy : uint8_t {
+  // Only names with a known data meaning; any other global is Error(kRefused).
+  kStrict,
+  // Data names are read as data; a dangerous name (what hostile pickles call: processes, files,
+  // imports, eval, the network, reflection) is Error(kRefused) naming it; any other class becomes
+  // an inert object (Value::unknown_class) and a name merely referenced stays a name.
+  kDefault,
+  // As kDefault, but dangerous names become inert objects too (for looking at hostile files).
+  kPermissive,
+};
+std::string_view PicklePolicyName(PicklePolicy policy);  // "strict", "default", "permissive"
+
 // Reading policy shared by all readers.
 struct ReadOptions {
-  // Unknown pickle globals become inert object nodes instead of errors (never executed either way).
-  bool permissive = false;
+  PicklePolicy pickle_policy = PicklePolicy::kDefault;
   // Decode pickled sidecars (tensordict other.pickle) with trove's data-only unpickler.
   bool allow_pickle = false;
 };
@@ -66,8 +80,20 @@ struct ReadOptions {
 // space, %, bytes 0-31 and 127 becomes %XX (uppercase hex); "" becomes "%", "." "%2E",
 // ".." "%2E%2E"; everything else (including non-ASCII) is kept. Components join with '/'.
 std::string EncodeKeyComponent(std::string_view key);
-// Inverse of EncodeKeyComponent; throws Error(kUsage) on a malformed escape.
+// Inverse of EncodeKeyComponent; for a typed component (`%int:1`, see DictKeyComponents) the
+// key's text ("1"), as a format with only string keys would hold it. Throws Error(kUsage) on a
+// malformed escape.
 std::string DecodeKeyComponent(std::string_view encoded);
+// A dict's entries whose keys spell one component (int 1 and str "1", True and "True", None
+// and "None") get distinct components: a str key keeps the plain one, any other key is named
+// `%<kind>:<encoded text>` (`%int:1`, `%bool:True`, `%None:None`), and keys of one kind that
+// still collide (tuples (1,) and ("1",)) `%<kind>#<entry index>:<encoded text>`. No str key
+// encodes to such a component (its '%' is never followed by a letter and ':'). Keys that spell
+// no other key's component keep the plain one. Returns the component of every entry, in order.
+// Throws Error(kLimit) as KeyComponentText does.
+std::vector<std::string> DictKeyComponents(const Value& dict);
+// True when a dict's keys may need DictKeyComponents' disambiguation (some key is not a str).
+bool HasNonStrKeys(const Value& dict);
 std::string JoinKeyPath(const std::vector<std::string>& encoded_components);
 std::vector<std::string> SplitKeyPath(std::string_view key_path);
 // The component a dict key stands for: str as is, int in decimal, bool as True/False, None as
@@ -85,7 +111,9 @@ inline constexpr size_t kMaxValueDepth = 10'000;
 inline constexpr size_t kMaxKeyTextBytes = size_t{1} << 20;
 
 // Walks the tree from `root` and lists every tensor under its key path, in tree order, through
-// dicts (by key), lists/tuples (by index) and object nodes (their state, then args). A tensor
+// dicts (by key, see DictKeyComponents), lists/tuples (by index) and object nodes, which are
+// looked through: their state, then their arguments, then what SETITEM(S) and APPEND(S) put in
+// them (entries by key, items by index). A tensor
 // reached by two paths is listed under both. The walk is iterative and bounded: it stops with
 // Error(kLimit) after kMaxTreeVisits nodes (memo-DAG "billion laughs"), below kMaxValueDepth
 // levels, or once the key paths of the nodes visited add up to kMaxTreePathBytes; it never loops
@@ -104,5 +132,17 @@ const Value* StandsFor(const Value& node);
 // float, complex, str, bytes, global) and for sets (as one leaf), in tree order. A wrapper that
 // stands for a value (see StandsFor) is walked as that value.
 void ForEachLeaf(const Value* root, const std::function<void(const std::string& path, const Value& leaf)>& fn);
+
+// The objects of classes trove gives no data meaning (Value::unknown_class) reachable from
+// `root`, each under the key path the walk reaches it by first, in tree order; bounded as
+// ForEachLeaf is. Objects inside such an object are not listed apart (the outer one holds them).
+struct UnknownObject {
+  std::string key;  // "" for the root
+  const Value* node;
+};
+std::vector<UnknownObject> FindUnknownObjects(const Value* root);
+// "a.B (2), c.D": the classes of `objects`, each once with its count, in order of first use,
+// at most `max_classes` of them ("and N more classes").
+std::string UnknownClassesText(const std::vector<UnknownObject>& objects, size_t max_classes = 8);
 
 }  // namespace trove

@@ -37,6 +37,9 @@ struct CheckReport {
     std::string name;  // module.name
     uint64_t offset = 0;
     bool allowed = false;
+    // How trove's default read policy takes it: "data", "dangerous" (refused), "unknown" (what the
+    // pickle makes of it is an inert object) or "name" (only referred to: read as its name).
+    std::string policy_class;
   };
   std::vector<Global> globals;
 

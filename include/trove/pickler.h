@@ -3,7 +3,9 @@
 // For data, the output equals `pickle.dumps(obj, protocol=2)` of the same Python object: the same
 // opcodes (BININT1/BININT2/BININT/LONG1/LONG4, BINUNICODE, batches of 1000 with CPython's single-
 // item and exact-dict quirks, TUPLE1-3, bytes as `_codecs.encode`, sets/complex/OrderedDict/
-// Counter as REDUCE of their class) and the same memo numbering: a node is memoized where CPython
+// Counter as REDUCE of their class; other dict classes and objects as REDUCE, or NEWOBJ where
+// Value::new_object says so, of their class and arguments, then SETITEMS/APPENDS and BUILD of
+// what the reader recorded) and the same memo numbering: a node is memoized where CPython
 // memoizes the object it stands for, and a node met again (same pointer) is a BINGET, so sharing
 // and cycles survive. A global is memoized by its name (one Python object per name).
 //
@@ -48,7 +50,7 @@ class Pickler {
   explicit Pickler(PickleHook hook = {}) : hook_(std::move(hook)) {}
 
   // PROTO 2, `root`, STOP. Throws Error(kUnsupported) for a node it cannot encode (a tensor with
-  // no hook, a dict of an unknown class) and Error(kUsage) for malformed nodes.
+  // no hook) and Error(kUsage) for malformed nodes (a class name that is not module.name).
   std::string Dump(const Value* root);
 
  private:

@@ -2,11 +2,12 @@
 //
 // Unpickler interprets a pickle as data: it builds a Value tree in an arena and never imports,
 // calls or evaluates anything. What a global *means* is decided by a PickleResolver: GLOBAL,
-// STACK_GLOBAL, INST and OBJ ask it for the node that stands for a name, REDUCE/NEWOBJ/NEWOBJ_EX
-// ask it to "call" such a node (it returns a data node, e.g. an empty OrderedDict or a tensor),
-// BUILD on anything but a plain dict asks it too, and BINPERSID/PERSID ask it to resolve a
-// persistent id (a storage reference in torch files). The resolver refuses what it does not know
-// by throwing Error(kRefused); in permissive mode it returns inert object nodes instead.
+// STACK_GLOBAL, INST and OBJ ask it for the node that stands for a name, REDUCE asks it to "call"
+// such a node and NEWOBJ/NEWOBJ_EX to make a new instance of it (it returns a data node, e.g. an
+// empty OrderedDict or a tensor), BUILD on anything but a plain dict asks it too, and
+// BINPERSID/PERSID ask it to resolve a persistent id (a storage reference in torch files). What
+// the resolver does with a name it gives no data meaning follows its PicklePolicy
+// (trove/document.h): refused with Error(kRefused), or an inert object node.
 //
 // The grammar is CPython's (Modules/_pickle.c, which torch.load uses): every argument form its
 // unpickler accepts is accepted here too (INT/LONG text in base 0, signed memo indices, SETITEM /
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "trove/document.h"
 #include "trove/value.h"
 
 namespace trove {
@@ -80,38 +82,60 @@ class PickleResolver {
  public:
   virtual ~PickleResolver() = default;
   // The node for `module.name` (after protocol-2 renames such as __builtin__ -> builtins).
-  // `allowed` is set false when the resolver does not know the name (permissive mode);
-  // throws Error(kRefused, "refused global 'module.name'") when it refuses.
+  // `allowed` is set false when the name has no data meaning to the resolver (it is then an
+  // inert name under the default and permissive policies); throws Error(kRefused, "refused global
+  // 'module.name'...") with the refused name set when its policy refuses it.
   virtual Value* Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) = 0;
-  // REDUCE / NEWOBJ: `callable` is whatever Global() returned (or any other stack value).
+  // REDUCE (and INST/OBJ with arguments): `callable` is whatever Global() returned (or any other
+  // stack value) called with `args`.
   virtual Value* Call(Value* callable, Value* args, ValueArena& arena) = 0;
+  // NEWOBJ / NEWOBJ_EX (and INST/OBJ without arguments): cls.__new__(cls, *args), which for data
+  // classes is what calling them makes. By default the same as Call.
+  virtual Value* NewObject(Value* cls, Value* args, ValueArena& arena) { return Call(cls, args, arena); }
   // BUILD on `object` (for a dict, `state` becomes its attributes: OrderedDict._metadata).
   // Returns the object that stays on the stack.
   virtual Value* Build(Value* object, Value* state, ValueArena& arena) = 0;
   // BINPERSID / PERSID.
   virtual Value* PersistentLoad(Value* pid, ValueArena& arena) = 0;
-  // Permissive resolvers make kObject nodes for unknown names; the VM then lets SETITEM(S) and
-  // APPEND(S) fill such a node (its `entries` / `items`), as Python would call its methods.
-  virtual bool permissive() const { return false; }
+  // Under kDefault and kPermissive the VM lets SETITEM(S) and APPEND(S) fill an object of an
+  // unknown class (its `entries` / `items`), as Python would call its methods; an object filled by
+  // SETITEM(S) right after it was made (no arguments, no state yet) is a dict subclass and becomes
+  // a dict keeping its class name. Under kPermissive it also reads on past operations Python
+  // would refuse (SETITEM on an int...) and takes EXT codes as names.
+  virtual PicklePolicy policy() const { return PicklePolicy::kStrict; }
 };
 
 // Understands the plain-data names of Python (protocol-2 spellings included):
-// collections.OrderedDict, collections.Counter, builtins.set/frozenset/bytearray/complex/
-// list/dict/tuple/int/float/str/bytes/bool, _codecs.encode (bytes in protocol 2),
-// copyreg._reconstructor of those builtins. Anything else: refused, or in permissive mode a
-// kGlobal node whose calls make kObject nodes and whose BUILD sets the object's state.
+// collections.OrderedDict, collections.Counter, collections.defaultdict, argparse.Namespace (a
+// dict of its attributes), builtins.set/frozenset/bytearray/complex/list/dict/tuple/int/float/
+// str/bytes/bool/object, _codecs.encode (bytes in protocol 2), copyreg._reconstructor (protocol
+// 0/1's spelling of instances), and numpy's arrays (numpy.core.multiarray._reconstruct,
+// numpy.ndarray, numpy.dtype, numpy.core.numeric._frombuffer: tensors viewing a copy of their
+// bytes) and scalars (numpy.core.multiarray.scalar: numbers), numpy 2's numpy._core spellings
+// too. Any other name follows the policy: kStrict refuses it; kDefault refuses the dangerous
+// ones (pickle/global_class.h: anything but kUnknown) and makes the rest inert objects when
+// called (Value::unknown_class), names when only referenced; kPermissive makes every one inert.
 // Persistent ids are refused (plain pickles have none). Formats extend it (torch adds its types).
 class DataResolver : public PickleResolver {
  public:
-  explicit DataResolver(bool permissive = false) : permissive_(permissive) {}
+  explicit DataResolver(PicklePolicy policy = PicklePolicy::kStrict) : policy_(policy) {}
   Value* Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) override;
   Value* Call(Value* callable, Value* args, ValueArena& arena) override;
+  Value* NewObject(Value* cls, Value* args, ValueArena& arena) override;
   Value* Build(Value* object, Value* state, ValueArena& arena) override;
   Value* PersistentLoad(Value* pid, ValueArena& arena) override;
-  bool permissive() const override { return permissive_; }
+  PicklePolicy policy() const override { return policy_; }
+
+ protected:
+  // A name without a data meaning to any resolver of the chain, judged by the policy: refused, or
+  // a name node (allowed = false).
+  Value* OtherGlobal(const std::string& dotted, bool& allowed, ValueArena& arena);
+  // An inert object of a class the resolvers give no data meaning (Value::unknown_class), or the
+  // policy's refusal.
+  Value* UnknownObject(Value* cls, Value* args, bool new_object, ValueArena& arena);
 
  private:
-  bool permissive_;
+  PicklePolicy policy_;
 };
 
 class Unpickler {

@@ -4,6 +4,9 @@
 // dict (ordered, keys of any kind), tensor, a Python name (global), or an inert object (class
 // name, constructor arguments, state) that stands for anything trove understands only as data.
 // Nothing is ever imported or run: an object node is a record of what the file said.
+// Two kinds carry a class name of their own: a dict (dict subclasses such as
+// collections.defaultdict or argparse.Namespace keep theirs) and a tuple whose type_name is
+// "torch.Size" (a torch.Size: a tuple of ints that writers must keep a Size or refuse).
 //
 // Nodes live in a ValueArena and point to each other with raw pointers; the arena owns them all
 // and frees them without recursion, so trees of any depth, shared subtrees (pickle memo) and
@@ -34,17 +37,28 @@ std::string_view KindName(ValueKind kind);
 struct Value {
   ValueKind kind = ValueKind::kNone;
   bool boolean = false;
+  // kObject: made as cls.__new__(cls, *args) (NEWOBJ, copyreg._reconstructor) rather than by
+  // calling cls(*args) (REDUCE): a writer gives it back the same way.
+  bool new_object = false;
+  // kObject: its class is one trove gives no data meaning (read under the default or permissive
+  // pickle policy as an inert object; see document.h's PicklePolicy). Other objects (a
+  // torch.device, a numpy dtype, tensordict's classes) are data trove understands.
+  bool unknown_class = false;
   int64_t integer = 0;                // kInt when it fits in 64 bits (big_int empty)
   std::vector<uint8_t> big_int;       // kInt beyond 64 bits: little-endian two's complement
   double real = 0, imag = 0;          // kFloat (real), kComplex
   std::string text;                   // kStr (UTF-8), kBytes (raw bytes)
-  std::vector<Value*> items;          // kList, kTuple, kSet, kFrozenSet
-  std::vector<std::pair<Value*, Value*>> entries;  // kDict, in insertion order
+  std::vector<Value*> items;          // kList, kTuple, kSet, kFrozenSet; kObject: what APPEND(S) added
+  // kDict, in insertion order; kObject: what SETITEM(S) set on it after its state.
+  std::vector<std::pair<Value*, Value*>> entries;
   TensorView* tensor = nullptr;       // kTensor (owned by the arena)
-  // kDict: the Python class ("collections.OrderedDict", "dict", "tensordict:TensorDict"...);
-  // kBytes: "bytes" or "bytearray"; kGlobal/kObject: "module.name".
+  // kDict: the Python class ("collections.OrderedDict", "dict", "tensordict:TensorDict",
+  // "collections.defaultdict", "argparse.Namespace", a dict subclass's "module.name"...);
+  // kBytes: "bytes" or "bytearray"; kTuple: "" or "torch.Size"; kGlobal/kObject: "module.name".
   std::string type_name;
-  Value* args = nullptr;              // kObject: constructor arguments (a tuple), may be null
+  // kObject: constructor arguments (a tuple), may be null; kDict: a dict subclass's constructor
+  // arguments when it has some (collections.defaultdict: its default factory), else null.
+  Value* args = nullptr;
   Value* state = nullptr;             // kObject and kDict: BUILD state / attributes, may be null
 
   bool is_container() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trove/atomic_file.h"
+#include "trove/document.h"
 
 namespace CLI {
 class App;
@@ -53,6 +54,20 @@ inline int ExitStatusAfterSignals(int status) {
   const int sig = InterruptSignal();
   return sig != 0 ? 128 + sig : status;
 }
+
+// --strict / --permissive: the pickle policy of a command that reads files (PicklePolicy in
+// trove/document.h, docs/security.md); neither is the default policy.
+struct PolicyFlags {
+  bool strict = false;
+  bool permissive = false;
+  PicklePolicy policy() const {
+    return strict ? PicklePolicy::kStrict : permissive ? PicklePolicy::kPermissive : PicklePolicy::kDefault;
+  }
+};
+void AddPolicyFlags(CLI::App* command, PolicyFlags& flags);
+// trove::Open, then, when the document holds objects of classes trove does not know (read as
+// inert data), one line on stderr naming the classes: "trove: warning: PATH: ...".
+Document OpenWarning(const std::string& path, const ReadOptions& options);
 
 // True when stdout is a terminal (aligned, coloured-free tables); false for pipes and files.
 bool StdoutIsTerminal();

@@ -42,7 +42,9 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::string src, dst, to, dtype, compression = "stored", a_path, b_path, max_shard_size;
   static std::vector<std::string> keys, exclude, cast_keys, metadata;
   static uint64_t vocab = 0;
-  static bool json = false, permissive = false, sync = false, force = false, allow_expand = false, drop_values = false;
+  static bool json = false, sync = false, force = false, allow_expand = false, drop_values = false;
+  static bool keep_unknown = false, drop_unknown = false;
+  static PolicyFlags convert_policy, diff_policy;
   static double rtol = 0, atol = 0;
 
   auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz, .psk.d and .safetensors");
@@ -58,7 +60,13 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_option("--vocab", vocab, ".psk.d: N of idx[N] for integer leaves (default: max + 1)");
   convert->add_option("--compression", compression, ".tdz: stored (default), deflate, bzip2, lzma")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kZipMethodNames), std::end(kZipMethodNames))));
-  convert->add_flag("--permissive", permissive, "Read unknown pickle globals as inert objects (they are not written)");
+  AddPolicyFlags(convert, convert_policy);
+  auto* keep_flag = convert->add_flag("--keep-unknown", keep_unknown,
+                                      ".pt: write objects of classes trove does not know back as they were read (else an "
+                                      "error lists them)");
+  convert->add_flag("--drop-unknown", drop_unknown,
+                    "Leave out objects of classes trove does not know, and what they hold (a note lists them)")
+      ->excludes(keep_flag);
   convert->add_flag("--sync", sync, kSyncFlagHelp);
   convert->add_flag("--force", force, kForceFlagHelp);
   convert->add_flag("--allow-expand", allow_expand,
@@ -79,7 +87,9 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.exclude = exclude;
     opts.cast_keys = cast_keys;
     opts.compression = ZipMethodFromName(compression);
-    opts.read.permissive = permissive;
+    opts.read.pickle_policy = convert_policy.policy();
+    opts.keep_unknown = keep_unknown;
+    opts.drop_unknown = drop_unknown;
     opts.durability = DurabilityFromSyncFlag(sync);
     opts.replace = ReplaceFromForceFlag(force);
     opts.allow_expand = allow_expand;
@@ -113,7 +123,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     // A source truncated by another program while we copy it: an error (the output never
     // appears, as for any failed write), not a SIGBUS death.
     RunGuardingTruncation([&] {
-      Document doc = Open(src, opts.read);
+      Document doc = OpenWarning(src, opts.read);
       size_t floating = 0;
       for (const auto& t : doc.tensors) {
         const DType d = t.view->dtype;
@@ -153,6 +163,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                    "model/blocks.0.w and model.blocks.0.w into blocks.0.w; repeatable)");
   diff->add_option("--strip-prefix-a", strip_a, "The same, for A's keys only");
   diff->add_option("--strip-prefix-b", strip_b, "The same, for B's keys only");
+  AddPolicyFlags(diff, diff_policy);
   diff->add_flag("--ignore-dtype", ignore_dtype,
                  "A dtype change alone is not a difference: equal when the values agree (within the tolerances)");
   diff->footer("Tensors are compared by value in float64, across dtypes too (float32 against its bfloat16 cast:\n"
@@ -166,6 +177,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     o.rtol = rtol;
     o.atol = atol;
     o.ignore_dtype = ignore_dtype;
+    o.read.pickle_policy = diff_policy.policy();
     o.strip_prefix_a = strip_a;
     o.strip_prefix_b = strip_b;
     o.strip_prefix_a.insert(o.strip_prefix_a.end(), strip_both.begin(), strip_both.end());
@@ -179,7 +191,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     }
     DiffReport r;
     RunGuardingTruncation([&] {
-      Document a = Open(a_path, o.read), b = Open(b_path, o.read);
+      Document a = OpenWarning(a_path, o.read), b = OpenWarning(b_path, o.read);
       r = Diff(a, b, o);
     });
     if (r.tensors_skipped > 0 && r.tensors.empty() && r.only_in_a.empty() && r.only_in_b.empty())

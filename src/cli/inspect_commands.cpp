@@ -579,7 +579,8 @@ std::string FindingText(const std::string& path, const Finding& f) {
 void AddInspectCommands(CLI::App& app, int* exit_code) {
   static std::string path, fail_on = "medium";
   static std::vector<std::string> keys;
-  static bool json = false, permissive = false;
+  static bool json = false;
+  static PolicyFlags info_policy, cat_policy;
   static std::vector<std::string> paths;
 
   auto* info = app.add_subcommand("info", "Show a file's format, records, tensors and values (metadata only)");
@@ -593,13 +594,13 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   info->add_option("--depth", info_options.depth, "One row per key prefix of N components (split at / and .)")
       ->check(CLI::PositiveNumber);
   info->add_flag("--tsv", info_options.tsv, "Tables as tab-separated lines for scripts (else aligned, terminal or not)");
-  info->add_flag("--permissive", permissive, "Show unknown pickle globals as inert objects instead of refusing");
+  AddPolicyFlags(info, info_policy);
   info->footer("Examples:\n  trove info model.pt\n  trove info model.pt --sort size --keys 'model/**'\n"
                "  trove info model.pt --depth 2\n  trove info model.pt --json | jq '.tensors[].key'");
   info->callback([exit_code] {
     ReadOptions opts;
-    opts.permissive = permissive;
-    PrintInfo(Open(path, opts), info_options);
+    opts.pickle_policy = info_policy.policy();
+    PrintInfo(OpenWarning(path, opts), info_options);
     *exit_code = kExitOk;
   });
 
@@ -615,7 +616,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   auto* full_flag = cat->add_flag("--full", cat_options.full, "Every element (a large tensor is otherwise summarised: the edges of each axis)");
   cat->add_option("--head", cat_options.head, "The first N elements, in order")->excludes(full_flag);
   cat->add_flag("--force", force, "--raw: write binary bytes to a terminal anyway");
-  cat->add_flag("--permissive", permissive, "Accept unknown pickle globals as inert objects");
+  AddPolicyFlags(cat, cat_policy);
   cat->add_flag("--allow-expand", cat_options.allow_expand,
                 "--raw/--json/--full: print views far larger than their stored bytes (stride 0) whole");
   cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat ck.pt epoch optimizer/param_groups/0/lr config\n"
@@ -627,8 +628,8 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       Fail(ErrorCode::kUsage, "--raw writes binary bytes: redirect stdout to a file or a pipe (or pass --force)");
     }
     ReadOptions opts;
-    opts.permissive = permissive;
-    Document doc = Open(path, opts);
+    opts.pickle_policy = cat_policy.policy();
+    Document doc = OpenWarning(path, opts);
     std::vector<CatItem> items;
     for (const auto& k : keys) {  // every key resolved before any output
       for (CatItem& item : ResolveCatKey(doc, k)) items.push_back(std::move(item));

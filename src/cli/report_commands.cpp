@@ -111,7 +111,8 @@ std::string ScriptSafeJson(const Json& j) {
 
 void AddReportCommands(CLI::App& app, int* exit_code) {
   static std::string a_path, b_path, output;
-  static bool permissive = false, sync = false, force = false;
+  static bool sync = false, force = false;
+  static PolicyFlags policy;
   static uint32_t threads = 0;
 
   auto* report = app.add_subcommand("report", "One self-contained HTML page: summary, treemap, every tensor's figures "
@@ -120,7 +121,7 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
   report->add_option("b", b_path, "A second file: per-tensor relative change, keys only in one");
   report->add_option("-o,--output", output, "The HTML file to write")->required();
   report->add_option("--threads", threads, "Threads to use (default 0: every core)");
-  report->add_flag("--permissive", permissive, "Accept unknown pickle globals as inert objects");
+  AddPolicyFlags(report, policy);
   report->add_flag("--sync", sync, kSyncFlagHelp);
   report->add_flag("--force", force, kForceFlagHelp);
   report->footer(
@@ -137,19 +138,19 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
     if (!b_path.empty()) source_b.emplace(b_path);
     AtomicFile out(output, DurabilityFromSyncFlag(sync), ReplaceFromForceFlag(force));
     ReadOptions read;
-    read.permissive = permissive;
+    read.pickle_policy = policy.policy();
     StatsOptions options;
     options.histogram_bins = kReportHistogramBins;
     options.threads = threads;
     options.guard_truncation = true;
     Json data{{"schema_version", 1}, {"generator", std::string("trove ") + kVersion}};
     RunGuardingTruncation([&] {
-      Document a = Open(a_path, read);
+      Document a = OpenWarning(a_path, read);
       std::vector<const NamedTensor*> all;
       for (const auto& t : a.tensors) all.push_back(&t);
       data["a"] = FileJson(a, ComputeStatsReport(a, all, options));
       if (!b_path.empty()) {
-        Document b = Open(b_path, read);
+        Document b = OpenWarning(b_path, read);
         DiffOptions diff;
         diff.read = read;
         data["diff"] = DiffJson(b, Diff(a, b, diff));

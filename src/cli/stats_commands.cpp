@@ -246,7 +246,8 @@ void PrintFiniteCheck(const StatsReport& r) {
 void AddStatsCommands(CLI::App& app, int* exit_code) {
   static std::string path;
   static std::vector<std::string> keys, globs;
-  static bool json = false, check_finite = false, permissive = false;
+  static bool json = false, check_finite = false;
+  static PolicyFlags policy;
   static uint32_t bins = 0, threads = 0;
 
   auto* stats = app.add_subcommand("stats", "Per-tensor min, max, mean, std, zeros, NaN and Inf counts; --check-finite");
@@ -258,7 +259,7 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
   stats->add_option("--hist", bins, "Also N-bin histograms: linear between min and max, and of log10|x|")
       ->check(CLI::Range(1u, static_cast<uint32_t>(kMaxStatsHistogramBins)));
   stats->add_option("--threads", threads, "Threads to use (default 0: every core)");
-  stats->add_flag("--permissive", permissive, "Accept unknown pickle globals as inert objects");
+  AddPolicyFlags(stats, policy);
   stats->footer(
       "Figures are float64 over the finite values (complex: magnitudes; bool: 0/1) and match numpy's;\n"
       "NaN and Inf are counted, never averaged. Tensors shared by several keys are read once.\n"
@@ -270,7 +271,7 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
       "Exit status: 0, 1 with --check-finite when a tensor holds NaN or Inf, 2 error.");
   stats->callback([exit_code] {
     ReadOptions read;
-    read.permissive = permissive;
+    read.pickle_policy = policy.policy();
     StatsOptions options;
     options.histogram_bins = bins;
     options.threads = threads;
@@ -279,7 +280,7 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
     StatsReport r;
     // A file truncated by another program while we read it: an error, not a SIGBUS death.
     RunGuardingTruncation([&] {
-      doc = Open(path, read);
+      doc = OpenWarning(path, read);
       r = ComputeStatsReport(doc, Select(doc, keys, globs), options);
     });
     if (json) std::cout << StatsReportJson(r, bins > 0).dump(2) << '\n';

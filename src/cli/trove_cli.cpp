@@ -9,12 +9,33 @@
 #include "cli/commands.h"
 #include "cli/suggest.h"
 #include "trove/error.h"
+#include "trove/open.h"
 #include "trove/version.h"
 #include "trove/shared_bytes.h"
 
 namespace trove::cli {
 
 bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+void AddPolicyFlags(CLI::App* command, PolicyFlags& flags) {
+  auto* strict = command->add_flag("--strict", flags.strict,
+                                   "Refuse every pickle global without a known data meaning (not only the dangerous ones)");
+  command->add_flag("--permissive", flags.permissive,
+                    "Read even dangerous pickle globals as inert objects (and zip archives readers disagree on), "
+                    "never run")
+      ->excludes(strict);
+}
+
+Document OpenWarning(const std::string& path, const ReadOptions& options) {
+  Document doc = Open(path, options);
+  const std::vector<UnknownObject> unknown = FindUnknownObjects(doc.root);
+  if (!unknown.empty()) {
+    std::cerr << "trove: warning: " << path << ": " << unknown.size()
+              << (unknown.size() == 1 ? " object" : " objects") << " of classes trove does not know, read as inert data "
+              << "(nothing run): " << UnknownClassesText(unknown) << '\n';
+  }
+  return doc;
+}
 
 namespace {
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "trove/error.h"
@@ -23,41 +24,60 @@ const Value* Document::FindValue(std::string_view key_path) const {
                                   ") nodes");
     }
   };
-  // The containers a component is looked up in: `from` itself, or what objects wrap (state, then
-  // args, depth first), as ForEachLeaf walks them. `seen` breaks object cycles.
+  // The containers a component is looked up in, in the walks' order: `from` itself, or for an
+  // object what it wraps (its state, its arguments, depth first), then the object itself (its
+  // own entries and items). `seen` breaks object cycles.
   auto look_through = [&](const Value* from) {
-    std::vector<const Value*> out, stack{from};
+    std::vector<const Value*> out;
+    std::vector<std::pair<const Value*, bool>> stack{{from, false}};  // (node, its own turn)
     std::unordered_set<const Value*> seen;
     while (!stack.empty()) {
-      const Value* v = stack.back();
+      auto [v, own] = stack.back();
       stack.pop_back();
+      if (own) {
+        out.push_back(v);
+        continue;
+      }
       if (const Value* inner = StandsFor(*v)) v = inner;
       if (!seen.insert(v).second) continue;
       visit();
       if (v->kind == ValueKind::kObject) {
-        if (v->args) stack.push_back(v->args);
-        if (v->state) stack.push_back(v->state);
+        stack.push_back({v, true});
+        if (v->args) stack.push_back({v->args, false});
+        if (v->state) stack.push_back({v->state, false});
       } else {
         out.push_back(v);
       }
     }
     return out;
   };
+  auto is_index = [](const std::string& c) {
+    return !c.empty() && c.size() <= 19 && c.find_first_not_of("0123456789") == std::string::npos &&
+           (c == "0" || c[0] != '0');
+  };
   const Value* at = root;
   for (const std::string& component : SplitKeyPath(key_path)) {
     const Value* next = nullptr;
     for (const Value* c : look_through(at)) {
-      if (c->kind == ValueKind::kDict) {
-        for (const auto& [k, v] : c->entries) {
-          visit();
-          if (EncodeKeyComponent(KeyComponentText(*k)) == component) {
-            next = v;
-            break;
+      if (!c->entries.empty() && (c->kind == ValueKind::kDict || c->kind == ValueKind::kObject)) {
+        if (HasNonStrKeys(*c)) {
+          const std::vector<std::string> components = DictKeyComponents(*c);
+          for (size_t i = 0; i < components.size() && !next; ++i) {
+            visit();
+            if (components[i] == component) next = c->entries[i].second;
+          }
+        } else {
+          for (const auto& [k, v] : c->entries) {
+            visit();
+            if (EncodeKeyComponent(k->text) == component) {
+              next = v;
+              break;
+            }
           }
         }
-      } else if ((c->kind == ValueKind::kList || c->kind == ValueKind::kTuple) && !component.empty() &&
-                 component.size() <= 19 && component.find_first_not_of("0123456789") == std::string::npos &&
-                 (component == "0" || component[0] != '0')) {
+      }
+      if (!next && (c->kind == ValueKind::kList || c->kind == ValueKind::kTuple || c->kind == ValueKind::kObject) &&
+          is_index(component)) {
         const uint64_t i = std::stoull(component);
         if (i < c->items.size()) next = c->items[i];
       }
@@ -68,6 +88,15 @@ const Value* Document::FindValue(std::string_view key_path) const {
   }
   if (const Value* inner = StandsFor(*at)) at = inner;
   return at;
+}
+
+std::string_view PicklePolicyName(PicklePolicy policy) {
+  switch (policy) {
+    case PicklePolicy::kStrict: return "strict";
+    case PicklePolicy::kDefault: return "default";
+    case PicklePolicy::kPermissive: return "permissive";
+  }
+  return "?";
 }
 
 const std::string* Document::Property(std::string_view name) const {
@@ -116,7 +145,25 @@ std::string EncodeKeyComponent(std::string_view key) {
   return out;
 }
 
+namespace {
+
+// The kind prefix of a typed component ("%int:" of "%int:1"), or 0 when it has none: '%', a
+// letter and word characters (the kind, maybe "#<index>"), then ':'. A str key's component never
+// starts so: its '%' is followed by two uppercase hex digits or ends it.
+size_t TypedPrefixLength(std::string_view c) {
+  if (c.size() < 3 || c[0] != '%' || !((c[1] >= 'a' && c[1] <= 'z') || (c[1] >= 'A' && c[1] <= 'Z'))) return 0;
+  for (size_t i = 2; i < c.size(); ++i) {
+    const char ch = c[i];
+    if (ch == ':') return i + 1;
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '#')) return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::string DecodeKeyComponent(std::string_view encoded) {
+  if (const size_t prefix = TypedPrefixLength(encoded)) encoded.remove_prefix(prefix);
   if (encoded == "%") return "";
   std::string out;
   for (size_t i = 0; i < encoded.size(); ++i) {
@@ -131,6 +178,45 @@ std::string DecodeKeyComponent(std::string_view encoded) {
     if (hi < 0 || lo < 0) Fail(ErrorCode::kUsage, "malformed escape in key component '" + std::string(encoded) + "'");
     out += static_cast<char>(hi * 16 + lo);
     i += 2;
+  }
+  return out;
+}
+
+bool HasNonStrKeys(const Value& dict) {
+  for (const auto& e : dict.entries)
+    if (e.first->kind != ValueKind::kStr) return true;
+  return false;
+}
+
+std::vector<std::string> DictKeyComponents(const Value& dict) {
+  std::vector<std::string> out;
+  out.reserve(dict.entries.size());
+  for (const auto& e : dict.entries) {
+    out.push_back(e.first->kind == ValueKind::kStr ? EncodeKeyComponent(e.first->text)
+                                                   : EncodeKeyComponent(KeyComponentText(*e.first)));
+  }
+  if (!HasNonStrKeys(dict)) return out;  // str keys encode one-to-one
+  std::unordered_map<std::string, size_t> uses;
+  for (const std::string& c : out) ++uses[c];
+  // Non-str keys that share their component with another key get their kind as a prefix.
+  std::vector<size_t> typed;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (dict.entries[i].first->kind != ValueKind::kStr && uses[out[i]] > 1) typed.push_back(i);
+  }
+  if (typed.empty()) return out;
+  std::unordered_map<std::string, size_t> typed_uses;
+  std::vector<std::string> names(typed.size());
+  for (size_t j = 0; j < typed.size(); ++j) {
+    names[j] = "%" + std::string(KindName(dict.entries[typed[j]].first->kind)) + ":" + out[typed[j]];
+    ++typed_uses[names[j]];
+  }
+  for (size_t j = 0; j < typed.size(); ++j) {
+    const size_t i = typed[j];
+    if (typed_uses[names[j]] > 1) {
+      // Two keys of one kind that spell one text: the entry's index tells them apart.
+      names[j] = "%" + std::string(KindName(dict.entries[i].first->kind)) + "#" + std::to_string(i) + ":" + out[i];
+    }
+    out[i] = std::move(names[j]);
   }
   return out;
 }
@@ -234,7 +320,13 @@ std::vector<NamedTensor> CollectTensors(const Value* root) {
   return out;
 }
 
-void ForEachLeaf(const Value* root, const std::function<void(const std::string& path, const Value& leaf)>& fn) {
+namespace {
+
+// The walk behind ForEachLeaf and FindUnknownObjects. `leaf` gets every tensor, scalar, set and
+// global; `object` is asked at every object node whether to look through it (false: it is not
+// entered).
+void WalkTree(const Value* root, const std::function<void(const std::string& path, const Value& leaf)>& leaf,
+              const std::function<bool(const std::string& path, const Value& object)>& object) {
   if (root == nullptr) return;
   // Depth-first with an explicit stack: the stack *is* the current path, kept spelled out in
   // `path` (each frame remembers where its component starts), so a leaf costs O(1) beyond its
@@ -243,28 +335,35 @@ void ForEachLeaf(const Value* root, const std::function<void(const std::string& 
     const Value* node;
     size_t next = 0;          // next child to visit
     size_t path_size = 0;     // path.size() before this node's component
+    std::vector<std::string> components;  // a dict's (or object's) keys with non-str keys among them
   };
   std::vector<Frame> stack;
   std::string path;
   std::unordered_set<const Value*> on_path;
   uint64_t visits = 0, path_bytes = 0;
-  // Appends a node's component (none for transparent object state/args) and checks the bounds.
-  auto enter = [&](const std::string& component, bool transparent) {
+  auto count_visit = [&] {
     if (++visits > kMaxTreeVisits) {
       Fail(ErrorCode::kLimit, "value tree has more than kMaxTreeVisits (" + std::to_string(kMaxTreeVisits) +
                                   ") paths to walk (shared subtrees repeated too often)");
     }
+  };
+  auto count_bytes = [&](uint64_t n) {
+    path_bytes += n;
+    if (path_bytes > kMaxTreePathBytes) {
+      Fail(ErrorCode::kLimit, "key paths of the value tree add up to more than kMaxTreePathBytes (" +
+                                  std::to_string(kMaxTreePathBytes) + ") (shared subtrees under long keys)");
+    }
+  };
+  // Appends a node's component (none for transparent object state/args) and checks the bounds.
+  auto enter = [&](const std::string& component, bool transparent) {
+    count_visit();
     if (stack.size() >= kMaxValueDepth) FailTooDeep();
     const size_t before = path.size();
     if (!transparent) {
       if (!path.empty()) path += '/';
       path += component;
     }
-    path_bytes += path.size();
-    if (path_bytes > kMaxTreePathBytes) {
-      Fail(ErrorCode::kLimit, "key paths of the value tree add up to more than kMaxTreePathBytes (" +
-                                  std::to_string(kMaxTreePathBytes) + ") (shared subtrees under long keys)");
-    }
+    count_bytes(path.size());
     return before;
   };
   auto push = [&](const Value* node, const std::string& component, bool transparent) {
@@ -274,18 +373,37 @@ void ForEachLeaf(const Value* root, const std::function<void(const std::string& 
     if (walk && on_path.count(node)) return;  // a cycle: the node contains itself
     const size_t before = enter(component, transparent);
     if (!walk) {
-      fn(path, *node);
+      leaf(path, *node);
       path.resize(before);
       return;
     }
+    if (node->kind == ValueKind::kObject && !object(path, *node)) {
+      path.resize(before);
+      return;
+    }
+    Frame frame{node, 0, before, {}};
+    if (!node->entries.empty() && HasNonStrKeys(*node)) {
+      // Every key's component at once, to tell apart keys that spell the same one; each counts
+      // as a visit and its bytes as path bytes, so a shared dict cannot multiply the work.
+      frame.components = DictKeyComponents(*node);
+      for (const std::string& c : frame.components) {
+        count_visit();
+        count_bytes(c.size());
+      }
+    }
     on_path.insert(node);
-    stack.push_back({node, 0, before});
+    stack.push_back(std::move(frame));
+  };
+  // The i-th entry's component of a frame's node.
+  auto entry_component = [](const Frame& f, size_t i) {
+    return f.components.empty() ? EncodeKeyComponent(f.node->entries[i].first->text) : f.components[i];
   };
   push(root, "", true);
   std::string component;
   while (!stack.empty()) {
-    const Value* v = stack.back().node;
-    const size_t i = stack.back().next++;
+    Frame& top = stack.back();
+    const Value* v = top.node;
+    const size_t i = top.next++;
     const Value* child = nullptr;
     bool transparent = false;
     bool done = false;
@@ -293,7 +411,7 @@ void ForEachLeaf(const Value* root, const std::function<void(const std::string& 
       case ValueKind::kDict:
         if (i < v->entries.size()) {
           child = v->entries[i].second;
-          component = EncodeKeyComponent(KeyComponentText(*v->entries[i].first));
+          component = entry_component(top, i);
         } else {
           done = true;
         }
@@ -306,14 +424,24 @@ void ForEachLeaf(const Value* root, const std::function<void(const std::string& 
           done = true;
         }
         break;
-      case ValueKind::kObject:  // transparent: its state, then its constructor arguments
+      case ValueKind::kObject: {
+        // Transparent: its state, its constructor arguments, then what SETITEM(S) and APPEND(S)
+        // put in it, by key and by index.
+        const size_t entries = v->entries.size();
         if (i < 2) {
           child = i == 0 ? v->state : v->args;
           transparent = true;
+        } else if (i - 2 < entries) {
+          child = v->entries[i - 2].second;
+          component = entry_component(top, i - 2);
+        } else if (i - 2 - entries < v->items.size()) {
+          child = v->items[i - 2 - entries];
+          component = std::to_string(i - 2 - entries);
         } else {
           done = true;
         }
         break;
+      }
       default:
         done = true;
         break;
@@ -326,6 +454,43 @@ void ForEachLeaf(const Value* root, const std::function<void(const std::string& 
       push(child, component, transparent);
     }
   }
+}
+
+}  // namespace
+
+void ForEachLeaf(const Value* root, const std::function<void(const std::string& path, const Value& leaf)>& fn) {
+  WalkTree(root, fn, [](const std::string&, const Value&) { return true; });
+}
+
+std::vector<UnknownObject> FindUnknownObjects(const Value* root) {
+  std::vector<UnknownObject> out;
+  std::unordered_set<const Value*> listed;
+  WalkTree(
+      root, [](const std::string&, const Value&) {},
+      [&](const std::string& path, const Value& object) {
+        if (!object.unknown_class) return true;
+        if (listed.insert(&object).second) out.push_back({path, &object});
+        return false;
+      });
+  return out;
+}
+
+std::string UnknownClassesText(const std::vector<UnknownObject>& objects, size_t max_classes) {
+  std::vector<std::pair<std::string, size_t>> classes;
+  std::unordered_map<std::string, size_t> index;
+  for (const UnknownObject& o : objects) {
+    auto [it, fresh] = index.emplace(o.node->type_name, classes.size());
+    if (fresh) classes.emplace_back(o.node->type_name, 0);
+    ++classes[it->second].second;
+  }
+  std::string text;
+  for (size_t i = 0; i < classes.size() && i < max_classes; ++i) {
+    if (i) text += ", ";
+    text += classes[i].first;
+    if (classes[i].second > 1) text += " (" + std::to_string(classes[i].second) + ")";
+  }
+  if (classes.size() > max_classes) text += " and " + std::to_string(classes.size() - max_classes) + " more classes";
+  return text;
 }
 
 }  // namespace trove

@@ -61,7 +61,7 @@ CheckReport CheckShards(const std::string& path, CheckReport (*check)(const std:
     report.entries_checked += part.entries_checked;
     report.bytes_checked += part.bytes_checked;
     for (auto& f : part.findings) report.Add(f.severity, f.entry.empty() ? name : name + "/" + f.entry, f.offset, f.message, f.key_path);
-    for (auto& g : part.globals) report.globals.push_back({name + "/" + g.entry, g.name, g.offset, g.allowed});
+    for (auto& g : part.globals) report.globals.push_back({name + "/" + g.entry, g.name, g.offset, g.allowed, g.policy_class});
   }
   CheckStructure(report, ops::Detect(path));
   return report;
@@ -74,6 +74,19 @@ std::shared_ptr<const ZipReader> DetectedZip(const ops::Detection& d) {
   return WithFile(d.path, [&] { return std::make_shared<const ZipReader>(d.file, ZipDisagreement::kReport); });
 }
 
+// TorchScript's mobile flatbuffer and the 1.0 preview's container: code archives that are no
+// zip. One finding says so (nothing in them is a pickle torch.load would run).
+bool CodeFileNotZip(CheckReport& report, const ops::Detection& d) {
+  if (d.format != Format::kTorchScript || d.zip || d.file == nullptr) return false;
+  const std::string kind = TorchCodeFileKind(
+      std::string_view(reinterpret_cast<const char*>(d.file->data()), std::min<uint64_t>(d.file->size(), 16)));
+  if (kind.empty()) return false;
+  report.Add(Severity::kHigh, "", 0, kind + ": it holds code, not just data (trove reads none of it)");
+  report.entries_checked++;
+  report.bytes_checked += d.file->size();
+  return true;
+}
+
 }  // namespace
 
 CheckReport Verify(const std::string& path) {
@@ -83,7 +96,8 @@ CheckReport Verify(const std::string& path) {
   const Format format = d.format;
   report.format = std::string(FormatName(format));
   if (format == Format::kShardedIndex) return CheckShards(path, Verify);
-  if (format == Format::kUnknown) throw Error(ErrorCode::kUnsupported, "not a format trove reads").SetFile(path);
+  if (format == Format::kUnknown) ops::OpenDetected(d, {});  // throws what the file is instead
+  if (CodeFileNotZip(report, d)) return report;
   if (format == Format::kPskd) {
     VerifyPskdFile(report, d.file);
     return report;
@@ -141,6 +155,7 @@ CheckReport Scan(const std::string& path) {
   // A directory detection did not recognise: nothing trove reads.
   if (d.directory) throw Error(ErrorCode::kUnsupported, "directory without meta.json: not a tensordict").SetFile(path);
   const std::shared_ptr<MappedFile>& file = d.file;
+  if (CodeFileNotZip(report, d)) return report;
   if (IsZipFormat(format)) {
     // Python's zipfile shifts every offset when the end records leave room for data before the
     // archive; torch's reader does not. Both views are scanned.

@@ -93,23 +93,26 @@ bool MatchesAny(const std::vector<std::string>& globs, const std::string& key) {
   return false;
 }
 
-// Removes the dict entries whose tensors `dropped` says go (list and tuple items become None, so
-// the other indices keep their keys), then every dict this left empty, up to the root.
-void DropTensors(Document& doc, const std::function<bool(const Value*)>& dropped) {
+// Removes the dict entries whose values `dropped` says go (list and tuple items become None, so
+// the other indices keep their keys; so do an object's items and arguments), then every dict
+// this left empty, up to the root.
+void DropValues(Document& doc, const std::function<bool(const Value*)>& dropped) {
   Value* none = doc.arena->None();
   std::unordered_map<const Value*, std::vector<Value*>> parents;  // container -> dicts holding it
   std::vector<Value*> emptied;
   doc.arena->ForEachValue([&](Value& v) {
-    if (v.kind == ValueKind::kDict) {
+    if (v.kind == ValueKind::kDict || v.kind == ValueKind::kObject) {
       const size_t before = v.entries.size();
       std::erase_if(v.entries, [&](const auto& e) { return dropped(e.second); });
       for (const auto& e : v.entries)
         if (e.second->kind == ValueKind::kDict) parents[e.second].push_back(&v);
-      if (before > 0 && v.entries.empty()) emptied.push_back(&v);
-    } else if (v.kind == ValueKind::kList || v.kind == ValueKind::kTuple) {
+      if (before > 0 && v.entries.empty() && v.kind == ValueKind::kDict) emptied.push_back(&v);
+    }
+    if (v.kind == ValueKind::kList || v.kind == ValueKind::kTuple || v.kind == ValueKind::kObject) {
       for (auto& item : v.items)
         if (dropped(item)) item = none;
     }
+    if (v.kind == ValueKind::kObject && v.state != nullptr && dropped(v.state)) v.state = none;
   });
   // Upward, iteratively (the tree's depth is the file's choice): each dict emptied removes its
   // entry from the dicts holding it, which may empty them in turn.
@@ -159,9 +162,44 @@ std::unordered_set<const Value*> OptimizerStateTensors(const Value* root) {
   return out;
 }
 
+// "'key' (class), ...": the first few of `objects`, for errors and notes.
+std::string ObjectListing(const std::vector<UnknownObject>& objects) {
+  constexpr size_t kListed = 10;
+  std::string text;
+  for (size_t i = 0; i < objects.size() && i < kListed; ++i) {
+    text += (i ? ", '" : "'") + (objects[i].key.empty() ? std::string("(root)") : objects[i].key) + "' (" +
+            objects[i].node->type_name + ")";
+  }
+  if (objects.size() > kListed) text += " and " + std::to_string(objects.size() - kListed) + " more";
+  return text;
+}
+
+// --drop-unknown: every object of an unknown class goes, with what it holds.
+void DropUnknownObjects(Document& doc, const ConvertOptions& options) {
+  const std::vector<UnknownObject> objects = FindUnknownObjects(doc.root);
+  if (objects.empty()) return;
+  size_t tensors_inside = 0;
+  for (const UnknownObject& o : objects) tensors_inside += CollectTensors(o.node).size();
+  const size_t tensors_before = CollectTensors(doc.root).size();
+  std::unordered_set<const Value*> gone;
+  for (const UnknownObject& o : objects) gone.insert(o.node);
+  DropValues(doc, [&](const Value* v) { return gone.count(v) > 0; });
+  if (tensors_before > 0 && CollectTensors(doc.root).empty()) {
+    Fail(ErrorCode::kUsage, "--drop-unknown would leave none of the " + std::to_string(tensors_before) +
+                                " tensors: they are all inside objects of classes trove does not know (" +
+                                ObjectListing(objects) + "); --keep-unknown writes them back to a .pt file");
+  }
+  if (options.note) {
+    options.note("dropped " + std::to_string(objects.size()) + " object(s) of classes trove does not know" +
+                 (tensors_inside ? " (with " + std::to_string(tensors_inside) + " tensor(s) inside)" : std::string()) +
+                 ": " + ObjectListing(objects));
+  }
+}
+
 }  // namespace
 
 size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
+  if (options.drop_unknown) DropUnknownObjects(doc, options);
   if (!options.keys.empty() || !options.exclude.empty()) {
     std::unordered_set<const Value*> keep;
     size_t tensors = 0;
@@ -176,7 +214,7 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
       for (const auto& k : options.exclude) what += (what.empty() ? "" : " ") + std::string("--exclude '") + k + "'";
       Fail(ErrorCode::kUsage, what + " keep none of the " + std::to_string(tensors) + " tensors (trove info lists their keys)");
     }
-    DropTensors(doc, [&](const Value* v) { return v->kind == ValueKind::kTensor && !keep.count(v); });
+    DropValues(doc, [&](const Value* v) { return v->kind == ValueKind::kTensor && !keep.count(v); });
   }
   size_t cast = 0;
   if (options.floating_dtype) {
@@ -217,6 +255,16 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
   // The writers refuse the source, and any directory containing it, as their destination.
   SourceGuard source(doc.path);
   WithFile(destination, [&] {
+    // Objects trove does not know are never dropped unasked (nothing lost).
+    const std::vector<UnknownObject> unknown = FindUnknownObjects(doc.root);
+    if (options.keep_unknown && (target != Format::kPt || options.max_shard_bytes)) {
+      Fail(ErrorCode::kUsage, "--keep-unknown writes objects back only to a single .pt file (the other formats and shards hold data alone)");
+    }
+    if (!unknown.empty() && !options.keep_unknown) {
+      Fail(ErrorCode::kUnsupported, std::to_string(unknown.size()) + " object(s) of classes trove does not know would be "
+                                    "lost: " + ObjectListing(unknown) + " (--keep-unknown writes them back as they were "
+                                    "read, to .pt only; --drop-unknown leaves them out); nothing was written");
+    }
     // .pt keeps a view a view; the other formats have no strides and write each tensor whole.
     if (target != Format::kPt && !options.allow_expand) {
       for (const auto& t : doc.tensors) t.view->CheckExpansion(t.key);
@@ -230,9 +278,12 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
       return;
     }
     switch (target) {
-      case Format::kPt:
-        WritePt(doc, destination, WriterPart<PtWriteOptions>(options));
+      case Format::kPt: {
+        auto pt = WriterPart<PtWriteOptions>(options);
+        pt.keep_unknown = options.keep_unknown;
+        WritePt(doc, destination, pt);
         return;
+      }
       case Format::kTensordictDir:
       case Format::kTdz: {
         auto td = WriterPart<TensordictWriteOptions>(options);

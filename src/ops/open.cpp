@@ -3,10 +3,12 @@
 #include <filesystem>
 
 #include "formats/pskd/pskd_reader.h"
+#include "formats/pt/legacy_tar.h"
 #include "formats/pt/pt_reader.h"
 #include "formats/safetensors/sharded_reader.h"
 #include "formats/tensordict/tensordict_reader.h"
 #include "ops/detect.h"
+#include "pickle/pickle_scan.h"
 #include "trove/error.h"
 #include "trove/safetensors.h"
 #include "trove/shared_bytes.h"
@@ -28,6 +30,44 @@ void DetectZip(Detection& d) {
     return;
   }
   d.format = IsTdzArchive(*d.zip) ? Format::kTdz : TorchZipFormat(*d.zip);
+}
+
+// A tar archive Python's tarfile accepts (torch.load tries it on every file that is not a zip)
+// whose members include torch's `pickle`: a checkpoint of torch < 0.4. A tar that cannot be
+// listed to its end is taken as one too (torch would try it), so is a header that only says
+// "ustar" (what tar checkpoints were known by).
+bool IsTorchTar(const MappedFile& file, std::string_view head) {
+  if (!LooksLikeTar(file.data(), file.size())) return head.size() >= 262 && head.substr(257, 5) == "ustar";
+  try {
+    for (const TarMember& m : ListTarMembers(file.data(), file.size())) {
+      if (m.name == "pickle") return true;
+    }
+    return false;
+  } catch (const Error&) {
+    return true;
+  }
+}
+
+// Why a file is none of the formats trove reads, as specifically as its content allows.
+[[noreturn]] void FailNotACheckpoint(const Detection& d) {
+  if (d.directory) {
+    Fail(ErrorCode::kUnsupported, "directory without meta.json or a shard index: not a tensordict or sharded checkpoint");
+  }
+  const MappedFile& f = *d.file;
+  if (f.size() == 0) Fail(ErrorCode::kUnsupported, "an empty file, not a checkpoint");
+  if (d.zip) {
+    Fail(ErrorCode::kUnsupported, "a zip archive, but not a checkpoint: no data.pkl (torch.save), meta.json (tensordict) "
+                                  "or TorchScript/torch.package records");
+  }
+  if (LooksLikeTar(f.data(), f.size())) {
+    Fail(ErrorCode::kUnsupported, "a tar archive, but not a torch checkpoint (no 'pickle' member)");
+  }
+  if (LooksLikePickle(f.data(), f.size())) {
+    Fail(ErrorCode::kUnsupported, "a pickle, but not a torch checkpoint: torch.save writes a zip or, in its legacy "
+                                  "format, a pickle of its magic number first (trove scan shows what this one holds)");
+  }
+  Fail(ErrorCode::kUnsupported, "not a checkpoint: no zip, legacy torch pickle, tar, tensordict, .psk.d or safetensors "
+                                "structure");
 }
 
 }  // namespace
@@ -57,9 +97,11 @@ Detection Detect(const std::string& path) {
     d.format = Format::kPskd;
   } else if (StartsWith(head, std::string_view("PK\x03\x04", 4)) || StartsWith(head, std::string_view("PK\x05\x06", 4))) {
     DetectZip(d);
-  } else if (IsLegacyPtMagic(head)) {
+  } else if (IsLegacyPtStart(d.file->data(), d.file->size())) {
     d.format = Format::kPtLegacy;
-  } else if (head.size() >= 262 && head.substr(257, 5) == "ustar") {
+  } else if (!TorchCodeFileKind(head).empty()) {
+    d.format = Format::kTorchScript;
+  } else if (IsTorchTar(*d.file, head)) {
     d.format = Format::kPtTar;
   } else if (LooksLikeSafetensors(head, d.file->size()) || path.ends_with(".safetensors")) {
     // By name too: a damaged or hostile header then gets the safetensors reader's own error.
@@ -89,16 +131,23 @@ Document ReadDetected(const Detection& d, const ReadOptions& options) {
     case Format::kSafetensors:
       return ReadSafetensors(d.file, options);
     case Format::kPtTar:
-      Fail(ErrorCode::kUnsupported, "pre-0.4 tar checkpoint: unsupported (re-save it with a torch >= 0.4)");
-    case Format::kTorchScript:
-      Fail(ErrorCode::kRefused, "TorchScript/torch.package archive: refused (it holds code, not just data)");
+      Fail(ErrorCode::kUnsupported, "a checkpoint of torch < 0.4 (a tar archive of sys_info, pickle, storages and tensors): "
+                                    "not read (torch.load runs the pickles of its members; re-save it with torch >= 0.4)");
+    case Format::kTorchScript: {
+      std::string kind;
+      if (d.zip) {
+        kind = TorchCodeArchiveKind(*d.zip);
+      } else {
+        kind = TorchCodeFileKind(std::string_view(reinterpret_cast<const char*>(d.file->data()),
+                                                  std::min<uint64_t>(d.file->size(), 16)));
+      }
+      Fail(ErrorCode::kRefused, (kind.empty() ? std::string("a TorchScript/torch.package archive") : kind) +
+                                    ": refused (it holds code, not just data)");
+    }
     case Format::kUnknown:
       break;
   }
-  if (d.directory) {
-    Fail(ErrorCode::kUnsupported, "directory without meta.json or a shard index: not a tensordict or sharded checkpoint");
-  }
-  Fail(ErrorCode::kUnsupported, "not a format trove reads (no zip, pickle, tensordict, .psk.d or safetensors signature)");
+  FailNotACheckpoint(d);
 }
 
 // Readers that name a file inside a directory have set the error's file already; WithFile keeps it.

@@ -1,14 +1,17 @@
 // DataResolver: the plain-data names of Python, interpreted without running anything.
 //
 // Each known name is a constructor of data: calling it builds the Value Python would have built
-// (an OrderedDict, a set, bytes from _codecs.encode...). Arguments are checked by kind; a call
-// that does not fit is refused (strict) or recorded as an inert object (permissive), so a file
-// can never make the resolver guess.
+// (an OrderedDict, a set, bytes from _codecs.encode, a tensor from a numpy array...). Arguments
+// are checked by kind; a call that does not fit is refused (strict) or recorded as an inert
+// object (default, permissive), so a file can never make the resolver guess. Names without a
+// data meaning follow the policy (trove/unpickler.h).
 #include <cmath>
 #include <optional>
 #include <string_view>
 #include <utility>
 
+#include "pickle/global_class.h"
+#include "pickle/numpy_data.h"
 #include "pickle/py_keys.h"
 #include "pickle/utf8.h"
 #include "trove/error.h"
@@ -20,6 +23,7 @@ namespace {
 enum class Known {
   kOrderedDict, kCounter, kSet, kFrozenSet, kByteArray, kComplex, kCodecsEncode,
   kList, kDict, kTuple, kStr, kInt, kFloat, kBool, kBytes, kReconstructor,
+  kDefaultDict, kNamespace, kObject,
 };
 
 std::optional<Known> Lookup(std::string_view dotted) {
@@ -32,6 +36,9 @@ std::optional<Known> Lookup(std::string_view dotted) {
       {"builtins.str", Known::kStr},                     {"builtins.int", Known::kInt},
       {"builtins.float", Known::kFloat},                 {"builtins.bool", Known::kBool},
       {"builtins.bytes", Known::kBytes},                 {"copyreg._reconstructor", Known::kReconstructor},
+      {"collections.defaultdict", Known::kDefaultDict},  {"argparse.Namespace", Known::kNamespace},
+      // The base of protocol 0/1 instances (copyreg._reconstructor(cls, object, None)).
+      {"builtins.object", Known::kObject},
   };
   for (const auto& [name, known] : kNames) {
     if (name == dotted) return known;
@@ -252,8 +259,20 @@ Value* Construct(Known known, const Value* args, ValueArena& arena) {
     case Known::kBool:
       if (n > 1) return nullptr;
       return arena.Bool(n == 1 && Truth(a[0]));
+    case Known::kDefaultDict: {
+      // defaultdict(factory[, mapping]): the factory (None or a name) is kept as its argument.
+      if (n > 2 || (n >= 1 && a[0]->kind != ValueKind::kNone && a[0]->kind != ValueKind::kGlobal)) return nullptr;
+      Value* d = arena.Dict("collections.defaultdict");
+      if (n >= 1) d->args = arena.Tuple({a[0]});
+      if (n == 2 && !FillDict(d, a[1])) return nullptr;
+      return d;
+    }
+    case Known::kNamespace:
+      // Namespace(): its attributes come with BUILD and are its entries.
+      return n == 0 ? arena.Dict("argparse.Namespace") : nullptr;
     case Known::kReconstructor:
-      break;  // handled by the caller: it needs the resolver's other names
+    case Known::kObject:
+      break;  // _reconstructor: handled by the caller (it needs the resolver's other names); object(): no data
   }
   return nullptr;
 }
@@ -262,45 +281,114 @@ Value* Construct(Known known, const Value* args, ValueArena& arena) {
 
 Value* DataResolver::Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) {
   std::string dotted = module + "." + name;
-  if (Lookup(dotted)) {
-    allowed = true;
-  } else if (permissive_) {
-    allowed = false;
-  } else {
-    throw Error(ErrorCode::kRefused, "refused global '" + dotted + "'").SetRefusedGlobal(dotted);
-  }
+  if (!Lookup(dotted) && !numpy_data::Lookup(dotted)) return OtherGlobal(dotted, allowed, arena);
+  allowed = true;
   return arena.Global(std::move(dotted));
 }
 
-Value* DataResolver::Call(Value* callable, Value* args, ValueArena& arena) {
-  if (callable->kind != ValueKind::kGlobal && callable->kind != ValueKind::kObject) {
-    Refuse("refused call of a " + std::string(KindName(callable->kind)) + " (only a global can be called)");
+Value* DataResolver::OtherGlobal(const std::string& dotted, bool& allowed, ValueArena& arena) {
+  allowed = false;
+  if (policy_ == PicklePolicy::kStrict) {
+    throw Error(ErrorCode::kRefused, "refused global '" + dotted + "'").SetRefusedGlobal(dotted);
   }
+  if (policy_ == PicklePolicy::kDefault) {
+    const GlobalVerdict v = ClassifyGlobal(dotted);
+    if (v.klass != GlobalClass::kUnknown) {
+      throw Error(ErrorCode::kRefused, "refused global '" + dotted + "': it resolves to " + v.target + " (" +
+                                           std::string(GlobalClassName(v.klass)) + ": " +
+                                           std::string(GlobalClassEffect(v.klass)) + ")")
+          .SetRefusedGlobal(dotted);
+    }
+  }
+  return arena.Global(dotted);
+}
+
+Value* DataResolver::UnknownObject(Value* cls, Value* args, bool new_object, ValueArena& arena) {
+  if (policy_ == PicklePolicy::kStrict || cls->kind != ValueKind::kGlobal) {
+    if (cls->kind == ValueKind::kObject && policy_ == PicklePolicy::kPermissive) {
+      // Calling what an earlier call made (gadget chains do): only a permissive reader reads on.
+      Value* v = arena.Object(cls->type_name, args);
+      v->unknown_class = true;
+      return v;
+    }
+    if (cls->kind == ValueKind::kGlobal) Refuse("refused call of global '" + cls->type_name + "'");
+    if (cls->kind == ValueKind::kObject) {
+      Refuse("refused call of object '" + cls->type_name + "' (made by the file itself: only a global can be called)");
+    }
+    Refuse("refused call of a " + std::string(KindName(cls->kind)) + " (only a global can be called)");
+  }
+  Value* v = arena.Object(cls->type_name, args);
+  v->unknown_class = true;
+  v->new_object = new_object;
+  return v;
+}
+
+namespace {
+
+// What a known name makes from `args`, or null when the arguments do not fit it.
+Value* ConstructKnown(const Value* callable, Value* args, ValueArena& arena) {
+  if (callable->kind != ValueKind::kGlobal || args->kind != ValueKind::kTuple) return nullptr;
+  if (auto n = numpy_data::Lookup(callable->type_name)) return numpy_data::Call(*n, args, arena);
+  std::optional<Known> known = Lookup(callable->type_name);
+  if (!known || known == Known::kReconstructor) return nullptr;
+  return Construct(*known, args, arena);
+}
+
+}  // namespace
+
+Value* DataResolver::Call(Value* callable, Value* args, ValueArena& arena) {
+  if (callable->kind != ValueKind::kGlobal) return UnknownObject(callable, args, false, arena);
   const std::string& name = callable->type_name;
-  std::optional<Known> known = callable->kind == ValueKind::kGlobal ? Lookup(name) : std::nullopt;
-  if (known == Known::kReconstructor && args->kind == ValueKind::kTuple && args->items.size() == 3) {
-    // copyreg._reconstructor(cls, base, state): protocol 0/1's spelling of base(state) for
-    // builtin types; a subclass (cls != base) is not plain data.
+  if (Lookup(name) == Known::kReconstructor && args->kind == ValueKind::kTuple && args->items.size() == 3) {
+    // copyreg._reconstructor(cls, base, state): protocol 0/1's spelling of an instance of cls,
+    // made as base.__new__(cls, state) (object.__new__(cls) for a plain class).
     Value* cls = args->items[0];
     Value* base = args->items[1];
     Value* state = args->items[2];
-    if (cls->kind == ValueKind::kGlobal && base->kind == ValueKind::kGlobal && cls->type_name == base->type_name) {
+    if (cls->kind == ValueKind::kGlobal && base->kind == ValueKind::kGlobal) {
       std::optional<Known> base_known = Lookup(base->type_name);
-      if (base_known && base_known != Known::kReconstructor && base_known != Known::kCodecsEncode) {
-        Value* base_args = arena.Tuple(state->kind == ValueKind::kNone ? std::vector<Value*>{} : std::vector<Value*>{state});
+      Value* base_args =
+          arena.Tuple(state->kind == ValueKind::kNone ? std::vector<Value*>{} : std::vector<Value*>{state});
+      if (base_known == Known::kObject && state->kind == ValueKind::kNone) {
+        return NewObject(cls, arena.Tuple(), arena);
+      }
+      if (cls->type_name == base->type_name && base_known && base_known != Known::kReconstructor &&
+          base_known != Known::kCodecsEncode && base_known != Known::kObject) {
         if (Value* v = Construct(*base_known, base_args, arena)) return v;
+      } else if (base_known == Known::kDict && state->kind == ValueKind::kDict && !Lookup(cls->type_name)) {
+        // A dict subclass: a dict keeping its class name (unknown names only, after the policy
+        // let them through as names).
+        Value* d = arena.Dict(cls->type_name);
+        d->new_object = true;
+        FillDict(d, state);
+        return d;
+      } else if (base_known && base_known != Known::kReconstructor && base_known != Known::kObject) {
+        return NewObject(cls, base_args, arena);  // a str subclass (TorchVersion) and the like
       }
     }
-    if (permissive_ && cls->kind == ValueKind::kGlobal) return arena.Object(cls->type_name, args);
-    Refuse("refused copyreg._reconstructor of '" + (cls->kind == ValueKind::kGlobal ? cls->type_name : std::string(KindName(cls->kind))) +
-           "' with arguments " + ArgKinds(args));
+    if (policy_ != PicklePolicy::kStrict && cls->kind == ValueKind::kGlobal) return UnknownObject(cls, args, false, arena);
+    Refuse("refused copyreg._reconstructor of '" +
+           (cls->kind == ValueKind::kGlobal ? cls->type_name : std::string(KindName(cls->kind))) + "' with arguments " +
+           ArgKinds(args));
   }
-  if (known && known != Known::kReconstructor && args->kind == ValueKind::kTuple) {
-    if (Value* v = Construct(*known, args, arena)) return v;
+  const bool known = Lookup(name) || numpy_data::Lookup(name);
+  if (Value* v = ConstructKnown(callable, args, arena)) return v;
+  if (known) {
+    // A data name called with arguments it does not take: strict refuses, the others keep the
+    // call as an object trove does not understand.
+    if (policy_ == PicklePolicy::kStrict) Refuse("refused call of '" + name + "' with arguments " + ArgKinds(args));
   }
-  if (permissive_) return arena.Object(name, args);
-  if (known) Refuse("refused call of '" + name + "' with arguments " + ArgKinds(args));
-  Refuse("refused call of " + std::string(KindName(callable->kind)) + " '" + name + "'");
+  return UnknownObject(callable, args, false, arena);
+}
+
+Value* DataResolver::NewObject(Value* cls, Value* args, ValueArena& arena) {
+  // cls.__new__(cls, *args) of a data class is what calling it makes; of any other class an
+  // inert object made the same way.
+  if (cls->kind == ValueKind::kGlobal && (Lookup(cls->type_name) || numpy_data::Lookup(cls->type_name))) {
+    return Call(cls, args, arena);
+  }
+  if (cls->kind != ValueKind::kGlobal) return UnknownObject(cls, args, true, arena);
+  return UnknownObject(cls, args, true, arena);
 }
 
 Value* DataResolver::Build(Value* object, Value* state, ValueArena& arena) {
@@ -308,18 +396,24 @@ Value* DataResolver::Build(Value* object, Value* state, ValueArena& arena) {
     // BUILD on a name would set attributes of a module-level object (a known scanner bypass).
     Refuse("refused BUILD on global '" + object->type_name + "'");
   }
-  if (object->kind == ValueKind::kObject && permissive_) {
+  if (numpy_data::Build(object, state, arena)) return object;
+  if (object->kind == ValueKind::kObject && (object->unknown_class || policy_ == PicklePolicy::kPermissive)) {
     object->state = state;
     return object;
   }
   // Python's BUILD with a None state changes nothing on plain data.
   if (state->kind == ValueKind::kNone && object->kind != ValueKind::kObject) return object;
   if (object->kind == ValueKind::kDict && state->kind == ValueKind::kDict) {
+    KeyIndex keys;
+    if (object->type_name == "argparse.Namespace") {
+      // A Namespace's attributes are its data: they are its entries.
+      for (const auto& [k, v] : state->entries) keys.SetItem(object, k, v);
+      return object;
+    }
     // OrderedDict attributes (state_dict._metadata). Like Python's `inst.__dict__[k] = v` for
     // each item: the attributes are the object's own dict, not the (possibly memo-shared) state.
     if (state->entries.empty()) return object;
     if (object->state == nullptr || object->state->kind != ValueKind::kDict) object->state = arena.Dict();
-    KeyIndex keys;
     for (const auto& [k, v] : state->entries) keys.SetItem(object->state, k, v);
     return object;
   }

@@ -1,5 +1,6 @@
 #include "pickle/pickle_scan.h"
 
+#include <unordered_set>
 #include <vector>
 
 #include "pickle/global_class.h"
@@ -17,13 +18,20 @@ constexpr int kMaxNestedPickleDepth = 3;
 
 // A global's grade follows what its name resolves to (pickle/global_class.h): anything that runs
 // code, reaches other names, loads another pickle, touches files or the network is critical,
-// whatever attribute chain spells it; a name trove merely does not know is high.
-Severity GlobalSeverity(const GlobalVerdict& v) {
-  return v.klass == GlobalClass::kUnknown ? Severity::kHigh : Severity::kCritical;
+// whatever attribute chain spells it; a class trove merely does not know, which the pickle makes
+// instances of, is high; a name of no known meaning it only refers to is medium.
+// How the default read policy takes a global (docs/security.md, "Three classes of globals"):
+// "data" (allowed by the resolver), "dangerous" (refused), "unknown" (an inert object: the pickle
+// makes instances of it) or "name" (of no known meaning, but only referred to: read as a name).
+std::string_view PolicyClass(const PickleGlobal& g, const GlobalVerdict& v, bool instantiated) {
+  if (g.allowed) return "data";
+  if (g.via == PickleGlobalVia::kExtension || v.klass != GlobalClass::kUnknown) return "dangerous";
+  if (g.via == PickleGlobalVia::kComputed || g.after_stop || instantiated) return "unknown";
+  return "name";
 }
 
 // The finding for one global the unpickler listed that its resolver did not allow.
-Finding GlobalFinding(const std::string& entry, const PickleGlobal& g, const std::string& dotted) {
+Finding GlobalFinding(const std::string& entry, const PickleGlobal& g, const std::string& dotted, bool instantiated) {
   const std::string where = g.after_stop ? " (past where reading stopped; found by the lexical pass)" : "";
   if (g.via == PickleGlobalVia::kExtension) {
     return {Severity::kCritical, entry, g.offset,
@@ -40,9 +48,16 @@ Finding GlobalFinding(const std::string& entry, const PickleGlobal& g, const std
   std::string message = "global '" + dotted + "' is not in the allowlist";
   if (v.klass != GlobalClass::kUnknown) {
     message += "; it resolves to " + v.target + " (" + std::string(GlobalClassName(v.klass)) + ": " +
-               std::string(GlobalClassEffect(v.klass)) + ")";
+               std::string(GlobalClassEffect(v.klass)) + "): dangerous, trove refuses the file";
+    return {Severity::kCritical, entry, g.offset, message + where, {}};
   }
-  return {GlobalSeverity(v), entry, g.offset, message + where, {}};
+  if (PolicyClass(g, v, instantiated) == "name") {
+    // torch.load imports its module (which runs that module's code) but calls nothing in it.
+    return {Severity::kMedium, entry, g.offset,
+            message + "; only referred to, never called: trove reads it as a name" + where, {}};
+  }
+  return {Severity::kHigh, entry, g.offset,
+          message + "; trove reads what the pickle makes of it as an inert object" + where, {}};
 }
 
 std::string GlobalText(const PickleGlobal& g) {
@@ -62,11 +77,12 @@ class ScanResolver : public PickleResolver {
     return inner_.Global(module, name, allowed, arena);
   }
   Value* Call(Value* callable, Value* args, ValueArena& arena) override {
-    if (callable != nullptr && callable->kind != ValueKind::kGlobal) {
-      notes.push_back({Severity::kMedium, "REDUCE/NEWOBJ calls a " + std::string(KindName(callable->kind)) +
-                                              " value, not a named global"});
-    }
+    NoteCall(callable);
     return inner_.Call(callable, args, arena);
+  }
+  Value* NewObject(Value* cls, Value* args, ValueArena& arena) override {
+    NoteCall(cls);
+    return inner_.NewObject(cls, args, arena);
   }
   Value* Build(Value* object, Value* state, ValueArena& arena) override {
     if (object != nullptr && object->kind == ValueKind::kGlobal) {
@@ -76,7 +92,7 @@ class ScanResolver : public PickleResolver {
     return inner_.Build(object, state, arena);
   }
   Value* PersistentLoad(Value* pid, ValueArena& arena) override { return inner_.PersistentLoad(pid, arena); }
-  bool permissive() const override { return inner_.permissive(); }
+  PicklePolicy policy() const override { return inner_.policy(); }
 
   struct Note {
     Severity severity;
@@ -85,6 +101,12 @@ class ScanResolver : public PickleResolver {
   std::vector<Note> notes;
 
  private:
+  void NoteCall(const Value* callable) {
+    if (callable != nullptr && callable->kind != ValueKind::kGlobal) {
+      notes.push_back({Severity::kMedium, "REDUCE/NEWOBJ calls a " + std::string(KindName(callable->kind)) +
+                                              " value, not a named global"});
+    }
+  }
   PickleResolver& inner_;
 };
 
@@ -109,10 +131,17 @@ PickleScan ScanPickle(CheckReport& report, const std::string& entry, const uint8
     report.AddError(Severity::kMedium, entry, e, "pickle not fully readable: ");
   }
   scan.consumed = u.consumed();
+  // The classes the pickle made instances of (inert objects, dict subclasses), wherever it named
+  // them (a pickle may name a class in an argument and have copyreg make it).
+  std::unordered_set<std::string> instantiated;
+  arena.ForEachValue([&](Value& v) {
+    if ((v.kind == ValueKind::kObject && v.unknown_class) || v.kind == ValueKind::kDict) instantiated.insert(v.type_name);
+  });
   for (const auto& g : u.globals()) {
     std::string dotted = GlobalText(g);
-    report.globals.push_back({entry, dotted, g.offset, g.allowed});
-    if (!g.allowed) report.findings.push_back(GlobalFinding(entry, g, dotted));
+    const bool made = instantiated.count(dotted) > 0;
+    report.globals.push_back({entry, dotted, g.offset, g.allowed, std::string(PolicyClass(g, ClassifyGlobal(dotted), made))});
+    if (!g.allowed) report.findings.push_back(GlobalFinding(entry, g, dotted, made));
   }
   if (!u.lexical_stop().empty()) {
     report.Add(Severity::kMedium, entry, 0,
@@ -142,7 +171,7 @@ PickleScan ScanPickle(CheckReport& report, const std::string& entry, const uint8
                                      "); scanned as '" + nested + "'",
                                  key);
       // pickle.loads of plain bytes has no persistent ids: the plain data resolver reads it.
-      DataResolver plain(/*permissive=*/true);
+      DataResolver plain(PicklePolicy::kPermissive);
       ScanPickle(report, nested, bytes, leaf.text.size(), plain, 0, nesting + 1);
     });
   } catch (const Error& e) {

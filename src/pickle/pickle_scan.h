@@ -1,8 +1,9 @@
 // pickle/pickle_scan.h: a security scan of one pickle, with the data-only unpickler.
 //
-// ScanPickle interprets a pickle with the resolver a reader of its format would use (in
-// permissive mode: nothing is refused, nothing is run) and adds to a CheckReport every global it
-// names (allowed or not, graded by what the name resolves to: pickle/global_class.h), what it
+// ScanPickle interprets a pickle with the resolver a reader of its format would use (under the
+// permissive policy: nothing is refused, nothing is run) and adds to a CheckReport every global
+// it names (allowed or not, graded by what the name resolves to: pickle/global_class.h, and with
+// the class the default read policy puts it in: data, dangerous, unknown or name), what it
 // asks that no data file needs (BUILD on a global, calls of a computed value), where reading
 // stopped, and the pickles hidden in its bytes (scanned in turn, to kMaxNestedPickleDepth).
 // Formats choose the resolver (formats/pt/pt_checks.h: torch's); ops/checks.cpp drives the scan

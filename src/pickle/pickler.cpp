@@ -83,7 +83,7 @@ class Writer {
       kMemoize,      // node: BINPUT for the object just built
       kMemoizeFresh, // BINPUT for an anonymous object (never referenced again)
       kEndTuple,     // node, n: TUPLE1-3/TUPLE unless a cycle memoized the tuple meanwhile
-      kEndReduce,    // node: REDUCE, then memoize the result (or POP + GET on a cycle)
+      kEndReduce,    // node, n: REDUCE (n = 0) or NEWOBJ (n = 1), then memoize the result (or POP + GET on a cycle)
     };
     Kind kind;
     const Value* node = nullptr;
@@ -323,14 +323,15 @@ class Writer {
     s.Add({Task::kMemoizeFresh});
     s.Add({Task::kEndReduce, &v});
   }
-  void Call(Sequence& s, size_t global, const Value* args, const Value& v) {
+  // GLOBAL, the arguments, REDUCE (cls(*args)) or, for new_object, NEWOBJ (cls.__new__(cls, *args)).
+  void Call(Sequence& s, size_t global, const Value* args, const Value& v, bool new_object = false) {
     if (args != nullptr && args->kind != ValueKind::kTuple) {
       Fail(ErrorCode::kUsage, "call arguments must be a tuple, not " + std::string(KindName(args->kind)));
     }
     s.Add({Task::kGlobal, nullptr, global});
     if (args == nullptr) s.Opcode(op::kEmptyTuple);
     else s.Save(args);
-    s.Add({Task::kEndReduce, &v});
+    s.Add({Task::kEndReduce, &v, new_object ? 1u : 0u});
   }
   void Build(Sequence& s, const Value* state) {
     if (state == nullptr) return;
@@ -408,12 +409,16 @@ class Writer {
           s.Add({Task::kMemoizeFresh});
           s.Add({Task::kEndReduce, &v});
         } else {
-          Fail(ErrorCode::kUnsupported, "cannot pickle a dict of type '" + v.type_name + "' without a hook");
+          // Another class (collections.defaultdict, a dict subclass): made as the reader recorded
+          // it (cls(*args) or cls.__new__(cls, *args)), then filled and given its attributes.
+          Call(s, GlobalName(v.type_name), v.args, v, v.new_object);
+          IteratorSetItems(s, v.entries);
+          Build(s, v.state);
         }
         return;
       case ValueKind::kGlobal: s.Add({Task::kGlobal, nullptr, GlobalName(v.type_name)}); return;
       case ValueKind::kObject:
-        Call(s, GlobalName(v.type_name), v.args, v);
+        Call(s, GlobalName(v.type_name), v.args, v, v.new_object);
         IteratorAppends(s, v.items);
         IteratorSetItems(s, v.entries);
         Build(s, v.state);
@@ -489,7 +494,7 @@ class Writer {
         return;
       }
       case Task::kEndReduce: {
-        Byte(op::kReduce);
+        Byte(t.n == 1 ? op::kNewObj : op::kReduce);
         if (t.node == nullptr) {  // an anonymous object (bytes inside a bytearray)
           Put(NextMemo());
           return;

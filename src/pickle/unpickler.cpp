@@ -311,17 +311,18 @@ class Machine {
     g.via = PickleGlobalVia::kExtension;
     g.extension_code = code;
     globals_.push_back(g);
-    if (!resolver_.permissive()) Fail(ErrorCode::kRefused, ExtensionText(OpName(), code));
+    if (resolver_.policy() != PicklePolicy::kPermissive) Fail(ErrorCode::kRefused, ExtensionText(OpName(), code));
     return arena_.Global("copyreg extension " + std::to_string(code));
   }
   static std::string ExtensionText(const std::string& op, uint32_t code) {
     return "refused " + op + " " + std::to_string(code) + ": a name from copyreg's extension registry (not in the file)";
   }
-  Value* Call(Value* callable, Value* args) {
+  Value* Call(Value* callable, Value* args, bool new_object = false) {
     if (args->kind != ValueKind::kTuple) {
       Fail(ErrorCode::kCorrupt, OpName() + " arguments must be a tuple, not " + KindText(args));
     }
-    Value* v = Checked(resolver_.Call(callable, args, arena_), "a call");
+    Value* v = Checked(new_object ? resolver_.NewObject(callable, args, arena_) : resolver_.Call(callable, args, arena_),
+                       "a call");
     AddReferences(v->items.size() + v->entries.size());
     return v;
   }
@@ -336,15 +337,28 @@ class Machine {
   // ---- containers ----
   // Python's SETITEM(S), APPEND(S) and ADDITEMS call __setitem__, extend/append and add on
   // whatever object is below the items. Plain data is changed as Python would change it; an
-  // inert object (permissive resolvers) records the items; anything else Python would refuse
-  // too, so a strict reader refuses it and a permissive one leaves the target as it is, reading
-  // on (a scan must reach every name after it).
+  // inert object of an unknown class records the items (a permissive reader lets any object do
+  // so); anything else Python would refuse too, so a strict or default reader refuses it and a
+  // permissive one leaves the target as it is, reading on (a scan must reach every name after it).
   bool ObjectTarget(const Value* target) const {
-    return target->kind == ValueKind::kObject && resolver_.permissive();
+    return target->kind == ValueKind::kObject &&
+           (target->unknown_class || resolver_.policy() == PicklePolicy::kPermissive);
   }
   void WrongTarget(const Value* target, const std::string& why) const {
-    if (resolver_.permissive()) return;
+    if (resolver_.policy() == PicklePolicy::kPermissive) return;
     Fail(ErrorCode::kRefused, OpName() + " onto a " + KindText(target) + ": " + why);
+  }
+  // An object of an unknown class that SETITEM(S) fills right after it was made (no arguments,
+  // no state, nothing set yet) is what pickle writes for a dict subclass: it becomes a dict that
+  // keeps its class name (an OrderedDict subclass's BUILD then sets its attributes).
+  static void DictSubclass(Value* target) {
+    if (target->kind != ValueKind::kObject || !target->unknown_class || target->state != nullptr ||
+        !target->entries.empty() || !target->items.empty() || (target->args != nullptr && !target->args->items.empty())) {
+      return;
+    }
+    target->kind = ValueKind::kDict;
+    target->args = nullptr;
+    target->unknown_class = false;
   }
   static bool IsByteArray(const Value* v) { return v->kind == ValueKind::kBytes && v->type_name == "bytearray"; }
   // A Python index (int or bool) into a sequence of `size`, negative counting from the end.
@@ -368,6 +382,7 @@ class Machine {
     if ((items.size() - first) % 2 != 0) Fail(ErrorCode::kCorrupt, OpName() + " with an odd number of items");
     Value* target = Top();
     AddReferences((items.size() - first) / 2);
+    DictSubclass(target);
     if (target->kind == ValueKind::kDict || ObjectTarget(target)) {
       for (size_t i = first; i < items.size(); i += 2) keys_.SetItem(target, items[i], items[i + 1]);
       return;
@@ -878,7 +893,7 @@ class Machine {
       if (g.via == PickleGlobalVia::kComputed) continue;
       std::string refusal, refused_global;
       if (g.via == PickleGlobalVia::kExtension) {
-        if (!resolver_.permissive()) refusal = ExtensionText("EXT", g.extension_code);
+        if (resolver_.policy() != PicklePolicy::kPermissive) refusal = ExtensionText("EXT", g.extension_code);
       } else {
         try {
           bool allowed = true;
@@ -1084,7 +1099,8 @@ Value* Machine::Loop(uint64_t& consumed) {
         std::string name = ReadUtf8Line("name");
         Value* cls = ResolveGlobal(std::move(module), std::move(name));
         Value* args = arena_.Tuple(PopMark());
-        Push(Call(cls, args));
+        // Python's _instantiate: cls(*args), or cls.__new__(cls) when there are no arguments.
+        Push(Call(cls, args, args->items.empty()));
         break;
       }
       case op::kObj: {
@@ -1092,7 +1108,7 @@ Value* Machine::Loop(uint64_t& consumed) {
         if (items.empty()) Fail(ErrorCode::kCorrupt, "OBJ without a class");
         Value* cls = items.front();
         Value* args = arena_.Tuple(std::vector<Value*>(items.begin() + 1, items.end()));
-        Push(Call(cls, args));
+        Push(Call(cls, args, args->items.empty()));
         break;
       }
       case op::kReduce: {
@@ -1104,7 +1120,7 @@ Value* Machine::Loop(uint64_t& consumed) {
       case op::kNewObj: {
         Value* args = Pop();
         Value* cls = Pop();
-        Push(Call(cls, args));
+        Push(Call(cls, args, /*new_object=*/true));
         break;
       }
       case op::kNewObjEx: {
@@ -1114,10 +1130,10 @@ Value* Machine::Loop(uint64_t& consumed) {
         if (kwargs->kind != ValueKind::kDict) {
           Fail(ErrorCode::kCorrupt, "NEWOBJ_EX keyword arguments must be a dict, not " + KindText(kwargs));
         }
-        if (!kwargs->entries.empty() && !resolver_.permissive()) {
+        if (!kwargs->entries.empty() && resolver_.policy() != PicklePolicy::kPermissive) {
           Fail(ErrorCode::kUnsupported, "NEWOBJ_EX with keyword arguments (calling " + KindText(cls) + ")");
         }
-        Push(Call(cls, args));
+        Push(Call(cls, args, /*new_object=*/true));
         break;
       }
       case op::kBuild: {

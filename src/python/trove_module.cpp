@@ -740,9 +740,12 @@ void SetWriteSettings(trove::ConvertOptions& options, py::handle progress, py::h
   }
 }
 
-trove::ReadOptions ReadOpts(bool permissive) {
+trove::ReadOptions ReadOpts(const std::string& policy) {
   trove::ReadOptions r;
-  r.permissive = permissive;
+  if (policy == "strict") r.pickle_policy = trove::PicklePolicy::kStrict;
+  else if (policy == "default") r.pickle_policy = trove::PicklePolicy::kDefault;
+  else if (policy == "permissive") r.pickle_policy = trove::PicklePolicy::kPermissive;
+  else trove::Fail(ErrorCode::kUsage, "policy must be 'strict', 'default' or 'permissive' (not '" + policy + "')");
   return r;
 }
 
@@ -807,10 +810,11 @@ PYBIND11_MODULE(_trove, m) {
       .def("check_changed", &PyDocument::CheckChanged)
       .def("_mappings", &PyDocument::Mappings);
 
-  m.def("_open", [](const std::string& path, bool permissive) {
-    Document doc = Released([&] { return trove::Open(path, ReadOpts(permissive)); });
+  m.def("_open", [](const std::string& path, const std::string& policy) {
+    const trove::ReadOptions read = ReadOpts(policy);
+    Document doc = Released([&] { return trove::Open(path, read); });
     return std::make_shared<PyDocument>(std::move(doc));
-  }, py::arg("path"), py::arg("permissive") = false);
+  }, py::arg("path"), py::arg("policy") = "default");
 
   m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type, bool force,
                     py::object progress, py::object note, const std::string& compression, py::object metadata) {

@@ -45,7 +45,7 @@ Error ErrorOf(F&& fn) {
 Error UnpickleError(const std::string& pickle) {
   return ErrorOf([&] {
     ValueArena arena;
-    DataResolver resolver(/*permissive=*/false);
+    DataResolver resolver(PicklePolicy::kStrict);
     Unpickler u(reinterpret_cast<const uint8_t*>(pickle.data()), pickle.size(), arena, resolver);
     Value* root = u.Load();
     CollectTensors(root);
@@ -137,7 +137,7 @@ TEST(Caps, PickleLexicalGlobals) {
   // up to the cap, then says where it stopped instead of growing without bound.
   std::string p = "\x80\x02I12a\n0" + Repeat("cfoo\nBar\n0"s, kMaxPickleLexicalGlobals + 1) + "N.";
   ValueArena arena;
-  DataResolver resolver(/*permissive=*/true);
+  DataResolver resolver(PicklePolicy::kPermissive);
   Unpickler u(reinterpret_cast<const uint8_t*>(p.data()), p.size(), arena, resolver);
   EXPECT_THROW(u.Load(), Error);
   EXPECT_EQ(u.globals().size(), kMaxPickleLexicalGlobals);
@@ -184,7 +184,7 @@ TEST(Caps, TensorRank) {
                   "t\x89" "ccollections\nOrderedDict\n)RtR.";
   Error e = ErrorOf([&] {
     ValueArena arena;
-    TorchResolver resolver(/*permissive=*/false);
+    TorchResolver resolver(PicklePolicy::kStrict);
     Unpickler u(reinterpret_cast<const uint8_t*>(p.data()), p.size(), arena, resolver);
     u.Load();
   });

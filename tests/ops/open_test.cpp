@@ -97,7 +97,7 @@ TEST_F(OpenTest, TorchSavedZipAndLegacyFiles) {
 TEST_F(OpenTest, TorchScriptArchiveIsRecognisedAndRefused) {
   Torch("torch.jit.script(torch.nn.Linear(2, 2)).save(ROOT + '/scripted.pt')\n");
   EXPECT_EQ(DetectFormat(P("scripted.pt")), Format::kTorchScript);
-  ExpectError([&] { Open(P("scripted.pt")); }, ErrorCode::kRefused, P("scripted.pt") + ": TorchScript/torch.package archive: refused");
+  ExpectError([&] { Open(P("scripted.pt")); }, ErrorCode::kRefused, P("scripted.pt") + ": a TorchScript archive (constants.pkl, code/): refused");
 }
 
 TEST_F(OpenTest, TarCheckpointIsRecognisedAndUnsupported) {
@@ -107,13 +107,13 @@ TEST_F(OpenTest, TarCheckpointIsRecognisedAndUnsupported) {
         "        data = b'x' * 10\n"
         "        info = tarfile.TarInfo(name); info.size = len(data); t.addfile(info, io.BytesIO(data))\n");
   EXPECT_EQ(DetectFormat(P("old.tar")), Format::kPtTar);
-  ExpectError([&] { Open(P("old.tar")); }, ErrorCode::kUnsupported, "pre-0.4 tar checkpoint");
+  ExpectError([&] { Open(P("old.tar")); }, ErrorCode::kUnsupported, "a checkpoint of torch < 0.4 (a tar archive");
 }
 
 TEST_F(OpenTest, UnknownBytesDirectoriesAndMissingPaths) {
   Write("notes.txt", "hello, not a tensor file at all\n");
   EXPECT_EQ(DetectFormat(P("notes.txt")), Format::kUnknown);
-  ExpectError([&] { Open(P("notes.txt")); }, ErrorCode::kUnsupported, P("notes.txt") + ": not a format trove reads");
+  ExpectError([&] { Open(P("notes.txt")); }, ErrorCode::kUnsupported, P("notes.txt") + ": not a checkpoint: no zip, legacy torch pickle, tar");
 
   fs::create_directories(P("empty"));
   EXPECT_EQ(DetectFormat(P("empty")), Format::kUnknown);
@@ -124,7 +124,7 @@ TEST_F(OpenTest, UnknownBytesDirectoriesAndMissingPaths) {
   // A sound zip that is neither torch's (no data.pkl) nor tensordict's (no meta.json): unknown.
   Torch("with zipfile.ZipFile(ROOT + '/other.zip', 'w') as z: z.writestr('readme.txt', 'hi')\n");
   EXPECT_EQ(DetectFormat(P("other.zip")), Format::kUnknown);
-  ExpectError([&] { Open(P("other.zip")); }, ErrorCode::kUnsupported, P("other.zip") + ": not a format trove reads");
+  ExpectError([&] { Open(P("other.zip")); }, ErrorCode::kUnsupported, P("other.zip") + ": a zip archive, but not a checkpoint");
   // A zip no zip reader accepts (its central directory cut off) goes to the torch reader, whose
   // error says what is wrong.
   const std::string pt = SamplePt();

@@ -88,7 +88,7 @@ TEST_F(VerifyTest, ATruncatedZipIsAnErrorNotAFinding) {
 
 TEST_F(VerifyTest, UnknownFilesAreAnError) {
   Write("notes.txt", "plain text");
-  ExpectError([&] { Verify(P("notes.txt")); }, ErrorCode::kUnsupported, P("notes.txt") + ": not a format trove reads");
+  ExpectError([&] { Verify(P("notes.txt")); }, ErrorCode::kUnsupported, P("notes.txt") + ": not a checkpoint");
 }
 
 }  // namespace

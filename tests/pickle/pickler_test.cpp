@@ -77,7 +77,7 @@ for name, obj in cases().items():
 using testing::ToHex;
 
 Value* Load(const std::string& bytes, ValueArena& arena) {
-  DataResolver resolver(/*permissive=*/true);
+  DataResolver resolver(PicklePolicy::kPermissive);
   Unpickler u(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), arena, resolver);
   return u.Load();
 }
@@ -221,10 +221,11 @@ TEST(Pickler, NodesItCannotEncodeAreErrors) {
     EXPECT_EQ(e.message(), "cannot pickle a tensor without a hook");
   }
   try {
-    PickleValue(a.Dict("tensordict:TensorDict"));
+    PickleValue(a.Dict("tensordict:TensorDict"));  // a dict of another class: its class, by name
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(e.code(), ErrorCode::kUsage);
+    EXPECT_EQ(e.message(), "global name 'tensordict:TensorDict' is not module.name");
   }
   try {
     PickleValue(a.Global("nodot"));

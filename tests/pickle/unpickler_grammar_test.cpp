@@ -21,7 +21,7 @@ struct Read {
 };
 
 Read Load(ValueArena& arena, const std::string& p, bool permissive) {
-  DataResolver resolver(permissive);
+  DataResolver resolver(permissive ? PicklePolicy::kPermissive : PicklePolicy::kStrict);
   Unpickler u(reinterpret_cast<const uint8_t*>(p.data()), p.size(), arena, resolver);
   Read r;
   try {

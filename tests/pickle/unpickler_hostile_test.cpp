@@ -52,11 +52,11 @@ class Hostile : public ::testing::Test {
     return o;
   }
   Outcome Strict(const std::string& p, uint64_t base = 0) {
-    DataResolver r(false);
+    DataResolver r(PicklePolicy::kStrict);
     return Run(p, r, base);
   }
   Outcome Permissive(const std::string& p) {
-    DataResolver r(true);
+    DataResolver r(PicklePolicy::kPermissive);
     return Run(p, r);
   }
   // The error's code, offset and reason fields, and the text users see ("@ offset: reason").
@@ -79,7 +79,7 @@ TEST_F(Hostile, DangerousGlobalsAreRefusedByNameAndOffset) {
                             {"builtins", "eval"},       {"builtins", "exec"}, {"subprocess", "Popen"},
                             {"builtins", "getattr"},    {"importlib", "import_module"},
                             {"marshal", "loads"},       {"pickle", "loads"},  {"builtins", "__import__"},
-                            {"torch", "load"},          {"numpy", "load"},    {"collections", "defaultdict"}};
+                            {"torch", "load"},          {"numpy", "load"},    {"collections", "UserDict"}};
   for (auto& n : names) {
     std::string dotted = std::string(n[0]) + "." + n[1];
     SCOPED_TRACE(dotted);
@@ -258,16 +258,29 @@ TEST_F(Hostile, ContainerOpcodesCheckTheirTarget) {
 }
 
 TEST_F(Hostile, ObjectTargetsAreFilledOnlyWhenPermissive) {
-  std::string p = "cfoo\nBar\n)R(K\x01K\x02u(K\x03" "e."s;
+  // An object made with arguments keeps what SETITEMS and APPENDS give it.
+  std::string p = "cfoo\nBar\n(K\x07tR(K\x01K\x02u(K\x03" "e."s;
   Outcome o = Strict(p);
   EXPECT_EQ(o.message, "@ 0: refused global 'foo.Bar'");
   EXPECT_EQ(o.refused_global, "foo.Bar");
   o = Permissive(p);
   ASSERT_TRUE(o.ok) << o.message;
   EXPECT_EQ(o.value->kind, ValueKind::kObject);
+  EXPECT_TRUE(o.value->unknown_class);
   ASSERT_EQ(o.value->entries.size(), 1u);
   EXPECT_EQ(o.value->entries[0].second->integer, 2);
   ASSERT_EQ(o.value->items.size(), 1u);
+  // One made without arguments and filled by SETITEMS at once is a dict subclass: a dict
+  // keeping its class name (the default policy reads it so too).
+  for (PicklePolicy policy : {PicklePolicy::kDefault, PicklePolicy::kPermissive}) {
+    DataResolver r(policy);
+    o = Run("cfoo\nBar\n)R(K\x01K\x02u."s, r);
+    ASSERT_TRUE(o.ok) << o.message;
+    EXPECT_EQ(o.value->kind, ValueKind::kDict);
+    EXPECT_EQ(o.value->type_name, "foo.Bar");
+    EXPECT_FALSE(o.value->unknown_class);
+    ASSERT_EQ(o.value->entries.size(), 1u);
+  }
   // A strict resolver that itself makes objects (as a format resolver may) does not let the
   // file fill them.
   struct ObjectMaker : DataResolver {
@@ -282,7 +295,7 @@ TEST_F(Hostile, ObjectTargetsAreFilledOnlyWhenPermissive) {
   } maker;
   o = Run(p, maker);
   EXPECT_EQ(o.code, ErrorCode::kRefused);
-  EXPECT_EQ(o.message, "@ 16: SETITEMS onto a object 'foo.Bar': it has no __setitem__ for data");
+  EXPECT_EQ(o.message, "@ 19: SETITEMS onto a object 'foo.Bar': it has no __setitem__ for data");
 }
 
 // ---- structure ----
@@ -535,7 +548,7 @@ TEST_F(Hostile, RandomBytesAndMutationsNeverCrash) {
       }
     }
     for (bool permissive : {false, true}) {
-      DataResolver r(permissive);
+      DataResolver r(permissive ? PicklePolicy::kPermissive : PicklePolicy::kStrict);
       ValueArena arena;
       Unpickler u(reinterpret_cast<const uint8_t*>(p.data()), p.size(), arena, r);
       try {
@@ -590,7 +603,7 @@ TEST_F(Hostile, DerivedResolversExtendTheDataNames) {
 
 TEST_F(Hostile, ScanFindingsCarryTheErrorsOffset) {
   CheckReport report;
-  DataResolver r(true);
+  DataResolver r(PicklePolicy::kPermissive);
   const std::string p = "K\x01t.";  // TUPLE without a MARK, @ 2
   ScanPickle(report, "data.pkl", reinterpret_cast<const uint8_t*>(p.data()), p.size(), r);
   int found = 0;

@@ -18,7 +18,7 @@ namespace {
 // `storages` member made: inert values to a scanner.
 class LegacyTarResolver : public TorchResolver {
  public:
-  LegacyTarResolver() : TorchResolver(/*permissive=*/true) {}
+  LegacyTarResolver() : TorchResolver(PicklePolicy::kPermissive) {}
   Value* PersistentLoad(Value* pid, ValueArena& arena) override { return pid != nullptr ? pid : arena.None(); }
 };
 
@@ -132,7 +132,7 @@ bool IsStorageRecord(std::string_view name) {
 
 PickleScan ScanTorchPickle(CheckReport& report, const std::string& entry, const uint8_t* data, uint64_t size,
                            uint64_t base, bool legacy_ids) {
-  TorchResolver torch(/*permissive=*/true);
+  TorchResolver torch(PicklePolicy::kPermissive);
   torch.legacy_persistent_ids = legacy_ids;
   return ScanPickle(report, entry, data, size, torch, base);
 }

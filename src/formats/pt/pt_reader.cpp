@@ -9,6 +9,7 @@
 //   .data/serialization_id   40 digits
 // Legacy "1001" format: five pickles back to back (magic number, protocol 1001, sys_info, the
 // object, the sorted list of storage keys), then per key an int64 element count and the bytes.
+// The pickles are of whatever protocol torch.save was given (0 to 5; 2 by default).
 #include "formats/pt/pt_reader.h"
 
 #include <algorithm>
@@ -29,6 +30,9 @@ constexpr uint8_t kLegacyMagic[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 
 constexpr int64_t kLegacyProtocolVersion = 1001;
 // torch 1.13 reads zip file versions 1..10 (kMaxSupportedFileFormatVersion); torch.save writes 3.
 constexpr uint64_t kMaxPtFileVersion = 10;
+// The bytes the magic-number pickle may take: 23 as protocol 0/1 text ("L1195470371460388013L\n."),
+// 24 with protocol 4/5's FRAME; more room only lets a different first pickle be read in full.
+constexpr uint64_t kLegacyMagicWindow = 64;
 
 std::string ArchivePrefix(const ZipReader& zip) {
   if (zip.entries().empty()) Fail(ErrorCode::kCorrupt, "empty zip archive");
@@ -58,7 +62,7 @@ void CollectNamedTensors(Document& doc, TorchResolver& resolver) {
 
 Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
   // Where zip readers disagree, --permissive reads the archive as torch does and says so.
-  if (!options.permissive) zip.RefuseDisagreements();
+  if (options.pickle_policy != PicklePolicy::kPermissive) zip.RefuseDisagreements();
   const MappedFile* file = zip.shared_file().get();
   if (file == nullptr) Fail(ErrorCode::kUsage, "ReadPt: the archive is not a mapped file");
   // Entries the reader refuses on their own stay refusals, --permissive or not.
@@ -66,7 +70,7 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
   Document doc;
   for (const ZipProblem& p : zip.disagreements()) doc.warnings.push_back("zip readers disagree: " + p.message);
   for (const ZipProblem& p : zip.case_collisions()) {
-    if (!options.permissive) Fail(ErrorCode::kRefused, p.message);
+    if (options.pickle_policy != PicklePolicy::kPermissive) Fail(ErrorCode::kRefused, p.message);
     doc.warnings.push_back("zip readers disagree: " + p.message);
   }
   doc.format = "pt";
@@ -84,8 +88,8 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
   auto record = [&](std::string_view name) { return zip.FindIgnoringCase(prefix + "/" + std::string(name)); };
   for (std::string_view code_record : kTorchScriptRecords) {
     if (record(code_record)) {
-      Fail(ErrorCode::kRefused, "'" + prefix + "/" + std::string(code_record) +
-                                    "' present: a TorchScript/torch.package archive holds code, refused");
+      Fail(ErrorCode::kRefused, "'" + prefix + "/" + std::string(code_record) + "' present: " + TorchCodeArchiveKind(zip) +
+                                    " holds code, refused");
     }
   }
   auto text_record = [&](const std::string& name) -> std::optional<std::string> {
@@ -122,7 +126,7 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
   doc.properties.emplace_back("version", *version);
   if (auto id = text_record(".data/serialization_id")) doc.properties.emplace_back("serialization_id", *id);
 
-  TorchResolver resolver(options.permissive);
+  TorchResolver resolver(options.pickle_policy);
   resolver.byte_order = order;
   SharedBytes pickle = WithEntry(pkl->name, [&] { return zip.Read(*pkl); });
   Unpickler unpickler(pickle.data(), pickle.size(), *doc.arena, resolver);
@@ -161,7 +165,7 @@ Document ReadLegacyPt(std::shared_ptr<MappedFile> file, const ReadOptions& optio
   doc.path = file->path();
   doc.file_size = file->size();
   uint64_t offset = 0;
-  DataResolver plain(false);
+  DataResolver plain(PicklePolicy::kStrict);
   Value* magic = LoadPickleAt(*file, offset, *doc.arena, plain);
   if (magic->kind != ValueKind::kInt || magic->big_int.size() != 10 ||
       std::memcmp(magic->big_int.data(), kLegacyMagic, 10) != 0) {
@@ -177,7 +181,7 @@ Document ReadLegacyPt(std::shared_ptr<MappedFile> file, const ReadOptions& optio
     doc.warnings.push_back("sys_info says the writer was big-endian; torch reads these files as little-endian too");
   }
   doc.records.push_back({"pickle: magic, protocol, sys_info", 0, sys_info_offset, sys_info_offset, "pickle", 0});
-  TorchResolver resolver(options.permissive);
+  TorchResolver resolver(options.pickle_policy);
   resolver.legacy_persistent_ids = true;
   uint64_t object_offset = offset;
   int protocol = 0;
@@ -236,10 +240,20 @@ std::string TorchRecordName(std::string_view entry) {
   return rest;
 }
 
-bool IsLegacyPtMagic(std::string_view head) {
-  // PROTO n, LONG1 0x0a, then the 10 magic bytes.
-  return head.size() >= 14 && static_cast<uint8_t>(head[0]) == 0x80 && static_cast<uint8_t>(head[2]) == 0x8a &&
-         static_cast<uint8_t>(head[3]) == 0x0a && std::memcmp(head.data() + 4, kLegacyMagic, 10) == 0;
+bool IsLegacyPtStart(const uint8_t* data, uint64_t size) {
+  // Every protocol's spelling of the number starts with one of these opcodes: PROTO (2-5),
+  // LONG text (0, 1).
+  if (size < 3 || (data[0] != 0x80 && data[0] != 'L')) return false;
+  ValueArena arena;
+  DataResolver plain(PicklePolicy::kStrict);
+  Unpickler u(data, std::min(size, kLegacyMagicWindow), arena, plain);
+  try {
+    const Value* magic = u.Load();
+    return magic->kind == ValueKind::kInt && magic->big_int.size() == sizeof kLegacyMagic &&
+           std::memcmp(magic->big_int.data(), kLegacyMagic, sizeof kLegacyMagic) == 0;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 bool IsTorchScriptRecord(std::string_view record) {
@@ -249,7 +263,38 @@ bool IsTorchScriptRecord(std::string_view record) {
 }
 
 bool IsTorchScriptCodeRecord(std::string_view record) {
-  return IsTorchScriptRecord(record) || record.starts_with("code/");
+  return IsTorchScriptRecord(record) || record.starts_with("code/") || record.starts_with("libs/") ||
+         record.starts_with("tensors/");
+}
+
+std::string TorchCodeArchiveKind(const ZipReader& zip) {
+  bool has[std::size(kTorchScriptRecords)] = {};
+  std::vector<std::string_view> names;
+  for (const auto& e : zip.entries()) names.push_back(e.name);
+  for (const auto& r : zip.refused_entries()) names.push_back(r.entry);
+  for (std::string_view name : names) {
+    const std::string rest = TorchRecordName(name);
+    for (size_t i = 0; i < std::size(kTorchScriptRecords); ++i) has[i] |= rest == kTorchScriptRecords[i];
+  }
+  auto present = [&](std::string_view record) {
+    for (size_t i = 0; i < std::size(kTorchScriptRecords); ++i)
+      if (kTorchScriptRecords[i] == record) return has[i];
+    return false;
+  };
+  if (present(".data/extern_modules")) return "a torch.package archive (.data/extern_modules, pickled code)";
+  if (present("bytecode.pkl")) return "a TorchScript mobile archive (bytecode.pkl, for the lite interpreter)";
+  if (present("model.json") || present("attributes.pkl")) {
+    return "a TorchScript archive of torch 1.0-1.2 (model.json, attributes.pkl, tensors/)";
+  }
+  if (present("constants.pkl")) return "a TorchScript archive (constants.pkl, code/)";
+  if (present(".data/version")) return "a TorchScript archive (.data/version)";
+  return "a TorchScript/torch.package archive";
+}
+
+std::string TorchCodeFileKind(std::string_view head) {
+  if (head.size() >= 8 && head.substr(4, 4) == "PTMF") return "a TorchScript mobile archive (flatbuffer, 'PTMF')";
+  if (head.starts_with("PYTORCH1")) return "a TorchScript archive of the 1.0 preview ('PYTORCH1')";
+  return {};
 }
 
 Format TorchZipFormat(const ZipReader& zip) {
@@ -266,9 +311,8 @@ Format TorchZipFormat(const ZipReader& zip) {
 }
 
 Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
-  std::string_view head(reinterpret_cast<const char*>(file->data()), std::min<uint64_t>(file->size(), 64));
-  if (IsLegacyPtMagic(head)) return ReadLegacyPt(std::move(file), options);
-  ZipReader zip(std::move(file), options.permissive ? ZipDisagreement::kReport : ZipDisagreement::kRefuse);
+  if (IsLegacyPtStart(file->data(), file->size())) return ReadLegacyPt(std::move(file), options);
+  ZipReader zip(std::move(file), options.pickle_policy == PicklePolicy::kPermissive ? ZipDisagreement::kReport : ZipDisagreement::kRefuse);
   return ReadZipPt(zip, options);
 }
 

@@ -18,19 +18,33 @@ namespace trove {
 class ZipReader;
 
 // Records whose presence makes a torch zip a TorchScript/torch.package archive (code, not data),
-// as TorchRecordName spells them.
-inline constexpr std::string_view kTorchScriptRecords[] = {"constants.pkl", "bytecode.pkl", ".data/version"};
+// as TorchRecordName spells them: TorchScript since torch 1.3 (constants.pkl), its mobile form
+// (bytecode.pkl), writers of version 6 and later (.data/version), TorchScript of torch 1.0-1.2
+// (model.json, attributes.pkl) and torch.package (.data/extern_modules).
+inline constexpr std::string_view kTorchScriptRecords[] = {"constants.pkl",  "bytecode.pkl",  ".data/version",
+                                                           "model.json",     "attributes.pkl", ".data/extern_modules"};
 bool IsTorchScriptRecord(std::string_view record);
 // The scan's wider view: those records and every record under code/ (TorchScript's source),
-// each a sign the archive carries code. Detection and ReadPt use IsTorchScriptRecord only.
+// libs/ (torch 1.0's) or tensors/ (torch 1.0-1.2's tensors), each a sign the archive carries
+// code. Detection and ReadPt use IsTorchScriptRecord only.
 bool IsTorchScriptCodeRecord(std::string_view record);
 // kTorchScript when the archive holds code records, kPt when it holds a data.pkl, else kUnknown.
 Format TorchZipFormat(const ZipReader& zip);
+// Which code archive a kTorchScript zip is, by the records that say so ("torch.package archive
+// (.data/extern_modules)", "TorchScript archive of torch 1.0-1.2 (model.json, attributes.pkl,
+// tensors/)", ...), for the error that refuses it.
+std::string TorchCodeArchiveKind(const ZipReader& zip);
+// The same for a file that is not a zip: TorchScript's mobile flatbuffer ("PTMF" at byte 4) and
+// the 1.0 preview's container ("PYTORCH1" at byte 0); empty for anything else.
+std::string TorchCodeFileKind(std::string_view head);
 // The record name torch would match an entry name with: the part after the top folder, ASCII
 // lowercased (torch looks names up ignoring case).
 std::string TorchRecordName(std::string_view entry);
-// The legacy format's first pickle: PROTO n, LONG1 10 bytes of torch's magic number.
-bool IsLegacyPtMagic(std::string_view head);
+// True when the file's first pickle (of any protocol, 0 to 5) is torch's legacy magic number
+// 0x1950a86a20f9469cfc6c, as every non-zip torch.save file starts: read by structure with the
+// data-only unpickler, not matched as bytes (protocol 0 and 1 spell the number as text, 4 and 5
+// put a FRAME first).
+bool IsLegacyPtStart(const uint8_t* data, uint64_t size);
 
 Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options);
 // A zip archive already parsed (ZipDisagreement::kReport or kRefuse) over a mapped file: what

@@ -16,6 +16,7 @@
 
 #include "core/progress.h"
 #include "formats/pt/torch_resolver.h"
+#include "pickle/global_class.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
 #include "trove/pickler.h"
@@ -50,7 +51,7 @@ std::string ArchiveName(const std::string& path) {
 // spelled out only when needed: a deep tree costs memory linear in its nodes, not their depth.
 class PlainTorchData {
  public:
-  explicit PlainTorchData(ValueArena& arena) : arena_(arena) {}
+  PlainTorchData(ValueArena& arena, bool keep_unknown) : arena_(arena), keep_unknown_(keep_unknown) {}
 
   Value* Convert(const Value* root) {
     links_.push_back({kNoLink, ""});
@@ -68,10 +69,31 @@ class PlainTorchData {
         if (pending_.count(c)) work.push_back({c, links_.size() - 1});
         return mapped;
       };
-      if (src->kind == ValueKind::kDict) {
-        for (const auto& [k, v] : src->entries)
-          dst->entries.push_back({child(k, "(key)"), child(v, EncodeKeyComponent(KeyComponentText(*k)))});
-        if (src->state && dst->type_name == "collections.OrderedDict") dst->state = child(src->state, "(attributes)");
+      auto entries = [&](Value* into) {
+        const std::vector<std::string> components =
+            HasNonStrKeys(*src) ? DictKeyComponents(*src) : std::vector<std::string>{};
+        for (size_t i = 0; i < src->entries.size(); ++i) {
+          const auto& [k, v] = src->entries[i];
+          into->entries.push_back({child(k, "(key)"), child(v, components.empty() ? EncodeKeyComponent(k->text) : components[i])});
+        }
+      };
+      if (src->kind == ValueKind::kDict && dst->kind == ValueKind::kDict) {
+        entries(dst);
+        // Attributes: an OrderedDict's (a state_dict's _metadata) and a dict subclass's; the
+        // plain dict a tensordict level becomes has none.
+        if (src->state && dst->type_name != "dict") dst->state = child(src->state, "(attributes)");
+        if (src->args && dst->type_name != "dict") dst->args = child(src->args, "");
+      } else if (src->kind == ValueKind::kDict) {
+        // argparse.Namespace: an object whose attributes are the dict's entries (see Map).
+        dst->state = arena_.Dict();
+        entries(dst->state);
+      } else if (src->kind == ValueKind::kObject) {
+        // As read: its arguments, state, entries and items (an object is looked through: no
+        // component of its own).
+        if (src->args) dst->args = child(src->args, "");
+        if (src->state) dst->state = child(src->state, "");
+        entries(dst);
+        for (size_t i = 0; i < src->items.size(); ++i) dst->items.push_back(child(src->items[i], std::to_string(i)));
       } else if (src->kind == ValueKind::kList || src->kind == ValueKind::kTuple || src->kind == ValueKind::kSet ||
                  src->kind == ValueKind::kFrozenSet) {
         for (size_t i = 0; i < src->items.size(); ++i) dst->items.push_back(child(src->items[i], std::to_string(i)));
@@ -90,7 +112,7 @@ class PlainTorchData {
   std::string PathOf(size_t link) const {
     std::vector<const std::string*> parts;
     for (size_t l = link; l != kNoLink && links_[l].parent != kNoLink; l = links_[l].parent) {
-      parts.push_back(&links_[l].component);
+      if (!links_[l].component.empty()) parts.push_back(&links_[l].component);  // "": looked through
     }
     std::string path;
     for (size_t i = parts.size(); i-- > 0;) {
@@ -121,15 +143,33 @@ class PlainTorchData {
     const Value* s = src;
     Value* d = nullptr;
     switch (s->kind) {
-      case ValueKind::kObject:
-        Fail(ErrorCode::kUnsupported, "'" + PathOf(link) + "': a " + s->type_name + " object cannot be written to a .pt file");
+      case ValueKind::kObject: {
+        if (s->unknown_class && !keep_unknown_) {
+          Fail(ErrorCode::kUnsupported, "'" + PathOf(link) + "': an object of class '" + s->type_name +
+                                            "', which trove does not know (--keep-unknown writes it back as it was read)");
+        }
+        if (s->unknown_class && ClassifyGlobal(s->type_name).klass != GlobalClass::kUnknown) {
+          Fail(ErrorCode::kRefused, "'" + PathOf(link) + "': an object of class '" + s->type_name +
+                                        "', a dangerous name (read only under --permissive): not written");
+        }
+        if (!s->unknown_class && !IsDataName(s->type_name)) {
+          Fail(ErrorCode::kUnsupported, "'" + PathOf(link) + "': a " + s->type_name + " object cannot be written to a .pt file");
+        }
+        d = arena_.Object(s->type_name, nullptr);
+        d->new_object = s->new_object;
+        d->unknown_class = s->unknown_class;
+        pending_.insert(src);
+        break;
+      }
       case ValueKind::kGlobal: {
-        size_t dot = s->type_name.rfind('.');
-        bool allowed = false;
-        TorchResolver check(/*permissive=*/true);
-        ValueArena scratch;
-        if (dot != std::string::npos) check.Global(s->type_name.substr(0, dot), s->type_name.substr(dot + 1), allowed, scratch);
-        if (!allowed) Fail(ErrorCode::kRefused, "'" + PathOf(link) + "': the name '" + s->type_name + "' is not in trove's allowlist");
+        // A name (a class or function the file refers to, never called) is data; a dangerous
+        // one (only a permissive read keeps it) is not written.
+        const GlobalVerdict verdict = ClassifyGlobal(s->type_name);
+        if (!IsDataName(s->type_name) && verdict.klass != GlobalClass::kUnknown) {
+          Fail(ErrorCode::kRefused, "'" + PathOf(link) + "': the name '" + s->type_name + "' resolves to " +
+                                        verdict.target + " (" + std::string(GlobalClassName(verdict.klass)) +
+                                        "): not written");
+        }
         d = arena_.Global(s->type_name);
         break;
       }
@@ -139,8 +179,19 @@ class PlainTorchData {
         tensor_links_.emplace(d, link);
         break;
       case ValueKind::kDict: {
-        std::string cls = s->type_name == "collections.OrderedDict" || s->type_name == "collections.Counter" ? s->type_name : "dict";
-        d = arena_.Dict(cls);
+        const std::string& cls = s->type_name;
+        if (cls == "collections.OrderedDict" || cls == "collections.Counter") {
+          d = arena_.Dict(cls);
+        } else if (cls.empty() || cls == "dict" || cls.find(':') != std::string::npos) {
+          d = arena_.Dict();  // tensordict's levels are dicts to torch
+        } else if (cls == "argparse.Namespace") {
+          d = arena_.Object(cls, nullptr);  // Namespace() and BUILD of its attributes, as pickle writes it
+          d->new_object = true;
+        } else {
+          // defaultdict, a dict subclass of the file's: that class, made as it was (the pickler).
+          d = arena_.Dict(cls);
+          d->new_object = s->new_object;
+        }
         pending_.insert(src);
         break;
       }
@@ -163,7 +214,19 @@ class PlainTorchData {
   std::string PathOfTensor(const Value* node) const { return PathOf(tensor_links_.at(node)); }
 
  private:
+  // A name torch's data allowlist knows (what a weights-only reader gives a meaning).
+  static bool IsDataName(const std::string& dotted) {
+    const size_t dot = dotted.rfind('.');
+    if (dot == std::string::npos) return false;
+    bool allowed = false;
+    TorchResolver check(PicklePolicy::kPermissive);
+    ValueArena scratch;
+    check.Global(dotted.substr(0, dot), dotted.substr(dot + 1), allowed, scratch);
+    return allowed;
+  }
+
   ValueArena& arena_;
+  bool keep_unknown_;
   std::vector<Link> links_;  // [0] is the root
   std::unordered_map<const Value*, Value*> copies_;
   std::unordered_set<const Value*> pending_;
@@ -175,7 +238,7 @@ bool NeedsV3(DType d) { return Info(d).storage_class.empty(); }
 
 void WritePt(const Document& doc, const std::string& path, const PtWriteOptions& options) {
   ValueArena arena;
-  PlainTorchData plain(arena);
+  PlainTorchData plain(arena, options.keep_unknown);
   Value* root = doc.root ? plain.Convert(doc.root) : arena.None();
 
   // Which views may share one record: all views of a source storage with one dtype, a whole
@@ -221,6 +284,14 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
   std::unordered_map<const Value*, Value*> storage_pid;  // placeholder node -> persistent id
 
   Pickler pickler([&](const Value& node) -> std::optional<PickleOverride> {
+    if (node.kind == ValueKind::kTuple && node.type_name == "torch.Size") {
+      // torch.Size((d0, d1, ...)), as torch pickles a Size.
+      PickleOverride o;
+      o.module = "torch";
+      o.name = "Size";
+      o.args = arena.Tuple({arena.Tuple(node.items)});
+      return o;
+    }
     if (node.kind == ValueKind::kObject && node.type_name == "<storage-ref>") {
       PickleOverride o;
       o.persistent_id = storage_pid.at(&node);

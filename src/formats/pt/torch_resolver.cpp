@@ -12,6 +12,11 @@ namespace {
 constexpr std::string_view kStorageHandle = "<storage>";
 
 constexpr std::string_view kRebuildFromType = "torch._tensor._rebuild_from_type_v2";
+// torch.__version__: a str subclass Lightning and others save in hyperparameters.
+constexpr std::string_view kTorchVersion = "torch.torch_version.TorchVersion";
+// torch.Tensor() then BUILD with (storage, offset, size, stride): how tensors pickled before
+// _rebuild_tensor_v2 (and Variables, with a 5-tuple holding the tensor) are spelled.
+constexpr std::string_view kLegacyTensor = "torch.Tensor";
 // torch writes _rebuild_from_type_v2 once around a tensor subclass's own rebuild call; a few
 // layers leave room for wrappers of wrappers. Longer chains come only from crafted files, and
 // each REDUCE of a memo-shared chain would otherwise walk it again.
@@ -55,9 +60,12 @@ bool IsBool(const Value* v) { return v != nullptr && v->kind == ValueKind::kBool
 
 }  // namespace
 
-Value* TorchResolver::Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) {
+namespace {
+
+// The node name of a torch name with a data meaning (storage classes of torch.cuda are torch's),
+// or nullopt.
+std::optional<std::string> TorchDataName(const std::string& module, const std::string& name) {
   const std::string dotted = module + "." + name;
-  allowed = true;
   if (module == "torch._utils") {
     static const char* const kRebuild[] = {
         "_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_parameter",
@@ -66,43 +74,77 @@ Value* TorchResolver::Global(const std::string& module, const std::string& name,
         "_rebuild_device_tensor_from_cpu_tensor", "_rebuild_device_tensor_from_numpy", "_rebuild_nested_tensor",
         "_rebuild_xla_tensor"};
     for (const char* fn : kRebuild)
-      if (name == fn) return arena.Global(dotted);
+      if (name == fn) return dotted;
   }
-  if (dotted == kRebuildFromType || dotted == "torch.Size" || dotted == "torch.device" ||
-      dotted == "torch.Tensor" || dotted == "torch.nn.parameter.Parameter" ||
+  if (dotted == kRebuildFromType || dotted == kTorchVersion || dotted == "torch.Size" || dotted == "torch.device" ||
+      dotted == kLegacyTensor || dotted == "torch.nn.parameter.Parameter" ||
       dotted == "torch.serialization._get_layout" || dotted == "torch.storage.UntypedStorage" ||
       dotted == "torch.storage.TypedStorage") {
-    return arena.Global(dotted);
+    return dotted;
   }
   if (module == "torch" || module == "torch.cuda") {
-    if (name.size() > 7 && name.ends_with("Storage") && DTypeFromStorageClass(name)) return arena.Global("torch." + name);
-    if (DTypeFromName(name) && DTypeFromTorchString("torch." + name)) return arena.Global(dotted);
+    if (name.size() > 7 && name.ends_with("Storage") && DTypeFromStorageClass(name)) return "torch." + name;
+    if (DTypeFromName(name) && DTypeFromTorchString("torch." + name)) return dotted;
     static const char* const kOtherNames[] = {
         "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine", "per_channel_symmetric",
         "per_channel_affine_float_qparams", "int1", "int2", "int3", "int4", "int5", "int6", "int7", "uint1", "uint2",
         "uint3", "uint4", "uint5", "uint6", "uint7", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
         "sparse_bsc", "strided"};
     for (const char* n : kOtherNames)
-      if (name == n) return arena.Global(dotted);
+      if (name == n) return dotted;
     // Legacy tensor classes (torch.FloatTensor, torch.cuda.HalfTensor): names only.
     if (name.ends_with("Tensor") && name.size() > 6 && name != "Tensor") {
       std::string stem = name.substr(0, name.size() - 6);
-      if (DTypeFromStorageClass(stem + "Storage")) return arena.Global(dotted);
+      if (DTypeFromStorageClass(stem + "Storage")) return dotted;
     }
+  }
+  return std::nullopt;
+}
+
+bool IsTorchDataName(const Value* v) {
+  if (v == nullptr || v->kind != ValueKind::kGlobal) return false;
+  const size_t dot = v->type_name.rfind('.');
+  return dot != std::string::npos && TorchDataName(v->type_name.substr(0, dot), v->type_name.substr(dot + 1));
+}
+
+}  // namespace
+
+Value* TorchResolver::Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) {
+  if (std::optional<std::string> node = TorchDataName(module, name)) {
+    allowed = true;
+    return arena.Global(std::move(*node));
   }
   return DataResolver::Global(module, name, allowed, arena);
 }
 
+Value* TorchResolver::NewObject(Value* cls, Value* args, ValueArena& arena) {
+  // cls.__new__ of torch's data classes is what calling them makes (TorchVersion's string).
+  if (IsTorchDataName(cls)) return Call(cls, args, arena);
+  return DataResolver::NewObject(cls, args, arena);
+}
+
 Value* TorchResolver::PersistentLoad(Value* pid, ValueArena& arena) {
   const std::string fn = "persistent id";
+  if (pid != nullptr && pid->kind == ValueKind::kStr) {
+    // Protocol 0's PERSID is a line of text: torch.save(pickle_protocol=0) writes its tuples'
+    // repr there, which torch.load cannot read back either.
+    Bad(fn, "is a line of text ('" + pid->text.substr(0, 60) + (pid->text.size() > 60 ? "...'" : "'") +
+                "), as torch.save with pickle protocol 0 writes storages: torch.load cannot read it either");
+  }
   if (pid == nullptr || pid->kind != ValueKind::kTuple) Bad(fn, "is not a tuple");
   const auto& t = pid->items;
-  if (t.empty() || !(t[0]->kind == ValueKind::kStr || t[0]->kind == ValueKind::kBytes) || t[0]->text != "storage") {
-    if (!t.empty() && t[0]->text == "module") {
-      Fail(ErrorCode::kRefused, "persistent id 'module' (a pickled nn.Module class with its source) refused");
-    }
-    Bad(fn, "first element is not 'storage'");
+  auto text_is = [](const Value* v, std::string_view s) {
+    return (v->kind == ValueKind::kStr || v->kind == ValueKind::kBytes) && v->text == s;
+  };
+  if (!t.empty() && text_is(t[0], "module")) {
+    // ('module', cls, source file, source): a whole nn.Module pickled by the legacy format; torch
+    // checks the source against the installed class and gives the class. So does trove (the
+    // source is kept nowhere: it is text, never run).
+    if (!legacy_persistent_ids) Bad(fn, "'module' appears only in legacy (non-zip) files");
+    if (t.size() != 4 || t[1]->kind != ValueKind::kGlobal) Bad(fn, "'module' is not (module, class, file, source)");
+    return t[1];
   }
+  if (t.empty() || !text_is(t[0], "storage")) Bad(fn, "first element is not 'storage'");
   const size_t expected = legacy_persistent_ids ? 6 : 5;
   if (t.size() != expected) {
     Bad(fn, "has " + std::to_string(t.size()) + " elements, expected " + std::to_string(expected));
@@ -117,21 +159,22 @@ Value* TorchResolver::PersistentLoad(Value* pid, ValueArena& arena) {
     dtype = DTypeFromStorageClass(n.substr(dot + 1));
     if (!dtype) Fail(ErrorCode::kRefused, "unknown storage class '" + cls->type_name + "'");
   }
-  if (t[2]->kind != ValueKind::kStr) Bad(fn, "storage key is not a string");
-  const std::string& key = t[2]->text;
-  if (key.empty() || key.find('/') != std::string::npos || key.find('\\') != std::string::npos || key == "." ||
-      key == ".." || key.find('\0') != std::string::npos) {
-    Fail(ErrorCode::kRefused, "storage key '" + key + "' is not a plain record name");
-  }
+  auto plain_key = [&](const Value* v, const char* what) -> const std::string& {
+    if (v->kind != ValueKind::kStr) Bad(fn, std::string(what) + " is not a string");
+    const std::string& key = v->text;
+    if (key.empty() || key.find('/') != std::string::npos || key.find('\\') != std::string::npos || key == "." ||
+        key == ".." || key.find('\0') != std::string::npos) {
+      Fail(ErrorCode::kRefused, std::string(what) + " '" + key + "' is not a plain record name");
+    }
+    return key;
+  };
+  const std::string& key = plain_key(t[2], "storage key");
   std::string location = t[3]->kind == ValueKind::kStr ? t[3]->text : "";
   int64_t numel = IntArg(t[4], fn, "storage size");
   if (numel < 0) Bad(fn, "negative storage size");
   uint64_t esize = dtype ? ElementSize(*dtype) : 1;
   uint64_t nbytes = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(numel), esize, &nbytes)) Bad(fn, "storage size overflows");
-  if (legacy_persistent_ids && t[5]->kind != ValueKind::kNone) {
-    Fail(ErrorCode::kUnsupported, "storage view metadata (torch < 0.4 storage views) is not supported");
-  }
   size_t index;
   auto it = storage_by_key_.find(key);
   if (it != storage_by_key_.end()) {
@@ -145,8 +188,31 @@ Value* TorchResolver::PersistentLoad(Value* pid, ValueArena& arena) {
     storages_.push_back(TorchStorage{key, dtype, location, nbytes, {}, false});
     storage_by_key_.emplace(key, index);
   }
+  StorageRef ref{index, 0, -1};
+  if (legacy_persistent_ids && t[5]->kind != ValueKind::kNone) {
+    // torch < 0.4: (view key, offset, size) in elements, a window of the root storage that
+    // tensors are made against (torch: storage[offset:offset + size]).
+    const Value* view = t[5];
+    if (view->kind != ValueKind::kTuple || view->items.size() != 3) Bad(fn, "storage view is not (key, offset, size)");
+    const std::string& view_key = plain_key(view->items[0], "storage view key");
+    const int64_t offset = IntArg(view->items[1], fn, "storage view offset");
+    const int64_t size = IntArg(view->items[2], fn, "storage view size");
+    if (offset < 0 || size < 0 || offset > numel || size > numel - offset) {
+      Bad(fn, "storage view [" + std::to_string(offset) + ", +" + std::to_string(size) + ") lies outside storage '" + key +
+                  "' of " + std::to_string(numel) + " elements");
+    }
+    ref = StorageRef{index, offset, size};
+    auto [at, fresh] = view_by_key_.emplace(view_key, refs_.size());
+    if (!fresh) {
+      const StorageRef& known = refs_[at->second];
+      if (known.storage != index || known.offset != offset || known.numel != size) {
+        Fail(ErrorCode::kRefused, "storage view '" + view_key + "' is referenced as two different windows");
+      }
+    }
+  }
+  refs_.push_back(ref);
   Value* handle = arena.Object(std::string(kStorageHandle), pid);
-  handle->integer = static_cast<int64_t>(index);
+  handle->integer = static_cast<int64_t>(refs_.size() - 1);
   return handle;
 }
 
@@ -155,7 +221,8 @@ Value* TorchResolver::MakeTensor(Value* storage, Value* offset, Value* size, Val
   const std::string fn = fn_name;
   if (storage == nullptr || storage->kind != ValueKind::kObject || storage->type_name != kStorageHandle)
     Bad(fn, "first argument is not a storage");
-  const TorchStorage& s = storages_[static_cast<size_t>(storage->integer)];
+  const StorageRef& ref = refs_[static_cast<size_t>(storage->integer)];
+  const TorchStorage& s = storages_[ref.storage];
   if (!dtype) dtype = s.dtype;
   if (!dtype) Bad(fn, "untyped storage without a dtype");
   if (s.dtype && *s.dtype != *dtype) Bad(fn, "storage type differs from the tensor's dtype");
@@ -164,7 +231,25 @@ Value* TorchResolver::MakeTensor(Value* storage, Value* offset, Value* size, Val
   view.storage_offset = IntArg(offset, fn, "storage offset");
   view.shape = IntTuple(size, fn, "size");
   view.strides = IntTuple(stride, fn, "stride");
-  view.storage_index = storage->integer;
+  if (ref.numel >= 0) {
+    // A view of a storage window: its elements must lie in the window, and it is a view of the
+    // root storage `ref.offset` elements further on.
+    int64_t last = view.storage_offset;
+    bool empty = false;
+    for (size_t i = 0; i < view.shape.size(); ++i) {
+      if (view.shape[i] == 0) empty = true;
+      int64_t span = 0;
+      if (view.shape[i] > 0 && (__builtin_mul_overflow(view.shape[i] - 1, view.strides[i], &span) ||
+                                __builtin_add_overflow(last, span, &last))) {
+        Bad(fn, "view extent overflows");
+      }
+    }
+    if (view.storage_offset < 0 || (!empty && last >= ref.numel)) {
+      Bad(fn, "tensor reaches past its storage view (" + std::to_string(ref.numel) + " elements)");
+    }
+    if (__builtin_add_overflow(view.storage_offset, ref.offset, &view.storage_offset)) Bad(fn, "storage offset overflows");
+  }
+  view.storage_index = static_cast<int64_t>(ref.storage);
   view.storage_key = "data/" + s.key;
   Value* node = arena.Tensor(std::move(view));
   views_.push_back(node->tensor);
@@ -257,6 +342,15 @@ Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
     }
     return inner;
   }
+  if (fn == kLegacyTensor) {
+    // torch.Tensor(): an empty tensor its BUILD fills (see Build); a data object until then.
+    return arena.Object(std::string(kLegacyTensor), args);
+  }
+  if (fn == kTorchVersion) {
+    const auto& a = Args(args, fn);
+    if (a.size() != 1 || a[0]->kind != ValueKind::kStr) Bad(fn, "is not made of one string");
+    return a[0];
+  }
   if (fn == "torch._utils._rebuild_device_tensor_from_cpu_tensor") {
     const auto& a = Args(args, fn);
     if (a.empty() || a[0]->kind != ValueKind::kTensor) Bad(fn, "first argument is not a tensor");
@@ -287,6 +381,29 @@ Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
 }
 
 Value* TorchResolver::Build(Value* object, Value* state, ValueArena& arena) {
+  if (object != nullptr && object->kind == ValueKind::kObject && object->type_name == kLegacyTensor &&
+      !object->unknown_class && state->kind == ValueKind::kTuple) {
+    // torch.Tensor.__setstate__: (storage, offset, size, stride) is set_(...); a Variable's
+    // (data, _, backward_hooks, requires_grad, _) is that tensor. The node becomes the tensor in
+    // place, so memo references to it see it.
+    const std::string fn = "torch.Tensor state";
+    const auto& a = state->items;
+    Value* t = nullptr;
+    if (a.size() == 4) {
+      t = MakeTensor(a[0], a[1], a[2], a[3], std::nullopt, arena, fn.c_str());
+    } else if (a.size() == 5 && a[0]->kind == ValueKind::kTensor && IsBool(a[3])) {
+      t = arena.Tensor(*a[0]->tensor);
+      views_.push_back(t->tensor);
+      t->tensor->requires_grad = a[3]->boolean;
+    } else {
+      Bad(fn, "is neither (storage, offset, size, stride) nor a Variable's (data, _, hooks, requires_grad, _)");
+    }
+    object->kind = ValueKind::kTensor;
+    object->tensor = t->tensor;
+    object->type_name.clear();
+    object->args = nullptr;
+    return object;
+  }
   if (object != nullptr && object->kind == ValueKind::kTensor) {
     // Parameter.__setstate__ / tensor subclasses' Python attributes: kept, never applied.
     object->state = state;

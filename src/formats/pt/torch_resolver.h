@@ -1,12 +1,16 @@
 // formats/pt/torch_resolver.h: what the names in a torch.save pickle mean, as data.
 //
 // TorchResolver extends the plain-data resolver with the allowlist of torch names that have a
-// known data meaning (the names torch.save writes; docs/security.md, "What trove reads"): the _rebuild_* functions become
-// TensorView nodes, storage classes and dtypes become global nodes, torch.Size a tuple,
-// torch.device an inert object. Persistent ids become storage handles; tensor views are made
-// against them and get their bytes in Finish(), once the container has supplied every storage
-// (the legacy format stores them after the pickles). Anything else is refused (or, permissive,
-// an inert object). Nothing is ever imported or called. One resolver per file, single thread.
+// known data meaning (the names torch.save writes; docs/security.md, "Three classes of globals"):
+// the _rebuild_* functions become TensorView nodes (so do torch.Tensor() + BUILD of its legacy
+// (storage, offset, size, stride) state), storage classes and dtypes become global nodes,
+// torch.Size a tuple whose type_name is "torch.Size", torch.torch_version.TorchVersion its
+// string, torch.device a data object. Persistent ids become storage handles (in legacy files
+// also views of a storage, as torch < 0.4 wrote them, and ('module', cls, ...) for a whole
+// pickled nn.Module: the class); tensor views are made against them and get their bytes in
+// Finish(), once the container has supplied every storage (the legacy format stores them after
+// the pickles). Other names follow the policy (trove/unpickler.h). Nothing is ever imported or
+// called. One resolver per file, single thread.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +37,11 @@ struct TorchStorage {
 
 class TorchResolver : public DataResolver {
  public:
-  explicit TorchResolver(bool permissive) : DataResolver(permissive) {}
+  explicit TorchResolver(PicklePolicy policy) : DataResolver(policy) {}
 
   Value* Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) override;
   Value* Call(Value* callable, Value* args, ValueArena& arena) override;
+  Value* NewObject(Value* cls, Value* args, ValueArena& arena) override;
   Value* Build(Value* object, Value* state, ValueArena& arena) override;
   Value* PersistentLoad(Value* pid, ValueArena& arena) override;
 
@@ -49,8 +54,17 @@ class TorchResolver : public DataResolver {
  private:
   Value* MakeTensor(Value* storage, Value* offset, Value* size, Value* stride, std::optional<DType> dtype,
                     ValueArena& arena, const char* fn);
+  // What a storage handle refers to: a storage, or (legacy files of torch < 0.4) a window of one,
+  // in elements.
+  struct StorageRef {
+    size_t storage;
+    int64_t offset = 0;
+    int64_t numel = -1;  // -1: the whole storage
+  };
   std::vector<TorchStorage> storages_;
+  std::vector<StorageRef> refs_;
   std::map<std::string, size_t> storage_by_key_;
+  std::map<std::string, size_t> view_by_key_;  // legacy storage views: view key -> refs_ index
   std::vector<TensorView*> views_;  // every view made, to receive its bytes in Finish()
 };
 

@@ -26,7 +26,9 @@ Document ReadShard(const std::string& path, const ReadOptions& options) {
   return WithFile(path, [&] {
     auto file = MappedFile::Open(path);
     std::string_view head(reinterpret_cast<const char*>(file->data()), std::min<uint64_t>(file->size(), 64));
-    if (head.starts_with(std::string_view("PK\x03\x04", 4)) || IsLegacyPtMagic(head)) return ReadPt(file, options);
+    if (head.starts_with(std::string_view("PK\x03\x04", 4)) || IsLegacyPtStart(file->data(), file->size())) {
+      return ReadPt(file, options);
+    }
     if (LooksLikeSafetensors(head, file->size()) || path.ends_with(".safetensors")) return ReadSafetensors(file, options);
     Fail(ErrorCode::kUnsupported, "not a .safetensors or torch.save shard");
   });

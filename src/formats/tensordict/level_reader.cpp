@@ -385,7 +385,7 @@ class LevelReader {
       return marker;
     }
     return WithContext(where, [&] {
-      DataResolver resolver(options_.permissive);
+      DataResolver resolver(options_.pickle_policy);
       Unpickler unpickler(bytes.data(), bytes.size(), arena_, resolver);
       return unpickler.Load();
     });

@@ -30,7 +30,7 @@ void ScanSidecar(CheckReport& report, const std::string& entry, const SharedByte
   report.Add(Severity::kMedium, entry, 0,
                              "pickled sidecar (" + std::to_string(bytes.size()) +
                                  " bytes): tensordict unpickles it on load; trove reads it only as data with allow_pickle");
-  DataResolver plain(/*permissive=*/true);
+  DataResolver plain(PicklePolicy::kPermissive);
   ScanPickle(report, entry, bytes.data(), bytes.size(), plain);
 }
 
