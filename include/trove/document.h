@@ -129,7 +129,8 @@ std::vector<NamedTensor> CollectTensors(const Value* root);
 const Value* StandsFor(const Value& node);
 
 // The same walk, calling fn(key path, leaf) for every tensor and every scalar (None, bool, int,
-// float, complex, str, bytes, global) and for sets (as one leaf), in tree order. A wrapper that
+// float, complex, str, bytes, global) and for sets and torch.Size tuples (each as one leaf), in
+// tree order. A wrapper that
 // stands for a value (see StandsFor) is walked as that value.
 void ForEachLeaf(const Value* root, const std::function<void(const std::string& path, const Value& leaf)>& fn);
 

@@ -681,18 +681,32 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
         Json j{{"path", r.path}, {"format", r.format}, {"findings", Json::array()}, {"globals", Json::array()}};
         for (const auto& f : r.findings) j["findings"].push_back(FindingJson(f));
         for (const auto& g : r.globals) {
-          j["globals"].push_back({{"entry", g.entry}, {"name", g.name}, {"offset", g.offset}, {"allowed", g.allowed}});
+          j["globals"].push_back({{"entry", g.entry},
+                                  {"name", g.name},
+                                  {"offset", g.offset},
+                                  {"allowed", g.allowed},
+                                  {"class", g.policy_class}});
         }
         all.push_back(std::move(j));
       } else {
         for (const auto& f : r.findings) std::cout << FindingText(r.path, f) << '\n';
         size_t allowed = 0, notes = 0;
-        for (const auto& g : r.globals) allowed += g.allowed;
+        std::map<std::string, size_t> classes;  // as the default read policy takes them
+        for (const auto& g : r.globals) {
+          allowed += g.allowed;
+          ++classes[g.policy_class];
+        }
         // Informational notes (how torch.save writes every record, say) are listed, not counted.
         for (const auto& f : r.findings) notes += f.severity == Severity::kInfo;
+        std::string by_class;
+        for (const char* c : {"data", "name", "unknown", "dangerous"}) {
+          if (classes[c]) by_class += (by_class.empty() ? " (" : ", ") + std::to_string(classes[c]) + " " + c;
+        }
+        if (!by_class.empty()) by_class += ")";
         std::cout << r.path << ": " << r.format << ", " << (r.findings.size() - notes) << " finding(s)"
                   << (notes ? ", " + std::to_string(notes) + " note(s)" : std::string()) << ", " << r.globals.size()
-                  << " global reference(s), " << (r.globals.size() - allowed) << " outside the allowlist\n";
+                  << " global reference(s)" << by_class << ", " << (r.globals.size() - allowed)
+                  << " outside the allowlist\n";
       }
     }
     if (json) std::cout << (all.size() == 1 ? all[0] : Json{{"files", all}}).dump(2) << '\n';

@@ -1,5 +1,6 @@
 #include "cli/value_printer.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -140,6 +141,7 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
       const Value* shown = StandsFor(e) ? StandsFor(e) : &e;
       ranks[i] = IsInline(*shown) ? 0 : CountTensors(shown, kRankNodes) == 0 ? 1 : 2;
     }
+    const std::vector<std::string> components = HasNonStrKeys(*v) ? DictKeyComponents(*v) : std::vector<std::string>{};
     for (int pass = 0; pass < 3; ++pass) {
       for (size_t i = 0; i < v->entries.size(); ++i) {
         const auto& [k, val] = v->entries[i];
@@ -149,7 +151,7 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
         }
         if ((i < ranks.size() ? ranks[i] : 2) != pass) continue;
         if (out.size() >= max_lines) return;
-        Describe(val, EncodeKeyComponent(KeyComponentText(*k)), depth + 1, out, max_lines);
+        Describe(val, components.empty() ? EncodeKeyComponent(k->text) : components[i], depth + 1, out, max_lines);
       }
     }
     if (skipped && out.size() < max_lines) out.push_back(indent + "  (" + std::to_string(skipped) + (skipped == 1 ? " tensor)" : " tensors)"));
@@ -189,13 +191,25 @@ nlohmann::ordered_json ToJson(const Value* v, int depth, size_t& budget) {
     }
     case ValueKind::kDict: {
       J o = J::object();
-      for (const auto& [k, val] : v->entries) {
+      // Keys that spell one text (1 and "1") keep their distinct key path components.
+      const std::vector<std::string> components = HasNonStrKeys(*v) ? DictKeyComponents(*v) : std::vector<std::string>{};
+      for (size_t i = 0; i < v->entries.size(); ++i) {
+        const auto& [k, val] = v->entries[i];
         if (budget == 0) { o["..."] = "..."; break; }
-        o[KeyComponentText(*k)] = ToJson(val, depth + 1, budget);
+        const bool typed = !components.empty() && components[i].size() > 1 && components[i][0] == '%' &&
+                           std::isalpha(static_cast<unsigned char>(components[i][1]));
+        o[typed ? components[i] : KeyComponentText(*k)] = ToJson(val, depth + 1, budget);
       }
       return o;
     }
-    case ValueKind::kList: case ValueKind::kTuple: case ValueKind::kSet: case ValueKind::kFrozenSet: {
+    case ValueKind::kTuple:
+      if (v->type_name == "torch.Size") {
+        J dims = J::array();
+        for (const Value* i : v->items) dims.push_back(ToJson(i, depth + 1, budget));
+        return J{{"size", dims}};
+      }
+      [[fallthrough]];
+    case ValueKind::kList: case ValueKind::kSet: case ValueKind::kFrozenSet: {
       J a = J::array();
       for (const Value* i : v->items) {
         if (budget == 0) { a.push_back("..."); break; }
@@ -235,6 +249,11 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
     case ValueKind::kTensor: return "tensor " + TensorSummary(*v.tensor);
     case ValueKind::kObject: return "<" + v.type_name + ">";
     case ValueKind::kList: case ValueKind::kTuple: case ValueKind::kSet: case ValueKind::kFrozenSet: {
+      if (v.kind == ValueKind::kTuple && v.type_name == "torch.Size") {
+        std::string s = "torch.Size([";
+        for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + ScalarText(*v.items[i], max_chars);
+        return s + "])";
+      }
       const char* open = v.kind == ValueKind::kList ? "[" : v.kind == ValueKind::kTuple ? "(" : "{";
       const char* close = v.kind == ValueKind::kList ? "]" : v.kind == ValueKind::kTuple ? ")" : "}";
       std::string s = open;

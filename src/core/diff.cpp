@@ -33,6 +33,13 @@ std::string LeafText(const Value& v) {
     case ValueKind::kStr: return "'" + v.text + "'";
     case ValueKind::kBytes: return "b<" + std::to_string(v.text.size()) + " bytes>";
     case ValueKind::kGlobal: return v.type_name;
+    case ValueKind::kTuple:
+      if (v.type_name == "torch.Size") {
+        std::string s = "torch.Size([";
+        for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + LeafText(*v.items[i]);
+        return s + "])";
+      }
+      [[fallthrough]];
     default: return std::string(KindName(v.kind)) + "(" + std::to_string(v.items.size()) + ")";
   }
 }

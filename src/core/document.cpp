@@ -368,8 +368,10 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
   };
   auto push = [&](const Value* node, const std::string& component, bool transparent) {
     if (const Value* inner = StandsFor(*node)) node = inner;
+    // A torch.Size is one value (a shape), not a tuple to look into.
     const bool walk = node->kind == ValueKind::kDict || node->kind == ValueKind::kList ||
-                      node->kind == ValueKind::kTuple || node->kind == ValueKind::kObject;
+                      (node->kind == ValueKind::kTuple && node->type_name != "torch.Size") ||
+                      node->kind == ValueKind::kObject;
     if (walk && on_path.count(node)) return;  // a cycle: the node contains itself
     const size_t before = enter(component, transparent);
     if (!walk) {

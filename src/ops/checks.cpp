@@ -129,6 +129,13 @@ CheckReport Verify(const std::string& path) {
     // The same parse read as a document: a sound archive is parsed once.
     Document doc = ops::OpenDetected(d, {});
     for (const auto& w : doc.warnings) report.Add(Severity::kInfo, "", 0, w);
+    // Sound, but not all data trove understands: worth saying, not a problem of the file.
+    if (const std::vector<UnknownObject> unknown = FindUnknownObjects(doc.root); !unknown.empty()) {
+      report.Add(Severity::kInfo, "", 0,
+                 std::to_string(unknown.size()) + " object(s) of classes trove does not know, read as inert data "
+                 "(nothing run): " + UnknownClassesText(unknown) + " (convert writes them only with --keep-unknown)",
+                 unknown.front().key);
+    }
     if (!IsZipFormat(format)) {
       report.entries_checked += doc.records.size();
       report.bytes_checked += doc.file_size;

@@ -31,7 +31,8 @@ std::string_view PolicyClass(const PickleGlobal& g, const GlobalVerdict& v, bool
 }
 
 // The finding for one global the unpickler listed that its resolver did not allow.
-Finding GlobalFinding(const std::string& entry, const PickleGlobal& g, const std::string& dotted, bool instantiated) {
+Finding GlobalFinding(const std::string& entry, const PickleGlobal& g, const std::string& dotted, bool instantiated,
+                      bool as_dict) {
   const std::string where = g.after_stop ? " (past where reading stopped; found by the lexical pass)" : "";
   if (g.via == PickleGlobalVia::kExtension) {
     return {Severity::kCritical, entry, g.offset,
@@ -57,7 +58,9 @@ Finding GlobalFinding(const std::string& entry, const PickleGlobal& g, const std
             message + "; only referred to, never called: trove reads it as a name" + where, {}};
   }
   return {Severity::kHigh, entry, g.offset,
-          message + "; trove reads what the pickle makes of it as an inert object" + where, {}};
+          message + (as_dict ? "; a dict subclass: trove reads its instances as dicts keeping the class name"
+                             : "; trove reads what the pickle makes of it as an inert object") + where,
+          {}};
 }
 
 std::string GlobalText(const PickleGlobal& g) {
@@ -133,15 +136,17 @@ PickleScan ScanPickle(CheckReport& report, const std::string& entry, const uint8
   scan.consumed = u.consumed();
   // The classes the pickle made instances of (inert objects, dict subclasses), wherever it named
   // them (a pickle may name a class in an argument and have copyreg make it).
-  std::unordered_set<std::string> instantiated;
+  std::unordered_set<std::string> objects, dicts;
   arena.ForEachValue([&](Value& v) {
-    if ((v.kind == ValueKind::kObject && v.unknown_class) || v.kind == ValueKind::kDict) instantiated.insert(v.type_name);
+    if (v.kind == ValueKind::kObject && v.unknown_class) objects.insert(v.type_name);
+    if (v.kind == ValueKind::kDict) dicts.insert(v.type_name);
   });
   for (const auto& g : u.globals()) {
     std::string dotted = GlobalText(g);
-    const bool made = instantiated.count(dotted) > 0;
+    const bool as_dict = dicts.count(dotted) > 0 && objects.count(dotted) == 0;
+    const bool made = objects.count(dotted) > 0 || as_dict;
     report.globals.push_back({entry, dotted, g.offset, g.allowed, std::string(PolicyClass(g, ClassifyGlobal(dotted), made))});
-    if (!g.allowed) report.findings.push_back(GlobalFinding(entry, g, dotted, made));
+    if (!g.allowed) report.findings.push_back(GlobalFinding(entry, g, dotted, made, as_dict));
   }
   if (!u.lexical_stop().empty()) {
     report.Add(Severity::kMedium, entry, 0,

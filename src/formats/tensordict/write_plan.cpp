@@ -129,6 +129,11 @@ class Planner {
         return true;
       }
       case ValueKind::kList: case ValueKind::kTuple: {
+        if (v.type_name == "torch.Size") {
+          // It would read back as a tuple of ints: refused rather than changed.
+          Fail(ErrorCode::kUnsupported, Display(path) + ": a torch.Size cannot be stored as one in a tensordict "
+                                        "(it would read back as a tuple)");
+        }
         std::vector<std::pair<std::string, const Value*>> entries;
         for (size_t i = 0; i < v.items.size(); ++i) entries.emplace_back(std::to_string(i), v.items[i]);
         PlanTensorDict(std::string(kTensorDictClass), entries, nullptr, v.kind == ValueKind::kList ? "list" : "tuple",
