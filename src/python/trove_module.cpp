@@ -411,13 +411,15 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
 constexpr int kMaxPythonDepth = 2000;
 
 struct ToPython {
-  ToPython(PyDocument& d, bool data, py::object tensor, py::object global, py::object object)
-      : doc(d), with_data(data), tensor_fn(std::move(tensor)), global_fn(std::move(global)), object_fn(std::move(object)) {}
+  ToPython(PyDocument& d, bool data, py::object tensor, py::object global, py::object object, py::object dict)
+      : doc(d), with_data(data), tensor_fn(std::move(tensor)), global_fn(std::move(global)), object_fn(std::move(object)),
+        dict_fn(std::move(dict)) {}
   PyDocument& doc;
   bool with_data;
   py::object tensor_fn;  // (info tuple, key or None) -> object
   py::object global_fn;  // (dotted name) -> object
   py::object object_fn;  // (type name, args, state) -> object
+  py::object dict_fn;    // (class name, filled dict, constructor args or None) -> object, for other dict classes
   py::object ordered_dict = py::module_::import("collections").attr("OrderedDict");
   std::unordered_map<const Value*, py::object> memo;
   std::unordered_set<const Value*> in_progress;
@@ -462,6 +464,8 @@ struct ToPython {
       case ValueKind::kTuple: {
         py::tuple t(v->items.size());
         for (size_t i = 0; i < v->items.size(); ++i) t[i] = Convert(v->items[i], depth + 1);
+        // torch.Size(dims), as the object torch pickles it as.
+        if (v->type_name == "torch.Size") return object_fn(v->type_name, py::make_tuple(t), py::none());
         return t;
       }
       case ValueKind::kSet:
@@ -485,6 +489,12 @@ struct ToPython {
           for (const auto& [k, val] : v->state->entries) {
             if (k->kind == ValueKind::kStr) py::setattr(d, py::str(k->text), Convert(val, depth + 1));
           }
+        }
+        if (!ordered && !v->type_name.empty() && v->type_name != "dict" && !dict_fn.is_none()) {
+          // defaultdict, Namespace, a dict subclass: the package decides what stands for it.
+          py::object out = dict_fn(v->type_name, d, v->args ? Convert(v->args, depth + 1) : py::none());
+          memo[v] = out;
+          return out;
         }
         return d;
       }
@@ -657,6 +667,13 @@ py::dict StatsToDict(const trove::TensorStats& s) {
 }
 
 py::dict Metadata(const Document& doc) {
+  py::list unknown;
+  for (const trove::UnknownObject& o : trove::FindUnknownObjects(doc.root)) {
+    py::dict u;
+    u["key"] = o.key;
+    u["class"] = o.node->type_name;
+    unknown.append(u);
+  }
   py::dict props;
   for (const auto& [k, v] : doc.properties) props[py::str(k)] = v;
   py::list records;
@@ -704,6 +721,7 @@ py::dict Metadata(const Document& doc) {
   out["tensors"] = tensors;
   out["tensor_bytes"] = total;
   out["warnings"] = py::cast(doc.warnings);
+  out["unknown_objects"] = unknown;
   return out;
 }
 
@@ -798,15 +816,17 @@ PYBIND11_MODULE(_trove, m) {
         return t;
       })
       .def("tensor_meta", [](PyDocument& d, const std::string& key) { return d.TensorInfo(d.Find(key), false); })
-      .def("tree", [](PyDocument& d, py::object tensor_fn, py::object global_fn, py::object object_fn, bool with_data) {
+      .def("tree", [](PyDocument& d, py::object tensor_fn, py::object global_fn, py::object object_fn, bool with_data,
+                      py::object dict_fn) {
         d.CheckChanged();
         py::object out = Guarded([&] {
-          ToPython conv(d, with_data, tensor_fn, global_fn, object_fn);
+          ToPython conv(d, with_data, tensor_fn, global_fn, object_fn, dict_fn);
           return conv.Convert(d.doc().root, 0);
         });
         d.CheckChanged();
         return out;
-      })
+      }, py::arg("tensor_fn"), py::arg("global_fn"), py::arg("object_fn"), py::arg("with_data"),
+         py::arg("dict_fn") = py::none())
       .def("check_changed", &PyDocument::CheckChanged)
       .def("_mappings", &PyDocument::Mappings);
 
@@ -838,9 +858,13 @@ PYBIND11_MODULE(_trove, m) {
   m.def("_convert", [](const std::string& src, const std::string& dst, const std::string& to,
                        std::vector<std::string> keys, const std::string& dtype, bool force, bool drop_values,
                        py::object progress, py::object note, const std::string& compression, py::object metadata,
-                       py::object max_shard_size) {
+                       py::object max_shard_size, const std::string& policy, bool keep_unknown, bool drop_unknown) {
     trove::ConvertOptions options;
     SetWriteSettings(options, progress, note, compression, metadata);
+    options.read = ReadOpts(policy);
+    if (keep_unknown && drop_unknown) trove::Fail(ErrorCode::kUsage, "keep_unknown and drop_unknown exclude each other");
+    options.keep_unknown = keep_unknown;
+    options.drop_unknown = drop_unknown;
     if (!max_shard_size.is_none()) {
       if (to != "safetensors" && to != "pt") trove::Fail(ErrorCode::kUsage, "max_shard_size needs to='safetensors' or to='pt'");
       if (PyUnicode_Check(max_shard_size.ptr())) {
@@ -865,7 +889,8 @@ PYBIND11_MODULE(_trove, m) {
     Released([&] { trove::Convert(src, dst, target, options); });
   }, py::arg("src"), py::arg("dst"), py::arg("to"), py::arg("keys"), py::arg("dtype"), py::arg("force"),
      py::arg("drop_values"), py::arg("progress") = py::none(), py::arg("note") = py::none(),
-     py::arg("compression") = "", py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none());
+     py::arg("compression") = "", py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none(),
+     py::arg("policy") = "default", py::arg("keep_unknown") = false, py::arg("drop_unknown") = false);
   m.def("_diff", [](const std::string& a, const std::string& b, double rtol, double atol) {
     trove::DiffOptions options;
     options.rtol = rtol;

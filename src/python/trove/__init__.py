@@ -23,10 +23,12 @@ See docs/python.md.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import os
 import signal
 import threading
+import warnings
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 from . import _trove
@@ -35,7 +37,7 @@ __all__ = [
     "open", "load", "save", "verify", "scan", "convert", "diff", "stats",
     "File", "Slice", "TensorRef", "Global", "Object", "Report", "Finding", "DiffReport",
     "Error", "UsageError", "IoError", "NotFoundError", "CorruptError", "RefusedError",
-    "UnsupportedError", "LimitError",
+    "UnsupportedError", "LimitError", "UnknownObjectsWarning",
 ]
 
 
@@ -97,6 +99,11 @@ class RefusedError(Error):
 class UnsupportedError(Error, NotImplementedError):
     """A valid feature trove (or the chosen framework) does not handle."""
     code = "unsupported"
+
+
+class UnknownObjectsWarning(UserWarning):
+    """A file holds objects of classes trove gives no data meaning: they are read as inert
+    trove.Object records (nothing of them is run); its tensors are read as usual."""
 
 
 class LimitError(Error):
@@ -278,6 +285,32 @@ def _global_for(framework: Optional[str]):
     return convert
 
 
+# What a defaultdict's factory can be when trove gives one back: Python's own data types.
+_DEFAULT_FACTORIES = {"builtins.list": list, "builtins.dict": dict, "builtins.set": set, "builtins.int": int,
+                      "builtins.float": float, "builtins.str": str, "builtins.tuple": tuple,
+                      "builtins.bool": bool, "builtins.bytes": bytes, "collections.OrderedDict": collections.OrderedDict}
+
+
+def _dict_for(type_name: str, d: dict, args: Any):
+    """A dict of another class (its entries already in d): collections.defaultdict (with its
+    factory when that is a Python data type, else none), argparse.Namespace, and any dict subclass
+    as the dict itself (its class is only a name here, never imported)."""
+    if type_name == "collections.defaultdict":
+        factory = args[0] if isinstance(args, tuple) and args else None
+        out = collections.defaultdict(_DEFAULT_FACTORIES.get(factory.name) if isinstance(factory, Global) else None)
+        out.update(d)
+        return out
+    if type_name == "argparse.Namespace" and all(isinstance(k, str) for k in d):
+        return argparse.Namespace(**d)
+    return d
+
+
+def _policy(strict: bool, permissive: bool) -> str:
+    if strict and permissive:
+        raise _error("usage", "strict and permissive exclude each other")
+    return "strict" if strict else "permissive" if permissive else "default"
+
+
 def _object_for(framework: Optional[str]):
     def convert(type_name: str, args: Any, state: Any):
         if type_name == "torch.Size" and isinstance(args, tuple) and args and isinstance(args[0], tuple):
@@ -319,13 +352,19 @@ class File:
     """
 
     def __init__(self, path: str | os.PathLike, framework: str = "np", raw: bool = False,
-                 permissive: bool = False) -> None:
+                 permissive: bool = False, strict: bool = False) -> None:
         if framework not in ("np", "numpy", "pt", "torch"):
             raise _error("usage", f"framework must be 'np' or 'pt' (not {framework!r})")
         self.framework = "pt" if framework in ("pt", "torch") else "np"
         self.raw = raw
         self._lock = threading.RLock()
-        self._doc = _trove._open(os.fspath(path), permissive)
+        self._doc = _trove._open(os.fspath(path), _policy(strict, permissive))
+        unknown = self._doc.metadata()["unknown_objects"]
+        if unknown:
+            classes = list(dict.fromkeys(u["class"] for u in unknown))
+            warnings.warn(f"{os.fspath(path)}: {len(unknown)} object(s) of classes trove does not know, read as inert "
+                          f"trove.Object records (nothing run): {', '.join(classes[:8])}"
+                          f"{' and more' if len(classes) > 8 else ''}", UnknownObjectsWarning, stacklevel=3)
         self._torch = _TorchStorages()
 
     # context manager: closing drops this object's references; arrays keep their mapping alive
@@ -405,7 +444,7 @@ class File:
             return TensorRef(key, info[1], tuple(info[3]))
 
         with self._lock:
-            return doc.tree(tensor, _global_for(None), _object_for(None), False)
+            return doc.tree(tensor, _global_for(None), _object_for(None), False, _dict_for)
 
     def tree(self, parameters: bool = True) -> Any:
         """The value tree with the tensors themselves (what trove.load returns)."""
@@ -417,7 +456,7 @@ class File:
             def tensor(info: tuple, key: Optional[str]):
                 return self._torch.tensor(info, key or "a tensor", parameters)
         with self._lock:
-            return doc.tree(tensor, _global_for(self.framework), _object_for(self.framework), True)
+            return doc.tree(tensor, _global_for(self.framework), _object_for(self.framework), True, _dict_for)
 
     def __repr__(self) -> str:
         if self._doc is None:
@@ -425,32 +464,41 @@ class File:
         return f"<trove.File {self.path!r} {self.format} framework={self.framework!r}>"
 
 
-def open(path: str | os.PathLike, framework: str = "np", raw: bool = False, permissive: bool = False) -> File:  # noqa: A001
+def open(path: str | os.PathLike, framework: str = "np", raw: bool = False, permissive: bool = False,  # noqa: A001
+         strict: bool = False) -> File:
     """Opens any file trove reads (by content): `with trove.open(path, framework="pt") as f:`.
 
     framework: "np" (numpy arrays) or "pt" (torch tensors). raw: with "np", dtypes numpy lacks
     (bfloat16, float8...) come as their bits (uint16/uint8) instead of raising UnsupportedError.
-    permissive: unknown pickle globals become inert Object records instead of RefusedError (never
-    executed either way). Raises NotFoundError, CorruptError, RefusedError... (all trove.Error).
+    The read policy (docs/security.md): by default pickle globals with a data meaning are read as
+    data, dangerous ones (os.system, eval, getattr...) raise RefusedError naming them, and objects
+    of any other class become inert Object records (an UnknownObjectsWarning names the classes).
+    strict: every global without a data meaning raises RefusedError; permissive: even dangerous
+    ones become Object records. Nothing is executed either way. Raises NotFoundError,
+    CorruptError, RefusedError... (all trove.Error).
     """
-    return File(path, framework, raw, permissive)
+    return File(path, framework, raw, permissive, strict)
 
 
 def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool = True, framework: str = "pt",
-         mmap: bool = True) -> Any:
+         mmap: bool = True, strict: bool = False) -> Any:
     """What torch.load(path, weights_only=True) returns, read by trove (nothing is executed).
 
-    dicts, collections.OrderedDict (with a state_dict's _metadata), lists, tuples, numbers, str,
-    bytes, None and tensors; Parameters come back as torch.nn.Parameter; tensors sharing a storage in
-    the file (tied weights, views) share one storage. Any format trove reads (a tensordict, .tdz,
-    .psk.d or .safetensors gives its dict of tensors). Tensors are zero-copy views of the file (see
-    File); map_location (a device, a str, or a dict/callable as torch.load takes for CPU) moves them
-    after loading. weights_only=False is refused: trove never runs a file's code.
+    dicts, collections.OrderedDict (with a state_dict's _metadata), collections.defaultdict,
+    argparse.Namespace, lists, tuples, numbers, str, bytes, None, torch.Size and tensors; numpy
+    arrays in the file come back as tensors (numpy arrays with framework="np"), numpy scalars as
+    numbers, torch.__version__ as a str, other dict subclasses as dicts; Parameters come back as
+    torch.nn.Parameter; tensors sharing a storage in the file (tied weights, views) share one
+    storage. Objects of other classes are trove.Object records (an UnknownObjectsWarning names
+    them); strict=True refuses them instead. Any format trove reads (a tensordict, .tdz, .psk.d or
+    .safetensors gives its dict of tensors). Tensors are zero-copy views of the file (see File);
+    map_location (a device, a str, or a dict/callable as torch.load takes for CPU) moves them after
+    loading. weights_only=False is refused: trove never runs a file's code.
     """
     if not weights_only:
         raise _error("refused", "trove.load never executes a file's code: weights_only=False is not available "
                                 "(use torch.load for files you trust)")
-    f = File(path, framework)
+    f = File(path, framework, strict=strict)
     try:
         tree = f.tree()
     finally:
@@ -666,17 +714,22 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
             keys: Optional[Iterable[str] | str] = None, dtype: Optional[str] = None, force: bool = False,
             drop_values: bool = False, progress: Optional[Callable[[int, int], Any]] = None,
             note: Optional[Callable[[str], Any]] = None, compression: Optional[str] = None,
-            metadata: Optional[dict[str, str]] = None, max_shard_size: Optional[int | str] = None) -> None:
+            metadata: Optional[dict[str, str]] = None, max_shard_size: Optional[int | str] = None,
+            strict: bool = False, permissive: bool = False, keep_unknown: bool = False,
+            drop_unknown: bool = False) -> None:
     """`trove convert`: between any formats, streaming, written atomically; keys are key-path globs
     of the tensors to keep, dtype casts floating tensors ("bfloat16", "float16"...), drop_values
     leaves out values a .safetensors file cannot hold instead of refusing. The GIL is released.
     progress, note, compression, metadata: as for save (`--compression`, `--metadata`);
     max_shard_size: bytes or "5GB" (`--max-shard-size`, with to="safetensors" or "pt"): dst is a
-    directory of shards and their index."""
+    directory of shards and their index. strict, permissive: the read policy (as for open);
+    objects of classes trove does not know are an error unless keep_unknown (to .pt: written back
+    as read) or drop_unknown (left out, with what they hold; note says which)."""
     if isinstance(keys, str):
         keys = [keys]
     _trove._convert(os.fspath(src), os.fspath(dst), to or "", list(keys or []), dtype or "", force, drop_values,
-                    progress, note, compression or "", metadata, max_shard_size)
+                    progress, note, compression or "", metadata, max_shard_size, _policy(strict, permissive),
+                    keep_unknown, drop_unknown)
 
 
 class DiffReport:
