@@ -579,3 +579,41 @@ def test_pip_install_offline_in_a_venv(tmp_path):
     assert out.returncode == 0, out.stderr
     where, total = out.stdout.split()
     assert where.startswith(venv) and float(total) == 3.0
+
+
+def test_load_gives_what_torch_loads_of_a_training_checkpoint(tmp_path):
+    """numpy arrays as tensors (arrays with framework="np"), numpy scalars as numbers, Size as
+    torch.Size, Namespace and defaultdict as themselves, other dict subclasses as dicts."""
+    import argparse
+    import realfiles
+    ck = realfiles.training_checkpoint()
+    paths = [str(tmp_path / "zip.ckpt"), str(tmp_path / "p2.ckpt"), str(tmp_path / "p5.ckpt")]
+    torch.save(ck, paths[0])
+    torch.save(ck, paths[1], _use_new_zipfile_serialization=False)
+    torch.save(ck, paths[2], _use_new_zipfile_serialization=False, pickle_protocol=5)
+    for path in paths:
+        got = trove.load(path)
+        want = torch.load(path)
+        assert isinstance(got["shape"], torch.Size) and got["shape"] == want["shape"]
+        assert isinstance(got["hparams"], argparse.Namespace) and vars(got["hparams"]) == vars(want["hparams"])
+        assert isinstance(got["counts"], collections.defaultdict) and got["counts"].default_factory is list
+        assert torch.equal(got["counts"]["x"], want["counts"]["x"])
+        assert type(got["mine"]) is dict and torch.equal(got["mine"]["a"], want["mine"]["a"])
+        assert isinstance(got["mine_ordered"], dict) and torch.equal(got["mine_ordered"]["b"], want["mine_ordered"]["b"])
+        assert got["hyper_parameters"]["torch_version"] == str(torch.__version__)
+        state, want_state = got["optimizer_states"][0]["state"][0], want["optimizer_states"][0]["state"][0]
+        for key in ("np_moment", "np_big_endian", "np_fortran", "np_bool"):
+            assert isinstance(state[key], torch.Tensor), key
+            assert np.array_equal(state[key].numpy(), want_state[key]), key
+        assert state["np_scalar_int"] == 7 and isinstance(state["np_scalar_int"], int)
+        assert state["np_scalar_half"] == 1.5
+        arrays = trove.load(path, framework="np")["optimizer_states"][0]["state"][0]
+        assert isinstance(arrays["np_fortran"], np.ndarray) and np.array_equal(arrays["np_fortran"], want_state["np_fortran"])
+    # An object of a class of the script's own: an inert record, and a warning naming its class.
+    torch.save({"w": torch.ones(2), "config": realfiles.Config()}, paths[0])
+    with pytest.warns(trove.UnknownObjectsWarning, match="realfiles.Config"):
+        got = trove.load(paths[0])
+    assert isinstance(got["config"], trove.Object) and got["config"].type_name == "realfiles.Config"
+    assert torch.equal(got["config"].state["extra"], torch.arange(4.0))
+    with pytest.raises(trove.RefusedError, match="refused global 'realfiles.Config'"):
+        trove.load(paths[0], strict=True)

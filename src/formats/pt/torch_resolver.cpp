@@ -395,8 +395,17 @@ Value* TorchResolver::Build(Value* object, Value* state, ValueArena& arena) {
       t = arena.Tensor(*a[0]->tensor);
       views_.push_back(t->tensor);
       t->tensor->requires_grad = a[3]->boolean;
+    } else if (a.size() == 3 && IsBool(a[0])) {
+      // (requires_grad, _, hooks): the empty tensor torch.Tensor() made stays empty.
+      TensorView empty;
+      empty.shape = {0};
+      empty.strides = {1};
+      empty.storage = SharedBytes::CopyOf(nullptr, 0);
+      empty.requires_grad = a[0]->boolean;
+      t = arena.Tensor(std::move(empty));
     } else {
-      Bad(fn, "is neither (storage, offset, size, stride) nor a Variable's (data, _, hooks, requires_grad, _)");
+      Bad(fn, "is neither (storage, offset, size, stride), a Variable's (data, _, hooks, requires_grad, _) nor "
+              "(requires_grad, _, hooks)");
     }
     object->kind = ValueKind::kTensor;
     object->tensor = t->tensor;

@@ -1,0 +1,316 @@
+"""Checkpoints as training code writes them (issue #13), read under the default policy.
+
+Every file is made here by torch 1.13 / numpy (or, for layouts this torch no longer writes, from
+pickle's own bytes as torch's loaders define them), and every tensor trove reads is compared with
+what torch.load gives for the same file. The three classes of globals (docs/security.md): data
+names are read as data, dangerous names refuse the file by name, anything else is an inert object
+with one warning line; --strict refuses all but data, --permissive reads everything inert.
+"""
+import argparse
+import collections
+import io
+import json
+import os
+import pickle
+import struct
+import tarfile
+
+import numpy as np
+import pytest
+import torch
+
+import ptfiles
+from realfiles import (LEGACY_MAGIC, MARKER, Call, Config, Evil, MyDict, MyOrderedDict, Pid, array_bytes, flatten,
+                       legacy_file, torchscript_2019, training_checkpoint)
+
+def info(trove, path, *flags):
+    r = trove("info", path, "--json", *flags)
+    assert r.code == 0, r
+    return json.loads(r.out), r.errtext
+
+
+def expect_same_tensors(trove, path, loaded):
+    """Every tensor trove lists is torch.load's, byte for byte, in torch's order."""
+    doc, _ = info(trove, path)
+    expected = list(flatten(loaded))
+    assert [t["key"] for t in doc["tensors"]] == [k for k, _ in expected]
+    for key, t in expected:
+        r = trove("cat", path, key, "--raw")
+        assert r.code == 0, r
+        assert r.out == array_bytes(t), key
+    return doc
+
+
+# ---- the files ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("real")
+    out = {}
+    ck = training_checkpoint()
+    out["zip"] = str(d / "train.ckpt")
+    torch.save(ck, out["zip"])
+    for p in range(1, 6):
+        out[f"legacy{p}"] = str(d / f"train-p{p}.ckpt")
+        torch.save(ck, out[f"legacy{p}"], _use_new_zipfile_serialization=False, pickle_protocol=p)
+    with_object = dict(ck, config=Config())
+    out["object"] = str(d / "with-object.ckpt")
+    torch.save(with_object, out["object"])
+    torch.manual_seed(1)
+    module = torch.nn.Linear(3, 2)
+    out["module_legacy"] = str(d / "module-legacy.pt")
+    torch.save(module, out["module_legacy"], _use_new_zipfile_serialization=False)
+    out["module_zip"] = str(d / "module.pt")
+    torch.save(module, out["module_zip"])
+    out["evil"] = str(d / "evil.pt")
+    torch.save({"w": torch.ones(2), "e": Evil()}, out["evil"])
+    return out
+
+
+# ---- every legacy pickle protocol, as torch.save writes it ---------------------------------------
+
+@pytest.mark.parametrize("case", ["zip", "legacy1", "legacy2", "legacy3", "legacy4", "legacy5"])
+def test_training_checkpoint_reads_as_torch_loads_it(trove, files, case):
+    path = files[case]
+    loaded = torch.load(path)
+    doc = expect_same_tensors(trove, path, loaded)
+    assert doc["format"] == ("pt" if case == "zip" else "pt-legacy")
+    values = doc["values"]
+    assert values["hyper_parameters"]["torch_version"] == str(torch.__version__)
+    assert values["hyper_parameters"]["optimizer"] == {"global": "torch.optim.adam.Adam"}
+    assert values["hparams"] == {"lr": 0.1, "layers": 3}
+    assert values["shape"] == {"size": [2, 3]}
+    scalars = values["optimizer_states"][0]["state"]["0"]
+    assert scalars["np_scalar_int"] == 7 and scalars["np_scalar_float"] == 0.25 and scalars["np_scalar_half"] == 1.5
+    # No object of an unknown class (the dict subclasses are dicts): no warning, verify is clean.
+    r = trove("info", path)
+    assert r.code == 0 and "warning" not in r.errtext, r
+    assert trove("verify", path).code == 0
+    assert trove("info", path, "--permissive").code == 0
+
+
+def test_strict_refuses_what_is_not_a_data_name(trove, files):
+    # The optimizer class is a name of no data meaning (read as a name by default) and the dict
+    # subclasses are classes of the script's: strict refuses the first it meets.
+    r = trove("info", files["zip"], "--strict")
+    assert r.code == 2 and "refused global" in r.errtext, r
+
+
+def test_every_pickle_protocol_of_the_legacy_format(trove, tmp_path):
+    obj = {"w": torch.arange(6.0).reshape(2, 3), "n": 3}
+    for p in range(1, 6):
+        path = str(tmp_path / f"p{p}.pt")
+        torch.save(obj, path, _use_new_zipfile_serialization=False, pickle_protocol=p)
+        expect_same_tensors(trove, path, torch.load(path))
+    # Protocol 0 writes persistent ids as text, which torch.load cannot read back either: a file
+    # without tensors reads, one with tensors is refused with that reason.
+    path = str(tmp_path / "p0-plain.pt")
+    torch.save({"n": 3, "s": "x"}, path, _use_new_zipfile_serialization=False, pickle_protocol=0)
+    assert torch.load(path) == {"n": 3, "s": "x"}
+    doc, _ = info(trove, path)
+    assert doc["format"] == "pt-legacy" and doc["values"] == {"n": 3, "s": "x"}
+    path = str(tmp_path / "p0.pt")
+    torch.save(obj, path, _use_new_zipfile_serialization=False, pickle_protocol=0)
+    with pytest.raises(Exception):
+        torch.load(path)
+    r = trove("info", path)
+    assert r.code == 2 and "pickle protocol 0" in r.errtext and "torch.load cannot read it either" in r.errtext, r
+
+
+# ---- verify and convert under the default policy -------------------------------------------------
+
+def test_data_only_checkpoint_converts_and_keeps_its_classes(trove, files, tmp_path):
+    src = files["zip"]
+    out = str(tmp_path / "out.pt")
+    r = trove("convert", src, out)
+    assert r.code == 0, r
+    want, got = torch.load(src), torch.load(out)
+    assert type(got["shape"]) is torch.Size and got["shape"] == want["shape"]
+    assert type(got["hparams"]) is argparse.Namespace and vars(got["hparams"]) == vars(want["hparams"])
+    assert type(got["counts"]) is collections.defaultdict and got["counts"].default_factory is list
+    assert type(got["mine"]) is MyDict and type(got["mine_ordered"]) is MyOrderedDict
+    assert got["hyper_parameters"]["optimizer"] is torch.optim.Adam
+    assert got["hyper_parameters"]["torch_version"] == str(torch.__version__)
+    for (key, a), (_, b) in zip(flatten(want), flatten(got)):
+        assert np.array_equal(np.asarray(a), np.asarray(b)), key
+    assert trove("verify", out).code == 0
+    # A torch.Size is not a tuple: formats that cannot hold one refuse it by name.
+    small = str(tmp_path / "size.pt")
+    torch.save({"w": torch.ones(2), "shape": torch.Size([2, 3])}, small)
+    for dst in ("s.tdz", "s.safetensors"):
+        r = trove("convert", small, str(tmp_path / dst))
+        assert r.code == 2 and "'shape'" in r.errtext, r
+    r = trove("convert", small, str(tmp_path / "s.safetensors"), "--drop-values")
+    assert r.code == 0, r
+
+
+def test_unknown_objects_read_and_convert_only_when_asked(trove, files, tmp_path):
+    src = files["object"]
+    want = torch.load(src)
+    doc, err = info(trove, src)
+    assert err.count("\n") == 1 and "warning" in err and "Config" in err, err
+    assert "config/extra" in [t["key"] for t in doc["tensors"]]
+    assert doc["values"]["config"]["object"].endswith("Config")
+    r = trove("cat", src, "config/extra", "--raw")
+    assert r.code == 0 and r.out == ptfiles.tensor_bytes(want["config"].extra)
+    assert trove("stats", src, "config/extra").code == 0
+    v = trove("verify", src)
+    assert v.code == 0 and "Config" in v.text, v
+    # convert: an error listing them by key path, nothing written
+    out = str(tmp_path / "o.pt")
+    r = trove("convert", src, out)
+    assert r.code == 2 and "'config'" in r.errtext and "--keep-unknown" in r.errtext and not os.path.exists(out), r
+    r = trove("convert", src, str(tmp_path / "o.tdz"), "--keep-unknown")
+    assert r.code == 2 and "only to a single .pt" in r.errtext, r
+    # --keep-unknown: written back as read; torch.load makes the same object
+    r = trove("convert", src, out, "--keep-unknown")
+    assert r.code == 0, r
+    back = torch.load(out)
+    assert type(back["config"]) is Config and back["config"].lr == 0.1
+    assert torch.equal(back["config"].extra, want["config"].extra)
+    # --drop-unknown: left out, and the note says which
+    dropped = str(tmp_path / "dropped.pt")
+    r = trove("convert", src, dropped, "--drop-unknown")
+    assert r.code == 0 and "dropped 1 object" in r.errtext and "'config'" in r.errtext, r
+    assert "config" not in torch.load(dropped) and torch.equal(torch.load(dropped)["mine"]["a"], want["mine"]["a"])
+
+
+def test_whole_module_saves(trove, files, tmp_path):
+    for case in ("module_legacy", "module_zip"):
+        path = files[case]
+        want = torch.load(path)
+        doc, err = info(trove, path)
+        assert "torch.nn.modules.linear.Linear" in err, err
+        keys = [t["key"] for t in doc["tensors"]]
+        assert keys == ["_parameters/weight", "_parameters/bias"]
+        for key, t in (("_parameters/weight", want.weight), ("_parameters/bias", want.bias)):
+            assert trove("cat", path, key, "--raw").out == ptfiles.tensor_bytes(t)
+        assert trove("info", path, "--strict").code == 2
+        out = str(tmp_path / (case + ".pt"))
+        r = trove("convert", path, out, "--keep-unknown")
+        assert r.code == 0, r
+        back = torch.load(out)
+        assert isinstance(back, torch.nn.Linear) and torch.equal(back.weight, want.weight)
+        # Every tensor sits inside the module: dropping it would leave nothing.
+        r = trove("convert", path, str(tmp_path / "none.pt"), "--drop-unknown")
+        assert r.code == 2 and "would leave none" in r.errtext, r
+
+
+def test_dangerous_globals_refuse_the_file_by_name(trove, files, tmp_path):
+    path = files["evil"]
+    for cmd in (("info", path), ("cat", path, "w"), ("convert", path, str(tmp_path / "x.pt")), ("stats", path)):
+        r = trove(*cmd)
+        assert r.code == 2 and "refused global 'posix.system'" in r.errtext and "exec" in r.errtext, (cmd, r)
+    assert not os.path.exists(MARKER)
+    r = trove("info", path, "--permissive")
+    assert r.code == 0 and "posix.system" in r.errtext, r
+    assert not os.path.exists(MARKER)
+    r = trove("scan", path, "--json")
+    classes = {g["name"]: g["class"] for g in json.loads(r.out)["globals"]}
+    assert classes["posix.system"] == "dangerous" and classes["torch._utils._rebuild_tensor_v2"] == "data"
+
+
+def test_scan_shows_the_class_of_each_global(trove, files):
+    r = trove("scan", files["object"], "--json")
+    classes = {g["name"]: g["class"] for g in json.loads(r.out)["globals"]}
+    assert classes["torch.optim.adam.Adam"] == "name"
+    assert classes["realfiles.Config"] == "unknown"
+    assert classes["realfiles.MyDict"] == "unknown"
+    assert classes["numpy.core.multiarray._reconstruct"] == "data"
+    assert classes["argparse.Namespace"] == "data" and classes["torch.torch_version.TorchVersion"] == "data"
+
+
+# ---- keys that spell one component ---------------------------------------------------------------
+
+def test_keys_that_spell_one_component_stay_apart(trove, tmp_path):
+    obj = {1: torch.tensor([1.0]), "1": torch.tensor([2.0]), None: torch.tensor([3.0]), "None": torch.tensor([4.0]),
+           (1, 2): torch.tensor([5.0]), "(1, 2)": torch.tensor([6.0]), 2: torch.tensor([7.0])}
+    path = str(tmp_path / "keys.pt")
+    torch.save(obj, path)
+    doc, _ = info(trove, path)
+    keys = [t["key"] for t in doc["tensors"]]
+    assert keys == ["%int:1", "1", "%None:None", "None", "%tuple:(1,%202)", "(1,%202)", "2"]
+    for key, t in zip(keys, obj.values()):
+        assert trove("cat", path, key, "--raw").out == ptfiles.tensor_bytes(t), key
+    out = str(tmp_path / "one.pt")
+    assert trove("convert", path, out, "--keys", "%int:1").code == 0
+    assert list(torch.load(out)) == [1]
+
+
+# ---- layouts trove recognises and refuses --------------------------------------------------------
+
+def test_code_archives_are_refused_by_name(trove, tmp_path):
+    m = torch.jit.script(torch.nn.Linear(2, 2))
+    cases = {}
+    cases["script.pt"] = "a TorchScript archive (constants.pkl, code/)"
+    m.save(str(tmp_path / "script.pt"))
+    cases["lite.ptl"] = "a TorchScript mobile archive (bytecode.pkl"
+    m._save_for_lite_interpreter(str(tmp_path / "lite.ptl"))
+    cases["flat.ptl"] = "a TorchScript mobile archive (flatbuffer"
+    m._save_for_lite_interpreter(str(tmp_path / "flat.ptl"), _use_flatbuffer=True)
+    from torch.package import PackageExporter
+    with PackageExporter(str(tmp_path / "pkg.pt")) as pe:
+        pe.intern("**")
+        pe.save_pickle("model", "model.pkl", {"w": torch.ones(2)})
+    cases["pkg.pt"] = "a torch.package archive"
+    torchscript_2019(str(tmp_path / "old-script.pt"))
+    cases["old-script.pt"] = "a TorchScript archive of torch 1.0-1.2 (model.json, attributes.pkl, tensors/)"
+    (tmp_path / "preview.pt").write_bytes(b"PYTORCH1" + bytes(64))
+    cases["preview.pt"] = "the 1.0 preview"
+    for name, what in cases.items():
+        path = str(tmp_path / name)
+        r = trove("info", path)
+        assert r.code == 2 and what in r.errtext and "refused" in r.errtext, (name, r)
+        s = trove("scan", path)
+        assert s.code == 1 and "high" in s.text, (name, s)
+        assert trove("verify", path).code == 1, name
+
+
+def test_tar_checkpoints_and_what_is_no_checkpoint(trove, tmp_path):
+    def tar(path, names):
+        with tarfile.open(path, "w") as t:
+            for name in names:
+                data = pickle.dumps(0, protocol=2)
+                member = tarfile.TarInfo(name)
+                member.size = len(data)
+                t.addfile(member, io.BytesIO(data))
+    tar(str(tmp_path / "old.pt"), ["sys_info", "pickle", "storages", "tensors"])
+    r = trove("info", str(tmp_path / "old.pt"))
+    assert r.code == 2 and "a checkpoint of torch < 0.4" in r.errtext, r
+    tar(str(tmp_path / "other.tar"), ["readme.txt"])
+    r = trove("info", str(tmp_path / "other.tar"))
+    assert r.code == 2 and "a tar archive, but not a torch checkpoint" in r.errtext, r
+    with open(tmp_path / "plain.pkl", "wb") as f:
+        pickle.dump({"w": [1, 2]}, f)
+    r = trove("info", str(tmp_path / "plain.pkl"))
+    assert r.code == 2 and "a pickle, but not a torch checkpoint" in r.errtext, r
+    (tmp_path / "notes.txt").write_text("hello")
+    r = trove("info", str(tmp_path / "notes.txt"))
+    assert r.code == 2 and "not a checkpoint" in r.errtext, r
+
+
+# ---- layouts of old torch, written from pickle's own bytes ----------------------------------------
+
+def test_storage_views_and_tensor_state_of_old_torch(trove, tmp_path):
+    floats = struct.pack("<12f", *range(12))
+    whole = Pid(("storage", torch.FloatStorage, "root", "cpu", 12, None))
+    # torch < 0.4: a view (view key, offset, size in elements) over the root storage
+    view = Pid(("storage", torch.FloatStorage, "root", "cpu", 12, ("view1", 4, 6)))
+    path = str(tmp_path / "views.pt")
+    legacy_file(path, {"v": Call(torch._utils._rebuild_tensor, (view, 1, (2, 2), (2, 1))),
+                       "w": Call(torch._utils._rebuild_tensor, (whole, 0, (3, 4), (4, 1)))}, {"root": floats})
+    expect_same_tensors(trove, path, torch.load(path))
+    # A tensor reaching past its view is refused, though it lies inside the root storage.
+    bad = str(tmp_path / "past-view.pt")
+    legacy_file(bad, {"v": Call(torch._utils._rebuild_tensor, (view, 4, (3,), (1,)))}, {"root": floats})
+    r = trove("info", bad)
+    assert r.code == 2 and "past its storage view" in r.errtext, r
+    # torch.Tensor() and BUILD of (storage, offset, size, stride); a Variable's 5-tuple holds one
+    path = str(tmp_path / "state.pt")
+    inner = Call(torch._utils._rebuild_tensor, (whole, 0, (12,), (1,)))
+    legacy_file(path, {"t": Call(torch.Tensor, (), (whole, 2, (2, 3), (3, 1))),
+                       "var": Call(torch.Tensor, (), (inner, None, collections.OrderedDict(), True, None))},
+                {"root": floats})
+    loaded = torch.load(path)
+    assert loaded["var"].requires_grad
+    expect_same_tensors(trove, path, loaded)
