@@ -387,8 +387,7 @@ Value* DataResolver::NewObject(Value* cls, Value* args, ValueArena& arena) {
   if (cls->kind == ValueKind::kGlobal && (Lookup(cls->type_name) || numpy_data::Lookup(cls->type_name))) {
     return Call(cls, args, arena);
   }
-  if (cls->kind != ValueKind::kGlobal) return UnknownObject(cls, args, true, arena);
-  return UnknownObject(cls, args, true, arena);
+  return UnknownObject(cls, args, /*new_object=*/true, arena);
 }
 
 Value* DataResolver::Build(Value* object, Value* state, ValueArena& arena) {

@@ -71,5 +71,78 @@ TEST(KeyPathTest, CyclesAndDagsAreBounded) {
   }
 }
 
+TEST(KeyPathTest, KeysThatSpellOneComponentGetDistinctOnes) {
+  ValueArena arena;
+  Value* d = arena.Dict();
+  auto t = [&](uint8_t byte) {
+    TensorView tv;
+    tv.storage = SharedBytes::CopyOf(&byte, 1);
+    tv.dtype = DType::kUInt8;
+    tv.shape = {1};
+    tv.strides = {1};
+    return arena.Tensor(tv);
+  };
+  d->entries.push_back({arena.Int(1), t(1)});
+  d->entries.push_back({arena.Str("1"), t(2)});
+  d->entries.push_back({arena.None(), t(3)});
+  d->entries.push_back({arena.Str("None"), t(4)});
+  d->entries.push_back({arena.Tuple({arena.Int(1)}), t(5)});
+  d->entries.push_back({arena.Tuple({arena.Str("1")}), t(6)});  // "(1,)" too, and a tuple too
+  d->entries.push_back({arena.Int(2), t(7)});
+  const std::vector<std::string> expected = {"%int:1", "1", "%None:None", "None", "%tuple#4:(1,)", "%tuple#5:(1,)", "2"};
+  EXPECT_EQ(DictKeyComponents(*d), expected);
+  // Each decodes to its key's text; each finds its own value; the walk names them so.
+  EXPECT_EQ(DecodeKeyComponent("%int:1"), "1");
+  EXPECT_EQ(DecodeKeyComponent("%tuple#4:(1,)"), "(1,)");
+  EXPECT_EQ(DecodeKeyComponent("%None:None"), "None");
+  Document doc;
+  doc.root = d;
+  std::vector<std::string> keys;
+  for (const NamedTensor& n : CollectTensors(d)) keys.push_back(n.key);
+  EXPECT_EQ(keys, expected);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const Value* v = doc.FindValue(expected[i]);
+    ASSERT_NE(v, nullptr) << expected[i];
+    EXPECT_EQ(v->tensor->storage.data()[0], i + 1) << expected[i];
+  }
+  // No str key encodes to a typed component: its '%' is always followed by two hex digits.
+  for (std::string k : {"%int:1", "%None:None", "%a:b"}) EXPECT_NE(EncodeKeyComponent(k).substr(0, 3), k.substr(0, 3));
+}
+
+TEST(KeyPathTest, ObjectsAreLookedThroughTheirStateArgsEntriesAndItems) {
+  ValueArena arena;
+  TensorView tv;
+  tv.storage = SharedBytes::CopyOf("ab", 2);
+  tv.dtype = DType::kUInt8;
+  tv.shape = {2};
+  tv.strides = {1};
+  Value* t = arena.Tensor(tv);
+  Value* object = arena.Object("mod.Thing", arena.Tuple({t}));
+  object->unknown_class = true;
+  object->state = arena.Dict();
+  object->state->entries.push_back({arena.Str("w"), t});
+  object->entries.push_back({arena.Str("k"), t});  // what SETITEMS gave it
+  object->items.push_back(t);                      // what APPENDS gave it
+  Value* root = arena.Dict();
+  root->entries.push_back({arena.Str("obj"), object});
+  Value* size = arena.Tuple({arena.Int(2), arena.Int(3)});
+  size->type_name = "torch.Size";
+  root->entries.push_back({arena.Str("shape"), size});
+  std::vector<std::string> paths;
+  ForEachLeaf(root, [&](const std::string& path, const Value& leaf) {
+    paths.push_back(path + (leaf.kind == ValueKind::kTensor ? "" : "=" + std::string(KindName(leaf.kind))));
+  });
+  // state, args, entries, items; a torch.Size is one leaf.
+  EXPECT_EQ(paths, (std::vector<std::string>{"obj/w", "obj/0", "obj/k", "obj/0", "shape=tuple"}));
+  Document doc;
+  doc.root = root;
+  EXPECT_EQ(doc.FindValue("obj/k"), t);
+  const std::vector<UnknownObject> unknown = FindUnknownObjects(root);
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(unknown[0].key, "obj");
+  EXPECT_EQ(unknown[0].node, object);
+  EXPECT_EQ(UnknownClassesText(unknown), "mod.Thing");
+}
+
 }  // namespace
 }  // namespace trove
