@@ -58,6 +58,12 @@ std::optional<DType> DTypeOfGlobal(const Value* v) {
 
 bool IsBool(const Value* v) { return v != nullptr && v->kind == ValueKind::kBool; }
 
+// How an argument is named in an error: a name as itself ('torch.float128'), else its kind.
+std::string Spelled(const Value* v) {
+  if (v != nullptr && v->kind == ValueKind::kGlobal) return "'" + v->type_name + "'";
+  return "(a " + std::string(KindName(v == nullptr ? ValueKind::kNone : v->kind)) + ")";
+}
+
 }  // namespace
 
 namespace {
@@ -274,7 +280,7 @@ Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
     const auto& a = Args(args, fn);
     if (a.size() < 7 || a.size() > 8) Bad(fn, "wrong number of arguments");
     auto dtype = DTypeOfGlobal(a[6]);
-    if (!dtype) Bad(fn, "dtype argument is not a known torch dtype");
+    if (!dtype) Bad(fn, "dtype argument " + Spelled(a[6]) + " is not a known torch dtype");
     Value* t = MakeTensor(a[0], a[1], a[2], a[3], dtype, arena, fn.c_str());
     if (!IsBool(a[4])) Bad(fn, "requires_grad is not a bool");
     t->tensor->requires_grad = a[4]->boolean;
@@ -303,7 +309,7 @@ Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
     const auto& a = Args(args, fn);
     if (a.size() < 3 || a.size() > 4) Bad(fn, "wrong number of arguments");
     auto dtype = DTypeOfGlobal(a[0]);
-    if (!dtype) Bad(fn, "dtype argument is not a known torch dtype");
+    if (!dtype) Bad(fn, "dtype argument " + Spelled(a[0]) + " is not a known torch dtype");
     TensorView view;
     view.dtype = *dtype;
     view.shape = IntTuple(a[1], fn, "size");
@@ -368,12 +374,17 @@ Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
     tuple->type_name = "torch.Size";
     return tuple;
   }
-  if (fn == "torch.device" || fn == "torch.serialization._get_layout" || fn.starts_with("torch._utils._rebuild_")) {
+  if ((fn == "torch.device" || fn == "torch.serialization._get_layout" || fn.starts_with("torch._utils._rebuild_")) &&
+      IsTorchDataName(callable)) {
     // Shown as inert objects: devices, layouts, sparse/nested/wrapper tensors (their component
     // tensors stay reachable through the arguments).
     if (fn == "torch.serialization._get_layout") {
       const auto& a = Args(args, fn);
-      if (a.size() == 1 && a[0]->kind == ValueKind::kStr && a[0]->text.starts_with("torch.")) return arena.Global(a[0]->text);
+      // _get_layout('torch.sparse_coo'): a layout's name; any other text is not made a name.
+      if (a.size() == 1 && a[0]->kind == ValueKind::kStr && a[0]->text.starts_with("torch.") &&
+          TorchDataName("torch", a[0]->text.substr(6))) {
+        return arena.Global(a[0]->text);
+      }
     }
     return arena.Object(fn, args);
   }
