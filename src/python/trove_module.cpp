@@ -574,6 +574,12 @@ struct FromPython {
       std::vector<Value*> items;
       for (py::handle item : py::reinterpret_borrow<py::tuple>(o)) items.push_back(Convert(item, depth + 1));
       Value* t = arena.Tuple(std::move(items));
+      // A torch.Size stays one (the .pt writer pickles it as torch does; other formats refuse it).
+      const py::handle type = py::type::of(o);
+      if (py::str(type.attr("__module__")).cast<std::string>() == "torch" &&
+          py::str(type.attr("__qualname__")).cast<std::string>() == "Size") {
+        t->type_name = "torch.Size";
+      }
       memo.emplace(o.ptr(), t);
       return t;
     }

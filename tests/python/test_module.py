@@ -617,3 +617,13 @@ def test_load_gives_what_torch_loads_of_a_training_checkpoint(tmp_path):
     assert torch.equal(got["config"].state["extra"], torch.arange(4.0))
     with pytest.raises(trove.RefusedError, match="refused global 'realfiles.Config'"):
         trove.load(paths[0], strict=True)
+
+
+def test_save_keeps_a_size_a_size(tmp_path):
+    path = str(tmp_path / "size.pt")
+    trove.save({"w": torch.ones(2), "shape": torch.Size([2, 3]), "plain": (2, 3)}, path)
+    back = torch.load(path)
+    assert type(back["shape"]) is torch.Size and back["shape"] == torch.Size([2, 3])
+    assert type(back["plain"]) is tuple
+    with pytest.raises(trove.UnsupportedError, match="torch.Size"):
+        trove.save({"w": torch.ones(2), "dims": torch.Size([2])}, str(tmp_path / "size.tdz"))

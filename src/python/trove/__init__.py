@@ -535,7 +535,8 @@ def _move(tree: Any, map_location: Any) -> Any:
         elif isinstance(o, list):
             out = [walk(v) for v in o]
         elif isinstance(o, tuple):
-            out = tuple(walk(v) for v in o)
+            # a torch.Size stays one (its items are ints, nothing to replace)
+            out = o if torch is not None and isinstance(o, torch.Size) else tuple(walk(v) for v in o)
         else:
             out = o
         memo[id(o)] = out
@@ -628,7 +629,8 @@ def _to_specs(obj: Any) -> tuple:
             memo[id(o)] = out
             out.extend(walk(v) for v in o)
         elif isinstance(o, tuple):
-            out = tuple(walk(v) for v in o)
+            # a torch.Size stays one (its items are ints, nothing to replace)
+            out = o if torch is not None and isinstance(o, torch.Size) else tuple(walk(v) for v in o)
         else:
             out = o
         memo[id(o)] = out
