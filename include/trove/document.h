@@ -142,6 +142,8 @@ struct UnknownObject {
   const Value* node;
 };
 std::vector<UnknownObject> FindUnknownObjects(const Value* root);
+// The same for a document's root, without a walk when its arena holds no such object at all.
+std::vector<UnknownObject> FindUnknownObjects(const Document& doc);
 // "a.B (2), c.D": the classes of `objects`, each once with its count, in order of first use,
 // at most `max_classes` of them ("and N more classes").
 std::string UnknownClassesText(const std::vector<UnknownObject>& objects, size_t max_classes = 8);

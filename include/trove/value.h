@@ -99,6 +99,10 @@ class ValueArena {
   void ForEachValue(F&& fn) {
     for (Value& v : values_) fn(v);
   }
+  template <class F>
+  void ForEachValue(F&& fn) const {
+    for (const Value& v : values_) fn(v);
+  }
   // A view owned by the arena without a node of its own (to re-point an existing tensor node).
   TensorView* AddTensorView(TensorView view) {
     tensors_.push_back(std::move(view));

@@ -28,7 +28,7 @@ void AddPolicyFlags(CLI::App* command, PolicyFlags& flags) {
 
 Document OpenWarning(const std::string& path, const ReadOptions& options) {
   Document doc = Open(path, options);
-  const std::vector<UnknownObject> unknown = FindUnknownObjects(doc.root);
+  const std::vector<UnknownObject> unknown = FindUnknownObjects(doc);
   if (!unknown.empty()) {
     std::cerr << "trove: warning: " << path << ": " << unknown.size()
               << (unknown.size() == 1 ? " object" : " objects") << " of classes trove does not know, read as inert data "

@@ -477,6 +477,14 @@ std::vector<UnknownObject> FindUnknownObjects(const Value* root) {
   return out;
 }
 
+std::vector<UnknownObject> FindUnknownObjects(const Document& doc) {
+  bool any = false;
+  if (doc.arena) {
+    doc.arena->ForEachValue([&](const Value& v) { any = any || (v.kind == ValueKind::kObject && v.unknown_class); });
+  }
+  return any ? FindUnknownObjects(doc.root) : std::vector<UnknownObject>{};
+}
+
 std::string UnknownClassesText(const std::vector<UnknownObject>& objects, size_t max_classes) {
   std::vector<std::pair<std::string, size_t>> classes;
   std::unordered_map<std::string, size_t> index;

@@ -130,7 +130,7 @@ CheckReport Verify(const std::string& path) {
     Document doc = ops::OpenDetected(d, {});
     for (const auto& w : doc.warnings) report.Add(Severity::kInfo, "", 0, w);
     // Sound, but not all data trove understands: worth saying, not a problem of the file.
-    if (const std::vector<UnknownObject> unknown = FindUnknownObjects(doc.root); !unknown.empty()) {
+    if (const std::vector<UnknownObject> unknown = FindUnknownObjects(doc); !unknown.empty()) {
       report.Add(Severity::kInfo, "", 0,
                  std::to_string(unknown.size()) + " object(s) of classes trove does not know, read as inert data "
                  "(nothing run): " + UnknownClassesText(unknown) + " (convert writes them only with --keep-unknown)",

@@ -176,7 +176,7 @@ std::string ObjectListing(const std::vector<UnknownObject>& objects) {
 
 // --drop-unknown: every object of an unknown class goes, with what it holds.
 void DropUnknownObjects(Document& doc, const ConvertOptions& options) {
-  const std::vector<UnknownObject> objects = FindUnknownObjects(doc.root);
+  const std::vector<UnknownObject> objects = FindUnknownObjects(doc);
   if (objects.empty()) return;
   size_t tensors_inside = 0;
   for (const UnknownObject& o : objects) tensors_inside += CollectTensors(o.node).size();
@@ -256,7 +256,7 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
   SourceGuard source(doc.path);
   WithFile(destination, [&] {
     // Objects trove does not know are never dropped unasked (nothing lost).
-    const std::vector<UnknownObject> unknown = FindUnknownObjects(doc.root);
+    const std::vector<UnknownObject> unknown = FindUnknownObjects(doc);
     if (options.keep_unknown && (target != Format::kPt || options.max_shard_bytes)) {
       Fail(ErrorCode::kUsage, "--keep-unknown writes objects back only to a single .pt file (the other formats and shards hold data alone)");
     }

@@ -674,7 +674,7 @@ py::dict StatsToDict(const trove::TensorStats& s) {
 
 py::dict Metadata(const Document& doc) {
   py::list unknown;
-  for (const trove::UnknownObject& o : trove::FindUnknownObjects(doc.root)) {
+  for (const trove::UnknownObject& o : trove::FindUnknownObjects(doc)) {
     py::dict u;
     u["key"] = o.key;
     u["class"] = o.node->type_name;

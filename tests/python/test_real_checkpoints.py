@@ -305,6 +305,10 @@ def test_storage_views_and_tensor_state_of_old_torch(trove, tmp_path):
     legacy_file(bad, {"v": Call(torch._utils._rebuild_tensor, (view, 4, (3,), (1,)))}, {"root": floats})
     r = trove("info", bad)
     assert r.code == 2 and "past its storage view" in r.errtext, r
+    outside = Pid(("storage", torch.FloatStorage, "root", "cpu", 12, ("view2", 8, 6)))
+    legacy_file(bad, {"v": Call(torch._utils._rebuild_tensor, (outside, 0, (2,), (1,)))}, {"root": floats})
+    r = trove("info", bad)
+    assert r.code == 2 and "lies outside storage 'root'" in r.errtext, r
     # torch.Tensor() and BUILD of (storage, offset, size, stride); a Variable's 5-tuple holds one
     path = str(tmp_path / "state.pt")
     inner = Call(torch._utils._rebuild_tensor, (whole, 0, (12,), (1,)))

@@ -189,6 +189,10 @@ class PlainTorchData {
           d->new_object = true;
         } else {
           // defaultdict, a dict subclass of the file's: that class, made as it was (the pickler).
+          if (!IsDataName(cls) && ClassifyGlobal(cls).klass != GlobalClass::kUnknown) {
+            Fail(ErrorCode::kRefused, "'" + PathOf(link) + "': a dict of class '" + cls +
+                                          "', a dangerous name (read only under --permissive): not written");
+          }
           d = arena_.Dict(cls);
           d->new_object = s->new_object;
         }
