@@ -219,6 +219,30 @@ def test_load_equals_weights_only(plain_sd):
         trove.load(plain_sd, weights_only=False)
 
 
+def test_load_map_location_callable(ckpt):
+    """A callable map_location gets each storage once with its saved location, as torch.load calls
+    it; what it returns is what the tensors view (shared storages stay shared)."""
+    def calls_of(loader):
+        seen = []
+
+        def relocate(storage, location):
+            seen.append((storage.nbytes(), location))
+            return storage.clone()  # a copy: the result must view it, not the file
+        return loader(ckpt, map_location=relocate), sorted(seen)
+    mine, mine_calls = calls_of(trove.load)
+    ref, ref_calls = calls_of(torch.load)
+    assert mine_calls == ref_calls
+    assert_same_tree(mine, ref)
+    m = mine["model"]
+    assert storage_ptr(m["embed.weight"]) == storage_ptr(m["head.weight"])
+    with trove.open(ckpt, framework="pt") as f:
+        assert storage_ptr(f.get_tensor("model/embed.weight")) != storage_ptr(m["embed.weight"])
+    assert isinstance(mine["param"], torch.nn.Parameter) and mine["param"].requires_grad
+    # None keeps the storage; a device string and {"cpu": "cpu"} are the identity on this machine.
+    for where in (lambda s, loc: None, "cpu", torch.device("cpu"), {"cpu": "cpu"}):
+        assert_same_tree(trove.load(ckpt, map_location=where), ref)
+
+
 def test_load_other_formats(ckpt, tmp_path):
     ref = torch.load(ckpt)["model"]
     flat = {k: v for k, v in ref.items() if k not in ("proj_t", "row", "head.weight")}

@@ -461,29 +461,53 @@ def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool =
 
 
 def _move(tree: Any, map_location: Any) -> Any:
+    """torch.load's map_location, applied per storage as torch applies it: a callable gets each
+    storage (untyped) and the location it was saved at ("cpu": every storage trove reads is on the
+    CPU) and returns the storage to use, or None to keep it; a dict maps location names; a str or
+    device is the target. Tensors that shared a storage share the moved one."""
     torch = _pt()
-    if isinstance(map_location, dict):
-        target = map_location.get("cpu", "cpu")
-    elif callable(map_location):
-        return tree  # a callable gets (storage, location): every storage trove reads is on the CPU already
+    if callable(map_location) and not isinstance(map_location, (str, torch.device)):
+        def place(storage):
+            moved = map_location(storage, "cpu")
+            return storage if moved is None else moved
     else:
-        target = map_location
-    device = torch.device(target)
-    if device.type == "cpu":
-        return tree
+        target = map_location.get("cpu", "cpu") if isinstance(map_location, dict) else map_location
+        device = torch.device(target)
+        if device.type == "cpu":
+            return tree
+
+        def place(storage):
+            whole = torch.empty(0, dtype=torch.uint8).set_(
+                torch.storage.TypedStorage(wrap_storage=storage, dtype=torch.uint8))
+            return whole.to(device).storage().untyped()
     memo: dict = {}
+    storages: dict = {}
+
+    def moved_tensor(t):
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
+        key = (storage.data_ptr(), storage.nbytes(), str(storage.device))
+        if key not in storages:
+            storages[key] = place(storage)
+        target = storages[key]
+        out = torch.empty(0, dtype=t.dtype, device=target.device).set_(
+            torch.storage.TypedStorage(wrap_storage=target, dtype=t.dtype), t.storage_offset(), t.size(), t.stride())
+        if t.requires_grad:
+            out.requires_grad_(True)
+        if isinstance(t, torch.nn.Parameter):
+            out = torch.nn.Parameter(out, requires_grad=t.requires_grad)
+        return out
 
     def walk(o: Any) -> Any:
         if id(o) in memo:
             return memo[id(o)]
         if isinstance(o, torch.Tensor):
-            out = o.to(device)
-            if isinstance(o, torch.nn.Parameter):
-                out = torch.nn.Parameter(out, requires_grad=o.requires_grad)
+            out = moved_tensor(o)
         elif isinstance(o, dict):
             out = type(o)()
             for k, v in o.items():
                 out[k] = walk(v)
+            if hasattr(o, "_metadata"):
+                out._metadata = o._metadata
         elif isinstance(o, list):
             out = [walk(v) for v in o]
         elif isinstance(o, tuple):
