@@ -707,6 +707,22 @@ py::dict Metadata(const Document& doc) {
   return out;
 }
 
+// max_shard_size of save and convert: None, a positive number of bytes, or a size such as "5GB"
+// (the CLI's --max-shard-size); only the formats with a shard index take it.
+std::optional<uint64_t> MaxShardBytes(py::handle max_shard_size, trove::Format target) {
+  if (max_shard_size.is_none()) return std::nullopt;
+  if (target != trove::Format::kSafetensors && target != trove::Format::kPt) {
+    trove::Fail(ErrorCode::kUsage, "max_shard_size needs the 'safetensors' or 'pt' format");
+  }
+  if (PyUnicode_Check(max_shard_size.ptr())) return trove::ParseShardSize(max_shard_size.cast<std::string>());
+  if (PyLong_Check(max_shard_size.ptr()) && !PyBool_Check(max_shard_size.ptr())) {
+    const long long n = max_shard_size.cast<long long>();
+    if (n <= 0) trove::Fail(ErrorCode::kUsage, "max_shard_size must be positive");
+    return static_cast<uint64_t>(n);
+  }
+  trove::Fail(ErrorCode::kUsage, "max_shard_size takes a number of bytes or a size such as '5GB'");
+}
+
 // The writer settings save and convert share: the callbacks, forwarded to Python callables
 // (None: not called) with the GIL taken for each call (the tensordict directory writer may call
 // progress from a helper thread); a Python exception a callable raises travels through the writer
@@ -813,9 +829,12 @@ PYBIND11_MODULE(_trove, m) {
   }, py::arg("path"), py::arg("permissive") = false);
 
   m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type, bool force,
-                    py::object progress, py::object note, const std::string& compression, py::object metadata) {
+                    py::object progress, py::object note, const std::string& compression, py::object metadata,
+                    py::object max_shard_size) {
     trove::ConvertOptions options;
     SetWriteSettings(options, progress, note, compression, metadata);
+    const trove::Format target = trove::TargetFormat(path, format);
+    options.max_shard_bytes = MaxShardBytes(max_shard_size, target);
     Document doc;
     doc.format = "python";
     doc.path = "<python objects>";
@@ -823,11 +842,10 @@ PYBIND11_MODULE(_trove, m) {
     doc.root = conv.Convert(tree, 0);
     doc.tensors = trove::CollectTensors(doc.root);
     if (force) options.replace = trove::Replace::kAnything;
-    const trove::Format target = trove::TargetFormat(path, format);
     Released([&] { trove::ConvertDocument(doc, path, target, options); });
   }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"), py::arg("force") = false,
      py::arg("progress") = py::none(), py::arg("note") = py::none(), py::arg("compression") = "",
-     py::arg("metadata") = py::none());
+     py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none());
 
   m.def("_verify", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Verify(path); })); });
   m.def("_scan", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Scan(path); })); });
@@ -837,18 +855,8 @@ PYBIND11_MODULE(_trove, m) {
                        py::object max_shard_size) {
     trove::ConvertOptions options;
     SetWriteSettings(options, progress, note, compression, metadata);
-    if (!max_shard_size.is_none()) {
-      if (to != "safetensors" && to != "pt") trove::Fail(ErrorCode::kUsage, "max_shard_size needs to='safetensors' or to='pt'");
-      if (PyUnicode_Check(max_shard_size.ptr())) {
-        options.max_shard_bytes = trove::ParseShardSize(max_shard_size.cast<std::string>());
-      } else if (PyLong_Check(max_shard_size.ptr()) && !PyBool_Check(max_shard_size.ptr())) {
-        const long long n = max_shard_size.cast<long long>();
-        if (n <= 0) trove::Fail(ErrorCode::kUsage, "max_shard_size must be positive");
-        options.max_shard_bytes = static_cast<uint64_t>(n);
-      } else {
-        trove::Fail(ErrorCode::kUsage, "max_shard_size takes a number of bytes or a size such as '5GB'");
-      }
-    }
+    const trove::Format target = trove::TargetFormat(dst, to);
+    options.max_shard_bytes = MaxShardBytes(max_shard_size, target);
     options.drop_values = drop_values;
     options.keys = std::move(keys);
     if (!dtype.empty()) {
@@ -857,7 +865,6 @@ PYBIND11_MODULE(_trove, m) {
       options.floating_dtype = *d;
     }
     if (force) options.replace = trove::Replace::kAnything;
-    const trove::Format target = trove::TargetFormat(dst, to);
     Released([&] { trove::Convert(src, dst, target, options); });
   }, py::arg("src"), py::arg("dst"), py::arg("to"), py::arg("keys"), py::arg("dtype"), py::arg("force"),
      py::arg("drop_values"), py::arg("progress") = py::none(), py::arg("note") = py::none(),

@@ -536,6 +536,36 @@ def test_convert_max_shard_size(tmp_path):
         trove.convert(src, str(tmp_path / "x"), max_shard_size="10MB")
 
 
+def test_save_max_shard_size(tmp_path):
+    """save writes shards and their index straight from Python objects; the shards are read with
+    the tests' own safetensors reader and torch.load, the index with json."""
+    import json
+    import safetensors_spec
+    sd = _big_sd()
+    out = tmp_path / "st"
+    trove.save(sd, out, format="safetensors", max_shard_size="10MB")
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    got = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        tensors, _ = safetensors_spec.read((out / shard).read_bytes())
+        assert os.path.getsize(out / shard) <= 10_000_000 + 1024 or len(tensors) == 1
+        got.update({k: (shard, v) for k, v in tensors.items()})
+    assert {k: s for k, (s, _) in got.items()} == index["weight_map"]
+    assert index["metadata"]["total_size"] == sum(t.numel() * t.element_size() for t in sd.values())
+    for k, t in sd.items():
+        assert got[k][1][2] == t.numpy().tobytes(), k
+    pts = tmp_path / "pts"
+    trove.save(sd, pts, format="pt", max_shard_size=10 << 20)
+    index = json.loads((pts / "pytorch_model.bin.index.json").read_text())
+    loaded = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        loaded.update(torch.load(pts / shard, weights_only=True))
+    assert set(loaded) == set(sd) and all(torch.equal(loaded[k], sd[k]) for k in sd)
+    with pytest.raises(trove.UsageError, match="max_shard_size"):
+        trove.save(sd, tmp_path / "x.tdz", max_shard_size="10MB")
+    assert not (tmp_path / "x.tdz").exists()
+
+
 def test_verify_convert_diff_stats(ckpt, tmp_path):
     report = trove.verify(ckpt)
     assert report.ok and report.format == "pt" and report.entries_checked > 0

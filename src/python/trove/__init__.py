@@ -616,7 +616,8 @@ def _to_specs(obj: Any) -> tuple:
 
 def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force: bool = False,  # noqa: A002
          progress: Optional[Callable[[int, int], Any]] = None, note: Optional[Callable[[str], Any]] = None,
-         compression: Optional[str] = None, metadata: Optional[dict[str, str]] = None) -> None:
+         compression: Optional[str] = None, metadata: Optional[dict[str, str]] = None,
+         max_shard_size: Optional[int | str] = None) -> None:
     """Writes nested dicts/lists/tuples of torch tensors, numpy arrays and plain values.
 
     format: "pt", "safetensors", "tensordict", "tdz" or "pskd"; None: from the name (.pt .pth .bin
@@ -630,10 +631,13 @@ def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force:
     call is (total, total)); note(text): the writer's remarks. Either may be called from another
     thread; an exception either raises abandons the write (nothing appears at `path`) and is
     raised here. compression: the .tdz payloads' method ("stored", "deflate", "bzip2", "lzma").
-    metadata: a .safetensors file's "__metadata__" (str to str).
+    metadata: a .safetensors file's "__metadata__" (str to str). max_shard_size: bytes or "5GB"
+    (with format "safetensors" or "pt"): `path` is a directory of shards and their index, named and
+    filled as the Hugging Face tools do.
     """
     tree, keep = _to_specs(obj)
-    _trove._save(tree, os.fspath(path), format or "", _TensorSpec, force, progress, note, compression or "", metadata)
+    _trove._save(tree, os.fspath(path), format or "", _TensorSpec, force, progress, note, compression or "", metadata,
+                 max_shard_size)
     del keep
 
 
