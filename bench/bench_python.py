@@ -58,18 +58,9 @@ def go():
         return sum(float(f.get_tensor(k).sum()) for k in f.keys())
 print(median(go))
 """,
-    "numpy.memmap + sums": HEAD + r"""
-import numpy, struct, zipfile
-# Where each storage's bytes start: the local header's fixed 30 bytes, its name and its extra field.
-entries = []
-with zipfile.ZipFile(path) as z, open(path, "rb") as raw:
-    for info in z.infolist():
-        if "/data/" not in info.filename:
-            continue
-        raw.seek(info.header_offset)
-        local = raw.read(30)
-        name_len, extra_len = struct.unpack("<HH", local[26:30])
-        entries.append((info.header_offset + 30 + name_len + extra_len, info.file_size // 4))
+    "numpy.memmap + sums": HEAD + B.STORAGE_RECORDS + r"""
+import numpy
+entries = [(offset, nbytes // 4) for offset, nbytes in storage_records(path)]
 def go():
     return sum(float(numpy.memmap(path, dtype=numpy.float32, mode="r", offset=o, shape=(n,)).sum())
                for o, n in entries)
