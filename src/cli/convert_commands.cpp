@@ -9,8 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/progress.h"
-#include "cli/value_printer.h"
+#include "core/float_text.h"
 #include "trove/convert.h"
 #include "trove/open.h"
 #include "trove/safetensors.h"
@@ -22,9 +23,7 @@
 namespace trove::cli {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-std::string DoubleText(double d) { return fmt::format("{:.6g}", d); }
+std::string DoubleText(double d) { return FloatText(d); }
 
 // 1048576 -> "1,048,576".
 std::string Thousands(uint64_t n) {
@@ -223,10 +222,15 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     const size_t rows_left = cut(rows), only_a_left = cut(only_a), only_b_left = cut(only_b);
     auto relative_json = [](const TensorDiff& t) -> Json {
       if (t.l2 == 0) return 0.0;
-      return t.l2_a > 0 ? DoubleJson(t.l2 / t.l2_a) : Json(nullptr);
+      return t.l2_a > 0 ? Json(t.l2 / t.l2_a) : Json(nullptr);
     };
     if (json) {
-      Json j{{"a", a_path}, {"b", b_path}, {"equal", r.equal()}, {"only_in_a", only_a}, {"only_in_b", only_b}};
+      Json j = Envelope("diff");
+      j["a"] = a_path;
+      j["b"] = b_path;
+      j["equal"] = r.equal();
+      j["only_in_a"] = only_a;
+      j["only_in_b"] = only_b;
       Json ts = Json::array();
       for (const TensorDiff* tp : rows) {
         const TensorDiff& t = *tp;
@@ -240,8 +244,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
           tj["within_tolerance"] = t.within_tolerance;
           tj["elements"] = t.elements;
           if (!t.identical) {
-            tj["max_abs"] = DoubleJson(t.max_abs);
-            tj["l2"] = DoubleJson(t.l2);
+            tj["max_abs"] = t.max_abs;
+            tj["l2"] = t.l2;
             tj["relative_l2"] = relative_json(t);
             tj["elements_differing"] = t.elements_differing;
           }
@@ -250,7 +254,12 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       }
       j["tensors"] = ts;
       Json vs = Json::array();
-      for (const auto& v : r.values) vs.push_back({{"key", v.key}, {"a", v.a}, {"b", v.b}});
+      for (const auto& v : r.values) {
+        Json vj{{"key", v.key}, {"change", v.a == nullptr ? "only_in_b" : v.b == nullptr ? "only_in_a" : "changed"}};
+        if (v.a) vj["a"] = ValueJson(v.a);
+        if (v.b) vj["b"] = ValueJson(v.b);
+        vs.push_back(std::move(vj));
+      }
       j["values"] = vs;
       j["summary"] = {{"common", r.tensors.size()},          {"differ", counts[kDiffers]},
                       {"within_tolerance", counts[kClose]}, {"equal_values", counts[kEqualValues]},
@@ -258,7 +267,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                       {"only_in_a", r.only_in_a.size()},    {"only_in_b", r.only_in_b.size()},
                       {"values", r.values.size()},          {"skipped", r.tensors_skipped}};
       j["left_out"] = {{"tensors", rows_left}, {"only_in_a", only_a_left}, {"only_in_b", only_b_left}};
-      std::cout << j.dump(2) << '\n';
+      PrintJson(std::cout, j);
     } else {
       auto more = [](size_t left, const char* what) {
         if (left) std::cout << fmt::format("... {} more {} not shown (--top {})\n", Thousands(left), what, top);
@@ -289,7 +298,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       }
       more(rows_left, "tensor rows");
       for (const auto& v : r.values)
-        std::cout << "value:     " << v.key << ": " << (v.a.empty() ? "(absent)" : v.a) << " -> " << (v.b.empty() ? "(absent)" : v.b) << '\n';
+        std::cout << "value:     " << v.key << ": " << (v.a ? v.a_text : "(absent)") << " -> " << (v.b ? v.b_text : "(absent)") << '\n';
       std::vector<std::string> parts;
       const std::pair<Cat, const char*> names[] = {{kDiffers, "differ"},
                                                    {kClose, "within tolerance"},
