@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -33,6 +35,67 @@ std::string Thousands(uint64_t n) {
     out += digits[i];
   }
   return out;
+}
+
+// What --dtype did to the values: counted as the cast streamed them (trove/tensor.h CastLosses).
+struct CastSummary {
+  uint64_t overflowed = 0, underflowed = 0, sign_lost = 0;
+  Json tensors = Json::array();  // one row per cast tensor that lost anything
+};
+
+CastSummary SummariseCasts(const Document& doc) {
+  CastSummary s;
+  std::set<const CastLosses*> seen;  // a tied weight is one cast
+  for (const NamedTensor& t : doc.tensors) {
+    const CastLosses* l = t.view->cast_losses.get();
+    if (l == nullptr || !l->counted || !seen.insert(l).second) continue;
+    s.overflowed += l->overflowed;
+    s.underflowed += l->underflowed;
+    s.sign_lost += l->sign_lost;
+    if (l->overflowed + l->underflowed + l->sign_lost > 0) {
+      s.tensors.push_back({{"key", t.key}, {"dtype", Name(t.view->cast_source->dtype)}, {"to", Name(t.view->dtype)},
+                           {"overflowed", l->overflowed.load()}, {"underflowed", l->underflowed.load()},
+                           {"sign_lost", l->sign_lost.load()}});
+    }
+  }
+  return s;
+}
+
+// The warning on stderr (always) and the --json report on stdout.
+void ReportConversion(const Document& doc, const std::string& src, const std::string& dst, Format target,
+                      std::optional<DType> dtype, size_t cast, const std::vector<std::string>& notes, bool json) {
+  const CastSummary s = SummariseCasts(doc);
+  std::vector<std::string> parts;
+  if (s.overflowed) parts.push_back(Thousands(s.overflowed) + " overflowed to inf");
+  if (s.underflowed) parts.push_back(Thousands(s.underflowed) + " underflowed to zero");
+  if (s.sign_lost) parts.push_back(Thousands(s.sign_lost) + " lost their sign");
+  std::string warning;
+  if (!parts.empty()) {
+    std::string where;
+    for (size_t i = 0; i < s.tensors.size() && i < 3; ++i) where += (i ? ", " : "") + s.tensors[i]["key"].get<std::string>();
+    if (s.tensors.size() > 3) where += fmt::format(" and {} more", s.tensors.size() - 3);
+    warning = "--dtype " + std::string(dtype ? Name(*dtype) : "") + ": " + fmt::format("{}", fmt::join(parts, ", ")) + " (in " + std::to_string(s.tensors.size()) +
+              (s.tensors.size() == 1 ? " tensor: " : " tensors: ") + where + ")";
+    std::cerr << "trove: warning: " << dst << ": " << warning << '\n';
+  }
+  if (!json) return;
+  Json j = Envelope("convert");
+  j["source"] = src;
+  j["destination"] = dst;
+  j["format"] = FormatName(target);
+  uint64_t bytes = 0;
+  for (const NamedTensor& t : doc.tensors) bytes += t.view->nbytes();
+  j["tensors"] = doc.tensors.size();
+  j["tensor_bytes"] = bytes;
+  j["cast"] = {{"dtype", dtype ? Json(std::string(Name(*dtype))) : Json(nullptr)},
+               {"tensors", cast},
+               {"overflowed", s.overflowed},
+               {"underflowed", s.underflowed},
+               {"sign_lost", s.sign_lost},
+               {"lossy_tensors", s.tensors}};
+  j["warnings"] = warning.empty() ? Json::array() : Json::array({warning});
+  j["notes"] = notes;
+  PrintJson(std::cout, j);
 }
 
 }  // namespace
@@ -66,6 +129,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_option("--max-shard-size", max_shard_size,
                       "Write DST as a directory of shards and an index (--to safetensors or pt), e.g. 5GB, 500MiB");
   convert->add_flag("--drop-values", drop_values, ".safetensors: leave out values other than tensors (else an error lists them)");
+  static bool convert_json = false;
+  convert->add_flag("--json", convert_json, "What was written, as one JSON object on stdout (docs/json.md)");
   convert->footer("The output appears only when complete. An existing output is replaced (atomically) only when\n"
                   "it is what convert writes there: a file for a file format, a tensordict directory (or an empty\n"
                   "one) for --to tensordict; anything else is refused unless --force. Examples:\n"
@@ -93,7 +158,12 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       if (eq == std::string::npos || eq == 0) Fail(ErrorCode::kUsage, "--metadata takes KEY=VALUE (not '" + m + "')");
       opts.metadata.emplace_back(m.substr(0, eq), m.substr(eq + 1));
     }
-    opts.note = [](const std::string& text) { std::cerr << "trove: note: " << dst << ": " << text << '\n'; };
+    static std::vector<std::string> notes;
+    notes.clear();
+    opts.note = [](const std::string& text) {
+      notes.push_back(text);
+      std::cerr << "trove: note: " << dst << ": " << text << '\n';
+    };
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);
       if (!d) {
@@ -126,6 +196,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       Progress progress;
       opts.progress = progress.Callback();
       ConvertDocument(doc, dst, target, opts);
+      ReportConversion(doc, src, dst, target, opts.floating_dtype, cast, notes, convert_json);
     });
     *exit_code = kExitOk;
   });
