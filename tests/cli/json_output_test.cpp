@@ -28,6 +28,15 @@ TEST(FloatText, ShortestRoundTripThatReadsAsAFloat) {
   for (double d : {0.3, 1.0 / 3, 5e-324, 1.7976931348623157e308, 123456789.125}) {
     EXPECT_EQ(std::strtod(FloatText(d).c_str(), nullptr), d);
   }
+  // Python's repr: positional for exponents in [-4, 16), else scientific with two exponent digits.
+  EXPECT_EQ(FloatText(0.0003), "0.0003");
+  EXPECT_EQ(FloatText(0.00001), "1e-05");
+  EXPECT_EQ(FloatText(1e16), "1e+16");
+  EXPECT_EQ(FloatText(1234567890123456.0), "1234567890123456.0");
+  EXPECT_EQ(FloatText(-1.5e300), "-1.5e+300");
+  EXPECT_EQ(FloatText(100.0), "100.0");
+  EXPECT_EQ(FloatText(123.456), "123.456");
+  EXPECT_EQ(FloatText(5e-324), "5e-324");
   EXPECT_EQ(RoundedFloatText(0.123456, 4), "0.1235");
 }
 

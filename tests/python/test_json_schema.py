@@ -210,7 +210,7 @@ def test_values_are_tagged_where_plain_json_is_ambiguous(files):
 def test_properties_are_typed(files):
     info = run_json("trove", "info", files["pt"], "--json")
     props = info["properties"]
-    recorded = any(r["name"].endswith("/byteorder") for r in info["records"])  # torch >= 2.0 writes one
+    recorded = any(r["name"].endswith("/byteorder") for r in info["records"])  # torch >= 2.1 writes one
     assert props["version"] == 3 and props["byteorder"] == "little" and props["byteorder_assumed"] is (not recorded)
     assert isinstance(props["pickle_protocol"], int)
     props = run_json("trove", "info", files["tensordict"], "--json")["properties"]
@@ -260,3 +260,16 @@ def test_convert_counts_what_a_cast_loses(files, tmp_path):
     assert r.code == 0 and "trove: warning: " in r.errtext and "1 overflowed to inf" in r.errtext, r
     r = run_tool("trove", "convert", files["pt"], tmp_path / "f.safetensors", "--dtype", "bfloat16", "--drop-values")
     assert r.code == 0 and "warning" not in r.errtext, r
+
+
+def test_floats_print_as_python_repr_prints_them(tmp_path):
+    # Random doubles over the whole exponent range, and the edges of positional notation.
+    torch.manual_seed(1)
+    bits = torch.randint(-2 ** 62, 2 ** 62, (2000,), dtype=torch.int64).view(torch.float64)
+    edges = torch.tensor([1e-4, 9.999e-5, 1e16, 9999999999999998.0, 0.5, -0.0, 5e-324, 1.7976931348623157e308],
+                         dtype=torch.float64)
+    t = torch.cat([bits[torch.isfinite(bits)], edges])
+    torch.save({"t": t}, tmp_path / "f.pt")
+    r = run_tool("trove", "cat", tmp_path / "f.pt", "t", "--json")
+    text = r.text[r.text.index('"data":[') + len('"data":['):r.text.rindex("]")]
+    assert text.split(", ") == [repr(x) for x in t.tolist()]
