@@ -28,7 +28,7 @@ def test_cat_reaches_scalars_strings_lists_and_subtrees(trove, ck):
                                        "config/name = 'tiny'", "losses:"]
     r = trove("cat", ck, "config", "--json")
     assert r.code == 0 and json.loads(r.out) == {"schema_version": 1, "command": "cat", "key": "config",
-                                                 "value": {"lr": 0.001, "name": "tiny", "betas": [0.9, 0.999]}}
+                                                 "value": {"lr": 0.001, "name": "tiny", "betas": {"$tuple": [0.9, 0.999]}}}
 
 
 def test_cat_globs_and_slices(trove, ck):
