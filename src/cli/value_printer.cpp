@@ -9,7 +9,8 @@
 namespace trove::cli {
 namespace {
 
-std::string Quote(const std::string& s, size_t max_chars) {
+// Python's repr of a str, or of bytes (`bytes`: every byte past ASCII escaped), cut at max_chars.
+std::string Quote(const std::string& s, size_t max_chars, bool bytes = false) {
   std::string out = "'";
   for (unsigned char c : s) {
     if (out.size() > max_chars) {
@@ -18,7 +19,7 @@ std::string Quote(const std::string& s, size_t max_chars) {
     }
     if (c == '\'' || c == '\\') { out += '\\'; out += static_cast<char>(c); }
     else if (c == '\n') out += "\\n";
-    else if (c < 32 || c == 127) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
+    else if (c < 32 || c == 127 || (bytes && c >= 128)) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
     else out += static_cast<char>(c);
   }
   return out + "'";
@@ -165,7 +166,12 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
     case ValueKind::kFloat: return FloatText(v.real);
     case ValueKind::kComplex: return "(" + FloatText(v.real) + (v.imag < 0 ? "" : "+") + FloatText(v.imag) + "j)";
     case ValueKind::kStr: return Quote(v.text, max_chars);
-    case ValueKind::kBytes: return (v.type_name == "bytearray" ? "bytearray(" : "b") + std::to_string(v.text.size()) + " bytes" + (v.type_name == "bytearray" ? ")" : "");
+    case ValueKind::kBytes: {
+      // b'\x00\x01' as Python shows it; a long one cut, with its length.
+      std::string text = "b" + Quote(v.text, max_chars, true);
+      if (text.size() > max_chars) text += " (" + std::to_string(v.text.size()) + " bytes)";
+      return v.type_name == "bytearray" ? "bytearray(" + text + ")" : text;
+    }
     case ValueKind::kGlobal: return v.type_name;
     case ValueKind::kTensor: return "tensor " + TensorSummary(*v.tensor);
     case ValueKind::kObject: return "<" + v.type_name + ">";
