@@ -313,7 +313,7 @@ void AppendNumber(std::string& out, const ElementValue& e, DType dtype, bool jso
       } else {
         out += '(';
         real(e.re);
-        if (!std::signbit(e.im) && !std::isnan(e.im)) out += '+';
+        if (!std::signbit(e.im) || std::isnan(e.im)) out += '+';  // a negative part brings its own '-'
         real(e.im);
         out += "j)";
       }

@@ -164,7 +164,7 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
     case ValueKind::kBool: return v.boolean ? "True" : "False";
     case ValueKind::kInt: return v.IntToString();
     case ValueKind::kFloat: return FloatText(v.real);
-    case ValueKind::kComplex: return "(" + FloatText(v.real) + (v.imag < 0 ? "" : "+") + FloatText(v.imag) + "j)";
+    case ValueKind::kComplex: return ComplexText(v.real, v.imag);
     case ValueKind::kStr: return Quote(v.text, max_chars);
     case ValueKind::kBytes: {
       // b'\x00\x01' as Python shows it; a long one cut, with its length.

@@ -22,8 +22,7 @@ std::string LeafText(const Value& v) {
     case ValueKind::kBool: return v.boolean ? "True" : "False";
     case ValueKind::kInt: return v.IntToString();
     case ValueKind::kFloat: return FloatText(v.real);
-    case ValueKind::kComplex:
-      return "(" + FloatText(v.real) + (std::signbit(v.imag) || std::isnan(v.imag) ? "" : "+") + FloatText(v.imag) + "j)";
+    case ValueKind::kComplex: return ComplexText(v.real, v.imag);
     case ValueKind::kStr: return "'" + v.text + "'";
     case ValueKind::kBytes: return "b<" + std::to_string(v.text.size()) + " bytes>";
     case ValueKind::kGlobal: return v.type_name;

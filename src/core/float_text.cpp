@@ -82,6 +82,14 @@ std::string FloatText(float value) {
   return out;
 }
 
+std::string ComplexText(double re, double im) {
+  std::string out = "(";
+  AppendShortest(re, out);
+  if (!std::signbit(im) || std::isnan(im)) out += '+';  // a negative part brings its own '-'
+  AppendShortest(im, out);
+  return out + "j)";
+}
+
 std::string RoundedFloatText(double value, int significant) {
   if (!std::isfinite(value)) return FloatText(value);
   significant = significant < 1 ? 1 : significant > 17 ? 17 : significant;

@@ -21,6 +21,9 @@ void AppendFloatText(float value, std::string& out);
 std::string FloatText(double value);
 std::string FloatText(float value);
 
+// A complex number as Python writes one, with FloatText's parts: "(1.0+2.0j)", "(1.0-0.0j)".
+std::string ComplexText(double re, double im);
+
 // `significant` digits (1..17), for tables read by people ("0.1235", "1.235e+05"); non-finite
 // values as FloatText. Never for output a program reads back.
 std::string RoundedFloatText(double value, int significant);

@@ -147,13 +147,7 @@ void AppendArgText(const Value& v, int depth, std::string& out) {
     case ValueKind::kBool: out += v.boolean ? "True" : "False"; return;
     case ValueKind::kInt: out += v.IntToString(); return;
     case ValueKind::kFloat: AppendFloatText(v.real, out); return;
-    case ValueKind::kComplex:
-      out += '(';
-      AppendFloatText(v.real, out);
-      out += '+';
-      AppendFloatText(v.imag, out);
-      out += "j)";
-      return;
+    case ValueKind::kComplex: out += ComplexText(v.real, v.imag); return;
     case ValueKind::kStr: quoted(v.text, ""); return;
     case ValueKind::kBytes: quoted(v.text, "b"); return;
     case ValueKind::kList: items(v.items, "[", "]", false); return;

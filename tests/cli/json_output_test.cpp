@@ -38,6 +38,9 @@ TEST(FloatText, ShortestRoundTripThatReadsAsAFloat) {
   EXPECT_EQ(FloatText(123.456), "123.456");
   EXPECT_EQ(FloatText(5e-324), "5e-324");
   EXPECT_EQ(RoundedFloatText(0.123456, 4), "0.1235");
+  EXPECT_EQ(ComplexText(1, 2), "(1.0+2.0j)");
+  EXPECT_EQ(ComplexText(1, -0.0), "(1.0-0.0j)");
+  EXPECT_EQ(ComplexText(0, std::nan("")), "(0.0+nanj)");
 }
 
 TEST(JsonOutput, PlainWhereUnambiguous) {
