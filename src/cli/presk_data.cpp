@@ -91,9 +91,6 @@ std::string CommandUsage(const CommandHelp& c) {
   return "usage: presk data " + std::string(c.usage) + "\n" + std::string(c.help);
 }
 
-// The command whose words are being parsed, for usage errors' pointer to its help.
-std::string g_command;
-
 // Samples `info` prints when --samples is not given.
 constexpr uint64_t kDefaultInfoSamples = 3;
 // `info` prints a leaf of more elements as "<N elements>": a checkpoint's sample is not a screenful.
@@ -430,7 +427,8 @@ int Batches(const std::vector<std::string>& words) {
   return kExitOk;
 }
 
-void PrintError(const Error& e) {
+// `command`: the command that ran, whose help a usage error points to.
+void PrintError(const Error& e, const std::string& command) {
   std::optional<PskdCode> code = PskdCodeOf(e);
   std::string message = PskdMessageWithoutCode(e);
   if (!code) {
@@ -443,8 +441,8 @@ void PrintError(const Error& e) {
   } else {
     std::fprintf(stderr, "presk data: error: %s\n", message.c_str());
     if (e.code() == ErrorCode::kUsage) {
-      if (FindCommand(g_command)) {
-        std::fprintf(stderr, "(run 'presk data %s --help' for its usage)\n", g_command.c_str());
+      if (FindCommand(command)) {
+        std::fprintf(stderr, "(run 'presk data %s --help' for its usage)\n", command.c_str());
       } else {
         std::fprintf(stderr, "(run 'presk data --help' for the commands)\n");
       }
@@ -462,7 +460,6 @@ int RunPreskData(const std::vector<std::string>& args) {
   }
   // `presk data help CMD` and `presk data CMD --help` (anywhere among its words).
   const std::string& command = help_word ? args[1] : args[0];
-  g_command = command;
   std::vector<std::string> rest(args.begin() + (help_word ? 2 : 1), args.end());
   const CommandHelp* known = FindCommand(command);
   const bool asks_help = help_word || std::any_of(rest.begin(), rest.end(), [](const std::string& w) {
@@ -494,7 +491,7 @@ int RunPreskData(const std::vector<std::string>& args) {
     });
   } catch (const Error& e) {
     std::fflush(stdout);
-    PrintError(e);
+    PrintError(e, command);
     return ExitStatusAfterSignals(kExitError);
   } catch (const std::exception& e) {
     std::fflush(stdout);
