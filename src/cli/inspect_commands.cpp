@@ -30,6 +30,10 @@ namespace {
 
 // `trove cat` without --raw/--json prints at most this many elements: a terminal, not a dump.
 constexpr uint64_t kMaxHumanElements = 1000;
+// `cat --json` of a value shows it whole up to this many nodes, past which the rest is marked
+// {"$elided": true}: shared subtrees (the pickle memo) can make a small file's tree spell out
+// exponentially many nodes, and a real config or optimizer state is far smaller.
+constexpr size_t kMaxCatJsonNodes = size_t{1} << 22;
 // An empty tensor prints as nested empty lists; past this many the shape is a lie, not data.
 constexpr uint64_t kMaxEmptyListsPrinted = 1'000'000;
 
@@ -524,7 +528,7 @@ void CatValue(const std::string& key, const Value& v, const CatOptions& o) {
   if (o.json) {
     Json j = Envelope("cat");
     j["key"] = key;
-    j["value"] = ValueJson(&v, {SIZE_MAX, SIZE_MAX});
+    j["value"] = ValueJson(&v, {kMaxCatJsonNodes, SIZE_MAX});
     std::cout << DumpJson(j, -1) << '\n';
     return;
   }
