@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/value_printer.h"
 #include "pickle_in_pt.h"
 #include "trove/document.h"
@@ -46,6 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     RunTrove({"trove", "diff", path, path});
     RunTrove({"trove", "scan", path, "--json"});
+    RunTrove({"trove", "scan", path});
+    RunTrove({"trove", "cat", path, "**", "--json"});
   }
   trove::ValueArena arena;
   trove::DataResolver resolver(/*permissive=*/true);
@@ -53,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const trove::Value* root = unpickler.Load();
     (void)trove::cli::DescribeValues(root, 200);
-    (void)trove::cli::ValueToJson(root).dump(2);
+    (void)trove::cli::DumpJson(trove::cli::ValueJson(root));
+    (void)trove::cli::DumpJson(trove::cli::ValueJson(root, {SIZE_MAX, SIZE_MAX}), -1);
     trove::ForEachLeaf(root, [](const std::string& key, const trove::Value& leaf) {
       (void)trove::cli::ScalarText(leaf);
       (void)key;

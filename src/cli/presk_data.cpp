@@ -1,4 +1,5 @@
 // `presk data ...` (and `trove data ...`): the .psk.d commands of the spec, with its messages.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
+#include "cli/suggest.h"
+#include "core/float_text.h"
+#include "formats/pskd/text_output.h"
 #include "trove/version.h"
 #include "formats/pskd/pskd_text.h"
 #include "trove/error.h"
@@ -22,16 +27,69 @@ namespace {
 
 using namespace trove::pskd;
 
-constexpr std::string_view kUsage =
-    "usage: presk data COMMAND ...\n"
-    "  chars INPUT.txt -o VOCAB.json\n"
-    "  encode INPUT.txt --vocab VOCAB.json -o TOKENS.txt\n"
-    "  pack --type TYPE INPUT.txt -o OUT.psk.d [--encoding f64|f32|bf16[,...]]\n"
-    "  lm-windows --vocab V --seq T [--stride S] TOKENS.txt -o OUT.psk.d\n"
-    "  info FILE.psk.d [--samples N]\n"
-    "  diff A.psk.d B.psk.d\n"
-    "  export FILE.psk.d -o OUT.json\n"
-    "  batches FILE.psk.d --batch B [--shuffle SEED] [--epoch E] [--take K] [--read]\n";
+// One command's synopsis and help (`presk data CMD --help`).
+struct CommandHelp {
+  std::string_view name;
+  std::string_view usage;  // after "presk data "
+  std::string_view help;   // what it does, its options
+};
+
+constexpr CommandHelp kCommands[] = {
+    {"chars", "chars INPUT.txt -o VOCAB.json",
+     "Every distinct character of a UTF-8 text, sorted, as a JSON array: token i is its i-th string.\n"
+     "  -o, --output VOCAB.json   the vocabulary (- for stdout)\n"},
+    {"encode", "encode INPUT.txt --vocab VOCAB.json -o TOKENS.txt",
+     "The text as token indices against a character vocabulary, separated by spaces (lines stay lines).\n"
+     "  --vocab VOCAB.json        a vocabulary made by chars\n"
+     "  -o, --output TOKENS.txt   the tokens (- for stdout)\n"},
+    {"pack", "pack --type TYPE INPUT.txt -o OUT.psk.d [--encoding f64|f32|bf16[,...]]",
+     "One sample per line of text, values in leaf order (indices as integers, reals as decimals);\n"
+     "empty lines and lines starting with -- are skipped.\n"
+     "  --type TYPE               a closed data type: (idx[64][seq: 8], R[4]); R or real spells ℝ\n"
+     "  --encoding E[,E...]       how real leaves are stored: one for all, or one per real leaf\n"
+     "  -o, --output OUT.psk.d    the sample file\n"},
+    {"lm-windows", "lm-windows --vocab V --seq T [--stride S] TOKENS.txt -o OUT.psk.d",
+     "Language-modelling windows of a token stream: window k is (tokens[kS .. kS+T], tokens[kS+1 .. kS+T+1]).\n"
+     "  --vocab V                 the vocabulary size (tokens are below it)\n"
+     "  --seq T                   the window length\n"
+     "  --stride S                tokens between window starts (default T: no overlap)\n"
+     "  -o, --output OUT.psk.d    the sample file\n"},
+    {"info", "info FILE.psk.d [--samples N] [--json]",
+     "The header (type, count, version, how each leaf is stored) and the first samples.\n"
+     "  --samples N               samples shown (default 3)\n"
+     "  --json                    one JSON object for scripts (docs/json.md)\n"},
+    {"diff", "diff A.psk.d B.psk.d",
+     "Two files of the same type compared value for value: ||a - b||_2 over the real leaves, relative to\n"
+     "||a||_2, and how many indices differ. Exit status 1 when they differ.\n"},
+    {"export", "export FILE.psk.d -o OUT.json",
+     "Every sample as JSON (tensors as nested lists, tuples as lists), for the PyTorch side.\n"
+     "  -o, --output OUT.json     the JSON file (- for stdout)\n"},
+    {"batches", "batches FILE.psk.d --batch B [--shuffle SEED] [--epoch E] [--take K] [--read]",
+     "The sample indices of each batch of an epoch, one batch a line, as training draws them\n"
+     "(an incomplete last batch is dropped).\n"
+     "  --batch B                 samples per batch\n"
+     "  --shuffle SEED            a permutation redrawn every epoch from SEED and the epoch\n"
+     "  --epoch E                 the epoch (default 0)\n"
+     "  --take K                  only the first K batches\n"
+     "  --read                    load every batch through the batch loader and print a summary\n"},
+};
+
+const CommandHelp* FindCommand(std::string_view name) {
+  for (const CommandHelp& c : kCommands)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+std::string Usage() {
+  std::string out = "usage: presk data COMMAND ...\n";
+  for (const CommandHelp& c : kCommands) out += "  " + std::string(c.usage) + "\n";
+  out += "(presk data COMMAND --help for one command's help)\n";
+  return out;
+}
+
+std::string CommandUsage(const CommandHelp& c) {
+  return "usage: presk data " + std::string(c.usage) + "\n" + std::string(c.help);
+}
 
 // Samples `info` prints when --samples is not given.
 constexpr uint64_t kDefaultInfoSamples = 3;
@@ -69,7 +127,11 @@ Args ParseArgs(const std::string& command, const std::vector<std::string>& words
         args.flags.insert(name);
         continue;
       }
-      if (!value_options.count(name)) Fail(ErrorCode::kUsage, command + ": unknown option " + name);
+      if (!value_options.count(name)) {
+        std::vector<std::string> known(value_options.begin(), value_options.end());
+        known.insert(known.end(), flag_options.begin(), flag_options.end());
+        Fail(ErrorCode::kUsage, command + ": unknown option " + name + DidYouMean(Suggest(name, known)));
+      }
       if (!has_value) {
         if (i + 1 >= words.size()) Fail(ErrorCode::kUsage, command + ": " + name + " needs a value");
         value = words[++i];
@@ -109,12 +171,26 @@ std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+// What a command wrote, said on stdout; on stderr when stdout was the output (`-o -`).
+void Wrote(const std::string& out, const std::string& what) {
+  if (out == kStdoutPath) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "presk data: wrote stdout (%s)\n", what.c_str());
+    return;
+  }
+  Print("presk data: wrote " + out + " (" + what + ")\n");
+}
+
+// Binary outputs never go to a terminal or pipe by accident.
+void RequireFileOutput(const std::string& command, const std::string& out) {
+  if (out == kStdoutPath) Fail(ErrorCode::kUsage, command + ": -o - is for text outputs; a .psk.d is written to a file");
+}
+
 int Chars(const std::vector<std::string>& words) {
   Args args = ParseArgs("chars", words, 1, {"--output"});
   const std::string& out = Required(args, "chars", "--output");
   CharsResult r = WriteCharVocabulary(args.positional[0], out);
-  Print("presk data: wrote " + out + " (" + std::to_string(r.vocabulary) + " characters over " +
-        std::to_string(r.characters) + " of text)\n");
+  Wrote(out, std::to_string(r.vocabulary) + " characters over " + std::to_string(r.characters) + " of text");
   return kExitOk;
 }
 
@@ -122,15 +198,15 @@ int Encode(const std::vector<std::string>& words) {
   Args args = ParseArgs("encode", words, 1, {"--output", "--vocab"});
   const std::string& out = Required(args, "encode", "--output");
   EncodeResult r = EncodeText(args.positional[0], Required(args, "encode", "--vocab"), out);
-  Print("presk data: wrote " + out + " (" + std::to_string(r.tokens) + " tokens over a vocabulary of " +
-        std::to_string(r.vocabulary) + ")\n");
+  Wrote(out, std::to_string(r.tokens) + " tokens over a vocabulary of " + std::to_string(r.vocabulary));
   return kExitOk;
 }
 
 int Pack(const std::vector<std::string>& words) {
   Args args = ParseArgs("pack", words, 1, {"--output", "--type", "--encoding"});
   const std::string& out = Required(args, "pack", "--output");
-  SampleType type = ParseSampleType(Required(args, "pack", "--type"));
+  RequireFileOutput("pack", out);
+  SampleType type = ParseSampleTypeArgument(Required(args, "pack", "--type"));
   if (type.is_params) {
     FailPskd(PskdCode::kNotClosedType, "params " + type.params_name + ": its leaf layout needs the program");
   }
@@ -171,6 +247,7 @@ int Pack(const std::vector<std::string>& words) {
 int LmWindows(const std::vector<std::string>& words) {
   Args args = ParseArgs("lm-windows", words, 1, {"--output", "--vocab", "--seq", "--stride"});
   const std::string& out = Required(args, "lm-windows", "--output");
+  RequireFileOutput("lm-windows", out);
   uint64_t vocab = Number("lm-windows", "--vocab", Required(args, "lm-windows", "--vocab"));
   uint64_t seq = Number("lm-windows", "--seq", Required(args, "lm-windows", "--seq"));
   uint64_t stride = args.Has("--stride") ? Number("lm-windows", "--stride", args.Get("--stride")) : seq;
@@ -180,10 +257,64 @@ int LmWindows(const std::vector<std::string>& words) {
   return kExitOk;
 }
 
+// A leaf's elements [*element, ...) of dims[axis...] as nested JSON arrays.
+Json LeafJson(const Leaf& leaf, const uint8_t* base, size_t axis, uint64_t& element) {
+  if (axis == leaf.dims.size()) {
+    const uint8_t* p = base + element++ * leaf.element_bytes;
+    return leaf.kind == LeafKind::kIndex ? Json(LoadIndex(p, leaf.element_bytes)) : Json(LoadReal(p, leaf.encoding));
+  }
+  Json a = Json::array();
+  for (uint64_t i = 0; i < leaf.dims[axis].size; ++i) a.push_back(LeafJson(leaf, base, axis + 1, element));
+  return a;
+}
+
+// A sample in the value encoding of docs/json.md: a tuple of the type is {"$tuple": [...]}, a
+// leaf its nested lists; a leaf of more than kInfoMaxLeafElements elements {"$elided": true}.
+Json SampleJson(const SampleType& type, uint32_t node, std::span<const uint8_t> sample) {
+  const TypeNode& n = type.nodes[node];
+  if (n.is_tuple) {
+    Json items = Json::array();
+    for (uint32_t child : n.children) items.push_back(SampleJson(type, child, sample));
+    return Json{{"$tuple", std::move(items)}};
+  }
+  const Leaf& leaf = type.leaves[n.leaf];
+  if (leaf.elements > kInfoMaxLeafElements) return Json{{"$elided", true}};
+  uint64_t element = 0;
+  return LeafJson(leaf, sample.data() + leaf.offset, 0, element);
+}
+
+int InfoJson(const PskdFile& file, const std::string& path, uint64_t samples) {
+  const SampleType& type = file.type();
+  Json j = Envelope("data info");
+  j["path"] = path;
+  j["type"] = type.text;
+  j["count"] = file.count();
+  j["version"] = file.header().version;
+  j["params"] = type.is_params ? Json(type.params_name) : Json(nullptr);
+  Json leaves = Json::array();
+  for (const Leaf& leaf : type.leaves) {
+    leaves.push_back({{"type", leaf.TypeText()}, {"kind", leaf.kind == LeafKind::kReal ? "real" : "index"},
+                      {"bound", leaf.kind == LeafKind::kIndex ? Json(leaf.bound) : Json(nullptr)},
+                      {"shape", leaf.shape()}, {"storage", LeafStorageName(leaf)}, {"offset", leaf.offset},
+                      {"bytes", leaf.bytes}});
+  }
+  j["sample_bytes"] = type.is_params ? Json(nullptr) : Json(type.sample_bytes);
+  j["leaves"] = std::move(leaves);
+  Json shown = Json::array();
+  for (uint64_t i = 0; !type.is_params && i < std::min(samples, file.count()); ++i) {
+    file.CheckIndices(i);
+    shown.push_back({{"index", i}, {"value", SampleJson(type, 0, file.Sample(i))}});
+  }
+  j["samples"] = std::move(shown);
+  Print(DumpJson(j, 2) + "\n");
+  return kExitOk;
+}
+
 int Info(const std::vector<std::string>& words) {
-  Args args = ParseArgs("info", words, 1, {"--samples"});
+  Args args = ParseArgs("info", words, 1, {"--samples"}, {"--json"});
   uint64_t samples = args.Has("--samples") ? Number("info", "--samples", args.Get("--samples")) : kDefaultInfoSamples;
   PskdFile file = PskdFile::Open(args.positional[0]);
+  if (args.flags.count("--json")) return InfoJson(file, args.positional[0], samples);
   const SampleType& type = file.type();
   std::string out;
   out += "type    " + type.text + "\n";
@@ -199,7 +330,7 @@ int Info(const std::vector<std::string>& words) {
     out += "encodings ";
     for (size_t k = 0; k < type.leaves.size(); ++k) {
       if (k > 0) out += ", ";
-      out += EncodingName(type.leaves[k].encoding);
+      out += LeafStorageName(type.leaves[k]);
     }
     out += "\n";
   }
@@ -215,11 +346,7 @@ int Info(const std::vector<std::string>& words) {
   return kExitOk;
 }
 
-std::string Figure(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+std::string Figure(double v) { return FloatText(v); }
 
 int Diff(const std::vector<std::string>& words) {
   Args args = ParseArgs("diff", words, 2, {});
@@ -243,7 +370,7 @@ int Export(const std::vector<std::string>& words) {
   const std::string& out = Required(args, "export", "--output");
   PskdFile file = PskdFile::Open(args.positional[0]);
   uint64_t n = ExportJson(file, out);
-  Print("presk data: wrote " + out + " (" + Plural(n, "sample", "samples") + ")\n");
+  Wrote(out, Plural(n, "sample", "samples"));
   return kExitOk;
 }
 
@@ -258,6 +385,11 @@ int Batches(const std::vector<std::string>& words) {
   file.RequireLayout();
   Pipeline pipeline(file.count(), spec);
   std::vector<uint64_t> order = pipeline.Order(epoch);
+  if (pipeline.batches_per_epoch() == 0) {
+    std::fprintf(stderr, "presk data: note: no batch: --batch %llu is more than the %llu samples of %s "
+                 "(an incomplete batch is dropped)\n", static_cast<unsigned long long>(spec.batch),
+                 static_cast<unsigned long long>(file.count()), args.positional[0].c_str());
+  }
   if (args.flags.count("--read")) {
     // Loads every batch through the batch loader (what a training loop does) and prints a summary.
     BatchLoader loader(file);
@@ -295,7 +427,8 @@ int Batches(const std::vector<std::string>& words) {
   return kExitOk;
 }
 
-void PrintError(const Error& e) {
+// `command`: the command that ran, whose help a usage error points to.
+void PrintError(const Error& e, const std::string& command) {
   std::optional<PskdCode> code = PskdCodeOf(e);
   std::string message = PskdMessageWithoutCode(e);
   if (!code) {
@@ -307,19 +440,42 @@ void PrintError(const Error& e) {
     std::fprintf(stderr, "presk data: error[E%d]: %s\n", static_cast<int>(*code), message.c_str());
   } else {
     std::fprintf(stderr, "presk data: error: %s\n", message.c_str());
-    if (e.code() == ErrorCode::kUsage) std::fprintf(stderr, "%.*s", static_cast<int>(kUsage.size()), kUsage.data());
+    if (e.code() == ErrorCode::kUsage) {
+      if (FindCommand(command)) {
+        std::fprintf(stderr, "(run 'presk data %s --help' for its usage)\n", command.c_str());
+      } else {
+        std::fprintf(stderr, "(run 'presk data --help' for the commands)\n");
+      }
+    }
   }
 }
 
 }  // namespace
 
 int RunPreskData(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::fprintf(args.empty() ? stderr : stdout, "%.*s", static_cast<int>(kUsage.size()), kUsage.data());
+  const bool help_word = !args.empty() && args[0] == "help";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || (help_word && args.size() == 1)) {
+    std::fputs(Usage().c_str(), args.empty() ? stderr : stdout);
     return args.empty() ? kExitError : kExitOk;
   }
-  const std::string& command = args[0];
-  std::vector<std::string> rest(args.begin() + 1, args.end());
+  // `presk data help CMD` and `presk data CMD --help` (anywhere among its words).
+  const std::string& command = help_word ? args[1] : args[0];
+  std::vector<std::string> rest(args.begin() + (help_word ? 2 : 1), args.end());
+  const CommandHelp* known = FindCommand(command);
+  const bool asks_help = help_word || std::any_of(rest.begin(), rest.end(), [](const std::string& w) {
+    return w == "--help" || w == "-h";
+  });
+  if (known == nullptr) {
+    std::vector<std::string> names;
+    for (const CommandHelp& c : kCommands) names.emplace_back(c.name);
+    std::fprintf(stderr, "presk data: error: unknown command '%s'%s\n(run 'presk data --help' for the commands)\n",
+                 command.c_str(), DidYouMean(Suggest(command, names)).c_str());
+    return kExitError;
+  }
+  if (asks_help) {
+    std::fputs(CommandUsage(*known).c_str(), stdout);
+    return kExitOk;
+  }
   int status = kExitError;
   try {
     // Every command reads mapped files: one shrinking under it is an error, not a SIGBUS death.
@@ -332,11 +488,10 @@ int RunPreskData(const std::vector<std::string>& args) {
       else if (command == "diff") status = Diff(rest);
       else if (command == "export") status = Export(rest);
       else if (command == "batches") status = Batches(rest);
-      else Fail(ErrorCode::kUsage, "unknown command '" + command + "'");
     });
   } catch (const Error& e) {
     std::fflush(stdout);
-    PrintError(e);
+    PrintError(e, command);
     return ExitStatusAfterSignals(kExitError);
   } catch (const std::exception& e) {
     std::fflush(stdout);

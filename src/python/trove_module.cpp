@@ -616,6 +616,7 @@ py::dict ReportToDict(const trove::CheckReport& r) {
     d["offset"] = f.offset;
     d["message"] = f.message;
     d["key"] = f.key_path;
+    d["call"] = f.call;
     findings.append(d);
   }
   py::list globals;
@@ -632,6 +633,7 @@ py::dict ReportToDict(const trove::CheckReport& r) {
   out["format"] = r.format;
   out["entries_checked"] = r.entries_checked;
   out["bytes_checked"] = r.bytes_checked;
+  out["bytes_without_checksum"] = r.bytes_without_checksum;
   out["findings"] = findings;
   out["globals"] = globals;
   return out;
@@ -658,7 +660,14 @@ py::dict StatsToDict(const trove::TensorStats& s) {
 
 py::dict Metadata(const Document& doc) {
   py::dict props;
-  for (const auto& [k, v] : doc.properties) props[py::str(k)] = v;
+  // Typed as `trove info --json` writes them: counts as int, flags as bool, the rest as str.
+  for (const auto& [k, v] : doc.properties) {
+    switch (v.type) {
+      case trove::PropertyValue::Type::kInteger: props[py::str(k)] = py::int_(v.integer); break;
+      case trove::PropertyValue::Type::kBoolean: props[py::str(k)] = py::bool_(v.boolean); break;
+      case trove::PropertyValue::Type::kText: props[py::str(k)] = v.text; break;
+    }
+  }
   py::list records;
   for (const auto& r : doc.records) {
     py::dict d;
@@ -899,8 +908,9 @@ PYBIND11_MODULE(_trove, m) {
     for (const auto& v : r.values) {
       py::dict d;
       d["key"] = v.key;
-      d["a"] = v.a;
-      d["b"] = v.b;
+      // None for the side where the key is absent (the JSON's "only_in_a"/"only_in_b").
+      d["a"] = v.a ? py::object(py::str(v.a_text)) : py::object(py::none());
+      d["b"] = v.b ? py::object(py::str(v.b_text)) : py::object(py::none());
       values.append(d);
     }
     py::dict out;

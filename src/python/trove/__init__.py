@@ -645,12 +645,14 @@ def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force:
 
 class Finding:
     """One finding of verify or scan: severity ("info", "medium", "high", "critical"), the entry
-    inside the container, the byte offset, the message and the key path involved (or "")."""
+    inside the container, the byte offset, the message, the key path involved (or "") and, for a
+    call the pickle asks for, that call with its arguments in Python-like text (or "")."""
 
-    __slots__ = ("severity", "entry", "offset", "message", "key")
+    __slots__ = ("severity", "entry", "offset", "message", "key", "call")
 
-    def __init__(self, severity: str, entry: str, offset: int, message: str, key: str) -> None:
+    def __init__(self, severity: str, entry: str, offset: int, message: str, key: str, call: str = "") -> None:
         self.severity, self.entry, self.offset, self.message, self.key = severity, entry, offset, message, key
+        self.call = call
 
     def __repr__(self) -> str:
         where = f"{self.entry} @ {self.offset}: " if self.entry else ""
@@ -665,6 +667,7 @@ class Report:
         self.format: str = d["format"]
         self.entries_checked: int = d["entries_checked"]
         self.bytes_checked: int = d["bytes_checked"]
+        self.bytes_without_checksum: int = d["bytes_without_checksum"]
         self.findings: list = [Finding(**f) for f in d["findings"]]
         self.globals: list = d["globals"]
 

@@ -72,12 +72,14 @@ class Finding:
     offset: int
     message: str
     key: str
+    call: str
 
 class Report:
     path: str
     format: str
     entries_checked: int
     bytes_checked: int
+    bytes_without_checksum: int
     findings: list[Finding]
     globals: list[dict[str, Any]]
     @property
