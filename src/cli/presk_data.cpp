@@ -279,9 +279,9 @@ int Batches(const std::vector<std::string>& words) {
   std::vector<uint64_t> order = pipeline.Order(epoch, part);
   if (const uint64_t dropped = pipeline.batches_per_epoch() % part.world_size; dropped != 0) {
     // Said on stderr, so that stdout stays one line per batch: every rank drops the same batches.
-    std::fprintf(stderr, "presk data: note: the epoch's last %s of %llu go to no rank (every rank takes %llu steps)\n",
-                 Plural(dropped, "batch", "batches").c_str(), static_cast<unsigned long long>(pipeline.batches_per_epoch()),
-                 static_cast<unsigned long long>(pipeline.batches_per_rank(part.world_size)));
+    std::fprintf(stderr, "presk data: note: %llu of the epoch's %llu batches %s to no rank (every rank takes %llu steps)\n",
+                 static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(pipeline.batches_per_epoch()),
+                 dropped == 1 ? "goes" : "go", static_cast<unsigned long long>(pipeline.batches_per_rank(part.world_size)));
   }
   if (args.flags.count("--read")) {
     // Loads every batch through the batch loader (what a training loop does) and prints a summary.

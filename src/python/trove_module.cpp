@@ -211,6 +211,24 @@ struct PrivateMap {
 
 // Maps `path` privately when it is still the file (device, inode) the library mapped. Null when
 // it is not (replaced meanwhile), or cannot be mapped: the caller copies instead.
+// Enters a private mapping in the SIGBUS table (a truncation under it then raises trove.IoError).
+void RegisterPrivateMap(PrivateMap& map) {
+  std::lock_guard<std::mutex> lock(g_slot_mutex);
+  for (int i = 0; i < kSlots; ++i) {
+    if (g_slots[i].start.load() == 0 && g_slot_paths[i].empty()) {
+      g_slot_paths[i] = map.path;
+      g_slots[i].changed.store(0);
+      g_slots[i].end.store(reinterpret_cast<uintptr_t>(map.base) + map.size);
+      g_slots[i].start.store(reinterpret_cast<uintptr_t>(map.base));
+      map.slot = i;
+      return;
+    }
+  }
+  // without a slot (4096 live mappings) a truncation still ends the process
+}
+
+// Maps `path` privately when it is still the file (device, inode) the library mapped. Null when
+// it is not (replaced meanwhile), or cannot be mapped: the caller copies instead.
 std::shared_ptr<PrivateMap> MapPrivately(const std::string& path, uint64_t dev_major, uint64_t dev_minor, uint64_t inode) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
@@ -227,18 +245,8 @@ std::shared_ptr<PrivateMap> MapPrivately(const std::string& path, uint64_t dev_m
   map->base = static_cast<uint8_t*>(m);
   map->size = static_cast<uint64_t>(st.st_size);
   map->path = path;
-  std::lock_guard<std::mutex> lock(g_slot_mutex);
-  for (int i = 0; i < kSlots; ++i) {
-    if (g_slots[i].start.load() == 0 && g_slot_paths[i].empty()) {
-      g_slot_paths[i] = path;
-      g_slots[i].changed.store(0);
-      g_slots[i].end.store(reinterpret_cast<uintptr_t>(m) + map->size);
-      g_slots[i].start.store(reinterpret_cast<uintptr_t>(m));
-      map->slot = i;
-      break;
-    }
-  }
-  return map;  // without a slot (4096 live mappings) a truncation still ends the process
+  RegisterPrivateMap(*map);
+  return map;
 }
 
 // One line of /proc/self/maps that maps a file.
@@ -691,9 +699,11 @@ class PyDataset {
   const trove::pskd::Dataset& data() const { return data_; }
 
   // The samples at `indices` stacked, one array per leaf ([n, dims...]). Consecutive samples of one
-  // shard are views of its private mapping where the elements are aligned (the pages are the page
-  // cache's until written); other batches are gathered by the batch loader, prefetching `next`.
-  // Index leaves are int64 with `widen`, else their on-disk unsigned type. E9003/E9004 as the loader.
+  // shard are views of a private mapping of just their bytes, made for this batch, where the
+  // elements are aligned: no copy (the pages are the page cache's until written), and a write into
+  // the batch changes neither the file nor any other batch, as with a copy. Other batches are
+  // gathered by the batch loader, prefetching `next`. Index leaves are int64 with `widen`, else
+  // their on-disk unsigned type. E9003/E9004 as the loader.
   py::list Batch(const std::vector<uint64_t>& indices, const std::vector<uint64_t>& next, bool widen) {
     const trove::pskd::SampleType& type = data_.type();
     if (widen) {
@@ -704,7 +714,10 @@ class PyDataset {
       const auto [shard, local] = data_.Locate(indices.front());
       const auto last = data_.Locate(indices.back());
       if (last.first == shard) {
-        if (std::shared_ptr<PrivateMap> map = PrivateShard(shard)) return Views(*map, shard, local, indices, widen);
+        const uint8_t* first = nullptr;
+        if (std::shared_ptr<PrivateMap> map = MapBatch(shard, local, indices.size(), &first)) {
+          return Views(map, first, shard, local, indices, widen);
+        }
       }
     }
     trove::pskd::Batch batch;
@@ -732,11 +745,11 @@ class PyDataset {
     return true;
   }
 
-  // Samples local .. local + n - 1 of one shard, from its private mapping.
-  py::list Views(PrivateMap& map, size_t shard, uint64_t local, const std::vector<uint64_t>& indices, bool widen) {
+  // Samples local .. local + n - 1 of one shard, from their private mapping (`first`: the first one).
+  py::list Views(const std::shared_ptr<PrivateMap>& map, const uint8_t* first, size_t shard, uint64_t local,
+                 const std::vector<uint64_t>& indices, bool widen) {
     const trove::pskd::SampleType& type = data_.type();
     const uint64_t n = indices.size(), sample = type.sample_bytes;
-    const uint8_t* first = map.base + data_.Shard(shard).header().data_offset + local * sample;
     auto viewable = [&](const trove::pskd::Leaf& leaf) {
       const uint64_t element = leaf.element_bytes;
       return (!Widened(leaf, widen) || element == 8) && sample % element == 0 &&
@@ -766,7 +779,7 @@ class PyDataset {
                         : std::move(gathered);
       }
     });
-    if (map.changed()) trove::FailChangedWhileRead(map.path);
+    if (map->changed()) trove::FailChangedWhileRead(map->path);
     py::list out;
     for (size_t k = 0; k < type.leaves.size(); ++k) {
       const trove::pskd::Leaf& leaf = type.leaves[k];
@@ -775,7 +788,7 @@ class PyDataset {
         out.append(OwningArray(std::move(copies[k]), dtype, n, leaf));
         continue;
       }
-      auto* holder = new std::shared_ptr<PrivateMap>(private_.at(shard));
+      auto* holder = new std::shared_ptr<PrivateMap>(map);
       py::capsule base(holder, [](void* p) { delete static_cast<std::shared_ptr<PrivateMap>*>(p); });
       out.append(py::array(py::dtype(dtype), BatchShape(n, leaf), BatchStrides(sample, leaf, leaf.element_bytes),
                            first + leaf.offset, base));
@@ -783,34 +796,54 @@ class PyDataset {
     return out;
   }
 
-  // Shard k mapped privately, once (null when it cannot be: its batches are then gathered). The
-  // mapping's header must be the one the dataset read, else the file was replaced meanwhile.
-  std::shared_ptr<PrivateMap> PrivateShard(size_t k) {
-    if (auto it = private_.find(k); it != private_.end()) return it->second;
-    std::shared_ptr<PrivateMap>& slot = private_[k];
+  // A private mapping of samples local .. local + n - 1 of shard k, for one batch (`first` set to
+  // the first one), or null when the shard is not the file the dataset read (the batch is then
+  // gathered, and the loader says what changed). The first time, the file's size and header bytes
+  // must be the library mapping's; later, it must be that same file (device, inode, size).
+  std::shared_ptr<PrivateMap> MapBatch(size_t k, uint64_t local, uint64_t n, const uint8_t** first) {
     const trove::pskd::PskdFile& file = *Released([&] { return &data_.Shard(k); });
     const std::string& path = data_.shards()[k].path;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return nullptr;
-    std::shared_ptr<PrivateMap> map = MapPrivately(path, major(st.st_dev), minor(st.st_dev), st.st_ino);
-    if (!map || map->size != file.bytes().size()) return nullptr;
-    try {
-      trove::pskd::Header h = Guarded([&] { return trove::pskd::ParseHeader(map->base, map->size); });
-      const trove::pskd::Header& want = file.header();
-      if (h.count != want.count || h.data_offset != want.data_offset || h.type.text != want.type.text ||
-          h.type.encodings() != want.type.encodings()) {
-        return nullptr;
-      }
-    } catch (const Error&) {
+    Identity& id = identity_[k];
+    if (::fstat(fd, &st) == 0 && !id.checked) {
+      id.checked = true;
+      const uint64_t header = file.header().data_offset;
+      std::vector<uint8_t> head(header);
+      id.ok = static_cast<uint64_t>(st.st_size) == file.bytes().size() &&
+              ::pread(fd, head.data(), header, 0) == static_cast<ssize_t>(header) &&
+              Guarded([&] { return std::memcmp(head.data(), file.bytes().data(), header) == 0; });
+      id.dev = st.st_dev;
+      id.ino = st.st_ino;
+    }
+    if (!id.ok || st.st_dev != id.dev || st.st_ino != id.ino || static_cast<uint64_t>(st.st_size) != file.bytes().size()) {
+      ::close(fd);
       return nullptr;
     }
-    slot = map;
-    return slot;
+    const uint64_t offset = file.header().data_offset + local * data_.type().sample_bytes;
+    const uint64_t start = offset / g_page * g_page, length = offset - start + n * data_.type().sample_bytes;
+    void* m = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
+    ::close(fd);
+    if (m == MAP_FAILED) return nullptr;
+    auto map = std::make_shared<PrivateMap>();
+    map->base = static_cast<uint8_t*>(m);
+    map->size = length;
+    map->path = path;
+    RegisterPrivateMap(*map);
+    *first = map->base + (offset - start);
+    return map;
   }
+
+  struct Identity {
+    bool checked = false, ok = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
 
   trove::pskd::Dataset data_;
   trove::pskd::BatchLoader loader_;
-  std::map<size_t, std::shared_ptr<PrivateMap>> private_;  // by shard; null: cannot be mapped privately
+  std::map<size_t, Identity> identity_;  // by shard, once a batch of it was viewed
 };
 
 py::object LeafTree(const trove::pskd::SampleType& type, uint32_t node, int depth) {

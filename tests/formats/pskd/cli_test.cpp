@@ -246,7 +246,7 @@ TEST(PreskCliTest, BatchesOfManyShardsSplitAmongRanks) {
                           std::to_string(r), "--world-size", "3"}, d);
     ASSERT_EQ(mine.status, 0) << mine.err;
     EXPECT_EQ(Lines(mine.out), (std::vector<std::string>{all[r], all[r + 3]}));
-    EXPECT_EQ(mine.err, "presk data: note: the epoch's last 2 batches of 8 go to no rank (every rank takes 2 steps)\n");
+    EXPECT_EQ(mine.err, "presk data: note: 2 of the epoch's 8 batches go to no rank (every rank takes 2 steps)\n");
     auto read = RunPresk({"data", "batches", "train.json", "--batch", "2", "--shuffle", "5", "--epoch", "1", "--rank",
                           std::to_string(r), "--world-size", "3", "--read"}, d);
     EXPECT_EQ(read.out.rfind("read 2 batches of 2 samples (4 bytes", 0), 0u) << read.out;
