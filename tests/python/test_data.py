@@ -243,6 +243,15 @@ def test_set_epoch_reaches_persistent_workers(shards):
     assert rank_batches(d, 4, 0, 3, 1, seed=5) != rank_batches(d, 4, 0, 3, 2, seed=5)
 
 
+def test_spawned_persistent_workers_get_the_dataset_and_its_epoch(shards):
+    d, _ = shards
+    ds = trove.data.TorchDataset(str(d / "train.json"), 4, seed=5, rank=2, world_size=3, with_indices=True)
+    loader = ds.loader(num_workers=2, multiprocessing_context="spawn", persistent_workers=True)
+    for epoch in (4, 1):
+        ds.set_epoch(epoch)
+        assert [idx.tolist() for idx, _ in loader] == rank_batches(d, 4, 2, 3, epoch, seed=5)
+
+
 def test_torch_dataset_rank_and_world_size(shards, monkeypatch):
     d, _ = shards
     source = str(d / "train.json")
