@@ -147,27 +147,28 @@ def mapped_file(array):
 
 
 def test_file_order_batches_are_views_written_privately(tmp_path):
+    # Batches of 8 samples of 8 KiB: large enough to be mapped rather than copied (64 KiB).
     path = tmp_path / "aligned.psk.d"
-    pack(path, "ℝ[4]", [" ".join(str(i + j / 10) for j in range(4)) for i in range(40)])
+    pack(path, "ℝ[row: 1024]", [" ".join(str(i + j / 1024) for j in range(1024)) for i in range(40)])
     before = path.read_bytes()
-    assert (len(before) - 40 * 32) % 8 == 0  # a 24-byte header: the float64 samples are aligned
+    assert (len(before) - 40 * 8192) % 8 == 0  # a 32-byte header: the float64 samples are aligned
     ds = trove.data.open(path)
     a, b = ds.batches(8, take=2)
     assert mapped_file(a) == mapped_file(b) == str(path) and a.flags.writeable
-    assert a.tolist() == [[i + j / 10 for j in range(4)] for i in range(8)]
+    assert a.shape == (8, 1024) and a[3, 512] == 3.5 and b[0, 0] == 8.0
     # Each batch is its own copy-on-write mapping: a write into one changes neither the file, nor
     # another batch, nor the same samples read again (the next epoch).
     a[0, 0] = 1e9
     b[0, 0] = 2e9
     assert path.read_bytes() == before
-    assert ds[0][0] == 0.0 and next(ds.batches(8))[0, 0] == 0.0 and next(ds.batches(4))[0, 0] == 0.0
+    assert ds[0][0] == 0.0 and next(ds.batches(8))[0, 0] == 0.0 and next(ds.batches(16))[8, 0] == 8.0
     t = next(iter(trove.data.open(path, framework="pt").batches(8)))
     t.mul_(0)
-    assert t.dtype == torch.float64 and next(ds.batches(8))[3, 2] == 3.2
-    # Shuffled batches are gathered: equal to the samples, owning their memory.
+    assert t.dtype == torch.float64 and next(ds.batches(8))[3, 512] == 3.5
+    # Shuffled batches are gathered: equal to the samples, in memory of their own.
     for idx, x in ds.batches(8, seed=4, with_indices=True):
         assert mapped_file(x) is None
-        assert x.tolist() == [[i + j / 10 for j in range(4)] for i in idx.tolist()]
+        assert x[:, 0].tolist() == idx.tolist() and x[:, 1].tolist() == [i + 1 / 1024 for i in idx.tolist()]
 
 
 def test_bfloat16_and_narrow_leaves(tmp_path):
@@ -203,11 +204,20 @@ def test_errors_carry_the_spec_codes(shards, tmp_path):
     raw = bytearray(bad.read_bytes())
     raw[-1] = 250
     bad.write_bytes(bytes(raw))
-    for seed in (None, 1):
-        with pytest.raises(trove.CorruptError) as e:
-            list(trove.data.batches(bad, 4, seed=seed))
-        assert e.value.spec_code == 9004
+    big = tmp_path / "big.psk.d"  # samples of 16 KiB: batches of 4 or more are viewed in file order
+    pack(big, "idx[200][16384]", [" ".join([str(i)] * 16384) for i in range(5)])
+    raw = bytearray(big.read_bytes())
+    raw[-1] = 201
+    big.write_bytes(bytes(raw))
+    for path, batch in ((bad, 4), (big, 5)):
+        for seed in (None, 1):
+            for framework in ("np", "pt"):
+                with pytest.raises(trove.CorruptError) as e:
+                    list(trove.data.batches(path, batch, seed=seed, framework=framework))
+                assert e.value.spec_code == 9004, (path, seed, framework)
+                assert str(path) in str(e.value)
     assert list(trove.data.batches(bad, 2, take=1))[0].tolist() == [[1, 2], [3, 4]]
+    assert mapped_file(next(trove.data.batches(big, 4))) == str(big)
 
 
 def rank_batches(d, batch, rank, world, epoch, seed=11):

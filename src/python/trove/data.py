@@ -54,6 +54,12 @@ def _framework(framework: str) -> str:
     raise _error("usage", f"framework must be 'np' or 'pt' (not {framework!r})")
 
 
+def _nest(node, leaves: list):
+    # A module function, not a closure over `leaves`: a recursive closure is a reference cycle, which
+    # would keep every batch's arrays alive until the garbage collector runs.
+    return leaves[node] if isinstance(node, int) else tuple([_nest(c, leaves) for c in node])
+
+
 class Dataset:
     """The samples of one or more .psk.d shards of one sample type, indexed in shard order as one
     file (trove.data.open). Opening reads each shard's header; a shard is mapped when first read.
@@ -158,9 +164,7 @@ class Dataset:
         return out
 
     def _shape(self, leaves: list):
-        def build(node):
-            return leaves[node] if isinstance(node, int) else tuple(build(c) for c in node)
-        return build(self._tree)
+        return _nest(self._tree, leaves)
 
     def __repr__(self) -> str:
         return f"<trove.data.Dataset {len(self)} samples of {self.type} in {len(self._shards)} shard(s)>"
