@@ -45,7 +45,7 @@ std::vector<std::string> ParseShardManifest(std::string_view text);
 // pattern with * ? or [ that is not itself a file, the files it matches in the byte order of their
 // paths (the same on every machine, whatever the locale). E9002 for a file that is neither, a
 // folder, or a pattern matching nothing (then also ErrorCode kNotFound); kRefused for a manifest
-// entry leading out of its folder; kUsage for a file named twice (it would be read twice an epoch).
+// entry leading out of its folder or a file named twice (it would be read twice an epoch).
 std::vector<std::string> ExpandShardSources(const std::vector<std::string>& sources);
 
 class Dataset {

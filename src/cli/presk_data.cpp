@@ -279,9 +279,11 @@ int Batches(const std::vector<std::string>& words) {
   std::vector<uint64_t> order = pipeline.Order(epoch, part);
   if (const uint64_t dropped = pipeline.batches_per_epoch() % part.world_size; dropped != 0) {
     // Said on stderr, so that stdout stays one line per batch: every rank drops the same batches.
-    std::fprintf(stderr, "presk data: note: %llu of the epoch's %llu batches %s to no rank (every rank takes %llu steps)\n",
-                 static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(pipeline.batches_per_epoch()),
-                 dropped == 1 ? "goes" : "go", static_cast<unsigned long long>(pipeline.batches_per_rank(part.world_size)));
+    const std::string note = "presk data: note: " + std::to_string(dropped) + " of the epoch's " +
+                             Plural(pipeline.batches_per_epoch(), "batch", "batches") + (dropped == 1 ? " goes" : " go") +
+                             " to no rank (every rank takes " +
+                             Plural(pipeline.batches_per_rank(part.world_size), "step", "steps") + ")\n";
+    std::fputs(note.c_str(), stderr);
   }
   if (args.flags.count("--read")) {
     // Loads every batch through the batch loader (what a training loop does) and prints a summary.

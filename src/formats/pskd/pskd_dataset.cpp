@@ -157,7 +157,7 @@ std::vector<std::string> ParseShardManifest(std::string_view text) {
       start = slash + 1;
     }
     if (!plain) {
-      throw Error(ErrorCode::kCorrupt, where + " '" + name + "' is not a path of plain names inside the manifest's folder")
+      throw Error(ErrorCode::kCorrupt, "'" + name + "' is not a path of plain names inside the manifest's folder")
           .SetEntry(where);
     }
     out.push_back(name);
@@ -199,7 +199,7 @@ std::vector<std::string> ExpandShardSources(const std::vector<std::string>& sour
     if (::stat(path.c_str(), &st) != 0) continue;
     auto [it, fresh] = seen.emplace(std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino)), &path);
     if (!fresh) {
-      Fail(ErrorCode::kUsage, "'" + *it->second + "' and '" + path + "' are the same file: a dataset lists each shard once");
+      Fail(ErrorCode::kRefused, "'" + *it->second + "' and '" + path + "' are the same file: a dataset lists each shard once");
     }
   }
   return out;

@@ -102,7 +102,7 @@ TEST(ShardSourcesTest, PatternsSortByBytesManifestsResolveInTheirFolder) {
   EXPECT_EQ(none.spec_code(), 9002);
   EXPECT_EQ(testing::CodeOf(ErrorOf([&] { ExpandShardSources({d + "m"}); })), PskdCode::kNotPskd);
   Error twice = ErrorOf([&] { ExpandShardSources({d + "b.psk.d", d + "*.psk.d"}); });
-  EXPECT_EQ(twice.code(), ErrorCode::kUsage);
+  EXPECT_EQ(twice.code(), ErrorCode::kRefused);
   EXPECT_NE(twice.message().find("same file"), std::string::npos) << twice.message();
   EXPECT_EQ(ErrorOf([] { ExpandShardSources({}); }).code(), ErrorCode::kUsage);
 }
