@@ -6,8 +6,9 @@ Every rank reads the epoch twice (a new dataset and loader each time) and all_ga
 indices of the batches it saw each time (checking each batch's content says the same); then a tiny
 model takes one step per batch, its gradients all_reduced, to the end of the epoch, and the ranks
 all_gather their parameters and step counts. Rank 0 writes it all to OUT.json. Every collective has
-a deadline (a rank left waiting fails instead of hanging), and the store listens on 127.0.0.1 on a
-port the system chose (no port is guessed). One launch serves both tests: starting torch in five
+a deadline (a rank left waiting fails instead of hanging). The ranks meet through a file (no port
+is chosen, so none can be taken) and connect over 127.0.0.1 (GLOO_SOCKET_IFNAME=lo); each checks
+that its sockets have no other address. One launch serves both tests: starting torch in five
 processes is most of the time.
 """
 
@@ -70,13 +71,39 @@ def train(trove_data, sources):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()] + [torch.tensor([float(steps)], dtype=torch.float64)])
 
 
-def rank_main(rank, port, out, sources, pydir):
+def socket_addresses():
+    """The local addresses of this process's TCP sockets, in any state (/proc/net/tcp*, hex)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    out.append(fields[1].split(":")[0])
+    return out
+
+
+LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+
+
+def rank_main(rank, store_file, out, sources, pydir):
     sys.path.insert(0, pydir)
     import trove.data
 
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    store = dist.TCPStore("127.0.0.1", port, WORLD, False, timeout=DEADLINE)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD, timeout=DEADLINE)
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's connections: on 127.0.0.1
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=WORLD, timeout=DEADLINE)
+    dist.barrier()
+    addresses = socket_addresses()
+    assert addresses, "gloo connects the ranks through TCP sockets"
+    assert set(addresses) <= LOOPBACK, f"rank {rank} has sockets beyond the loopback interface: {addresses}"
     length, first = read_epoch(trove.data, sources)
     _, second = read_epoch(trove.data, sources)  # a second run: new dataset, new loader, new workers
     result = {"length": length, "first": gathered(first), "second": gathered(second),
@@ -91,8 +118,8 @@ def rank_main(rank, port, out, sources, pydir):
 def main():
     out, sources = sys.argv[1], sys.argv[2:]
     pydir = os.environ["TROVE_PYTHON_DIR"]
-    store = dist.TCPStore("127.0.0.1", 0, WORLD + 1, True, timeout=DEADLINE, wait_for_workers=False)
-    mp.spawn(rank_main, args=(store.port, out, sources, pydir), nprocs=WORLD, join=True)
+    store_file = out + ".store"  # a fresh file: the rendezvous, instead of a port that might be taken
+    mp.spawn(rank_main, args=(store_file, out, sources, pydir), nprocs=WORLD, join=True)
 
 
 if __name__ == "__main__":

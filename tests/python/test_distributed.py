@@ -5,7 +5,7 @@ cover it but its last (batches mod 4), are each what `presk data batches --rank 
 prints (another process: what every run reads), and are the same when each rank reads the epoch a
 second time; a tiny model trained with all_reduced gradients reaches the end of the epoch on every
 rank (none waits for a step another never takes). The launch has a deadline and is killed whole past
-it; nothing listens beyond the loopback interface."""
+it; the ranks meet through a file and every socket they have is on 127.0.0.1."""
 
 import glob
 import json
