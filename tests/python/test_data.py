@@ -69,10 +69,12 @@ def cli_batches(sources, batch, *options):
     return [[int(x) for x in line.split()] for line in p.stdout.splitlines()]
 
 
-def exported(paths, tmp):
+@pytest.fixture(scope="module")
+def reference(shards, tmp_path_factory):
     """Every sample, as `presk data export` writes it, in dataset order."""
+    tmp = tmp_path_factory.mktemp("export")
     out = []
-    for k, path in enumerate(paths):
+    for k, path in enumerate(shards[1]):
         dest = os.path.join(tmp, f"export{k}.json")
         p = presk("export", path, "-o", dest)
         assert p.returncode == 0, p.stderr
@@ -81,9 +83,8 @@ def exported(paths, tmp):
     return out
 
 
-def test_open_length_type_and_samples_equal_the_export(shards, tmp_path):
+def test_open_length_type_and_samples_equal_the_export(shards, reference):
     d, paths = shards
-    reference = exported(paths, tmp_path)
     for sources in (str(d / "train-*.psk.d"), paths, str(d / "train.json")):
         ds = trove.data.open(sources)
         assert len(ds) == sum(COUNTS) == len(reference)
@@ -111,9 +112,8 @@ def test_open_length_type_and_samples_equal_the_export(shards, tmp_path):
     dict(seed=1, rank=2, world_size=3), dict(seed=1, epoch=1, take=7, rank=1, world_size=2),
     dict(seed=3, rank=1, world_size=2, worker=1, workers=3), dict(rank=0, world_size=4, worker=0, workers=2),
 ])
-def test_batches_equal_the_cli(shards, tmp_path, options):
+def test_batches_equal_the_cli(shards, reference, options):
     d, paths = shards
-    reference = exported(paths, tmp_path)
     flags = []
     for key, flag in (("seed", "--shuffle"), ("epoch", "--epoch"), ("take", "--take")):
         if key in options:

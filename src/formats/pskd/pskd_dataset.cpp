@@ -181,7 +181,7 @@ std::vector<std::string> ExpandShardSources(const std::vector<std::string>& sour
       }
     } else if (S_ISDIR(st.st_mode)) {
       RefuseFolder(source, "name its shards with a pattern such as '" + source + "/*.psk.d', or a manifest");
-    } else if (LooksLikeManifest(source)) {
+    } else if (S_ISREG(st.st_mode) && LooksLikeManifest(source)) {
       const std::vector<std::string> names =
           WithFile(source, [&] { return ParseShardManifest(ReadManifestText(source)); });
       for (const std::string& name : names) out.push_back(ResolveManifestEntry(source, name));
@@ -197,6 +197,8 @@ std::vector<std::string> ExpandShardSources(const std::vector<std::string>& sour
   for (const std::string& path : out) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) continue;
+    // Opening a pipe or a device to read its header could wait forever for a writer.
+    if (!S_ISREG(st.st_mode)) FailPskd(PskdCode::kNotPskd, path + ": not a regular file");
     auto [it, fresh] = seen.emplace(std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino)), &path);
     if (!fresh) {
       Fail(ErrorCode::kRefused, "'" + *it->second + "' and '" + path + "' are the same file: a dataset lists each shard once");

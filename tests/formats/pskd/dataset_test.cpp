@@ -105,6 +105,10 @@ TEST(ShardSourcesTest, PatternsSortByBytesManifestsResolveInTheirFolder) {
   EXPECT_EQ(twice.code(), ErrorCode::kRefused);
   EXPECT_NE(twice.message().find("same file"), std::string::npos) << twice.message();
   EXPECT_EQ(ErrorOf([] { ExpandShardSources({}); }).code(), ErrorCode::kUsage);
+  // A pipe is refused before anything opens it (opening it would wait for a writer), named or matched.
+  ASSERT_EQ(::mkfifo(tmp.Path("pipe.psk.d").c_str(), 0600), 0);
+  EXPECT_EQ(testing::CodeOf(ErrorOf([&] { ExpandShardSources({d + "pipe.psk.d"}); })), PskdCode::kNotPskd);
+  EXPECT_EQ(testing::CodeOf(ErrorOf([&] { ExpandShardSources({d + "pi*"}); })), PskdCode::kNotPskd);
 }
 
 TEST(DatasetTest, ShardsAreOneGlobalIndexInOrder) {
