@@ -20,6 +20,7 @@
 #include "trove/error.h"
 #include "trove/pipeline.h"
 #include "trove/pskd.h"
+#include "trove/pskd_dataset.h"
 #include "trove/shared_bytes.h"
 
 namespace trove::cli {
@@ -64,13 +65,17 @@ constexpr CommandHelp kCommands[] = {
     {"export", "export FILE.psk.d -o OUT.json",
      "Every sample as JSON (tensors as nested lists, tuples as lists), for the PyTorch side.\n"
      "  -o, --output OUT.json     the JSON file (- for stdout)\n"},
-    {"batches", "batches FILE.psk.d --batch B [--shuffle SEED] [--epoch E] [--take K] [--read]",
+    {"batches", "batches DATA... --batch B [--shuffle SEED] [--epoch E] [--take K] [--rank R --world-size W] [--worker K --workers N] [--read]",
      "The sample indices of each batch of an epoch, one batch a line, as training draws them\n"
-     "(an incomplete last batch is dropped).\n"
+     "(an incomplete last batch is dropped). DATA: .psk.d files of one type, shard manifests or\n"
+     "quoted patterns such as 'train-*.psk.d', read as one dataset in the order given.\n"
      "  --batch B                 samples per batch\n"
      "  --shuffle SEED            a permutation redrawn every epoch from SEED and the epoch\n"
      "  --epoch E                 the epoch (default 0)\n"
      "  --take K                  only the first K batches\n"
+     "  --rank R --world-size W   one rank's share: batch i of the epoch goes to rank i mod W, and the\n"
+     "                            epoch's last batches that not every rank would get go to none\n"
+     "  --worker K --workers N    a loader worker's share of its rank's batches (its j-th to worker j mod N)\n"
      "  --read                    load every batch through the batch loader and print a summary\n"},
 };
 
@@ -108,9 +113,10 @@ struct Args {
 };
 
 // Parses `words` for one command: options taking a value (both "--x v" and "--x=v"), flags, and
-// positionals; `-o` is `--output`.
+// positionals (exactly `positionals`, or at least that many when more_positionals); `-o` is `--output`.
 Args ParseArgs(const std::string& command, const std::vector<std::string>& words, size_t positionals,
-               const std::set<std::string>& value_options, const std::set<std::string>& flag_options = {}) {
+               const std::set<std::string>& value_options, const std::set<std::string>& flag_options = {},
+               bool more_positionals = false) {
   Args args;
   for (size_t i = 0; i < words.size(); ++i) {
     std::string word = words[i];
@@ -144,8 +150,8 @@ Args ParseArgs(const std::string& command, const std::vector<std::string>& words
   }
   for (const std::string& input : args.positional) args.sources.push_back(std::make_unique<SourceGuard>(input));
   if (args.Has("--vocab")) args.sources.push_back(std::make_unique<SourceGuard>(args.Get("--vocab")));
-  if (args.positional.size() != positionals) {
-    Fail(ErrorCode::kUsage, command + ": expected " + std::to_string(positionals) + " file argument" +
+  if (more_positionals ? args.positional.size() < positionals : args.positional.size() != positionals) {
+    Fail(ErrorCode::kUsage, command + ": expected " + (more_positionals ? "at least " : "") + std::to_string(positionals) + " file argument" +
                                 (positionals == 1 ? "" : "s") + ", got " + std::to_string(args.positional.size()));
   }
   return args;
@@ -374,25 +380,48 @@ int Export(const std::vector<std::string>& words) {
   return kExitOk;
 }
 
+// --NAME and --NAMES (--rank and --world-size, --worker and --workers) are given together or not at all.
+void Pair(const Args& args, const std::string& one, const std::string& total, uint64_t& index, uint64_t& count) {
+  if (args.Has(one) != args.Has(total)) {
+    Fail(ErrorCode::kUsage, "batches: " + (args.Has(one) ? one + " needs " + total : total + " needs " + one));
+  }
+  if (!args.Has(one)) return;
+  index = Number("batches", one, args.Get(one));
+  count = Number("batches", total, args.Get(total));
+}
+
 int Batches(const std::vector<std::string>& words) {
-  Args args = ParseArgs("batches", words, 1, {"--batch", "--shuffle", "--epoch", "--take"}, {"--read"});
+  Args args = ParseArgs("batches", words, 1,
+                        {"--batch", "--shuffle", "--epoch", "--take", "--rank", "--world-size", "--worker", "--workers"},
+                        {"--read"}, /*more_positionals=*/true);
   PipelineSpec spec;
   spec.batch = Number("batches", "--batch", Required(args, "batches", "--batch"));
   if (args.Has("--shuffle")) spec.shuffle_seed = Number("batches", "--shuffle", args.Get("--shuffle"));
   if (args.Has("--take")) spec.take = Number("batches", "--take", args.Get("--take"));
   uint64_t epoch = args.Has("--epoch") ? Number("batches", "--epoch", args.Get("--epoch")) : 0;
-  PskdFile file = PskdFile::Open(args.positional[0]);
-  file.RequireLayout();
-  Pipeline pipeline(file.count(), spec);
-  std::vector<uint64_t> order = pipeline.Order(epoch);
+  Partition part;
+  Pair(args, "--rank", "--world-size", part.rank, part.world_size);
+  Pair(args, "--worker", "--workers", part.worker, part.workers);
+  part.Validate();
+  Dataset data = Dataset::Open(args.positional);
+  Pipeline pipeline(data.count(), spec);
+  std::vector<uint64_t> order = pipeline.Order(epoch, part);
   if (pipeline.batches_per_epoch() == 0) {
-    std::fprintf(stderr, "presk data: note: no batch: --batch %llu is more than the %llu samples of %s "
+    std::fprintf(stderr, "presk data: note: no batch: --batch %llu is more than the %llu samples of the dataset "
                  "(an incomplete batch is dropped)\n", static_cast<unsigned long long>(spec.batch),
-                 static_cast<unsigned long long>(file.count()), args.positional[0].c_str());
+                 static_cast<unsigned long long>(data.count()));
+  }
+  if (const uint64_t dropped = pipeline.batches_per_epoch() % part.world_size; dropped != 0) {
+    // Said on stderr, so that stdout stays one line per batch: every rank drops the same batches.
+    const std::string note = "presk data: note: " + std::to_string(dropped) + " of the epoch's " +
+                             Plural(pipeline.batches_per_epoch(), "batch", "batches") + (dropped == 1 ? " goes" : " go") +
+                             " to no rank (every rank takes " +
+                             Plural(pipeline.batches_per_rank(part.world_size), "step", "steps") + ")\n";
+    std::fputs(note.c_str(), stderr);
   }
   if (args.flags.count("--read")) {
     // Loads every batch through the batch loader (what a training loop does) and prints a summary.
-    BatchLoader loader(file);
+    BatchLoader loader(data);
     Batch batch;
     uint64_t bytes = 0, checksum = 0;
     for (uint64_t start = 0; start < order.size(); start += spec.batch) {
@@ -404,7 +433,7 @@ int Batches(const std::vector<std::string>& words) {
         if (!leaf.empty()) checksum += leaf.front() + leaf.back();
       }
     }
-    Print("read " + Plural(pipeline.batches_per_epoch(), "batch", "batches") + " of " +
+    Print("read " + Plural(order.size() / spec.batch, "batch", "batches") + " of " +
           Plural(spec.batch, "sample", "samples") + " (" + std::to_string(bytes) + " bytes, checksum " +
           std::to_string(checksum) + ")\n");
     return kExitOk;

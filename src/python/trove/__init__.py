@@ -18,6 +18,8 @@ the file share memory, and writing into one changes this process's copy only, ne
 Big-endian, compressed (.tdz) and otherwise encoded storages are copied once per storage.
 If another program truncates the file while its tensors are alive, reading past the new end gives
 zeros and raises trove.IoError ("...: changed while being read") instead of killing the process.
+trove.data is the .psk.d training pipeline: batches as `presk data batches` forms them, split among
+the ranks of a torch.distributed run and their loader workers (trove.data.TorchDataset).
 See docs/python.md.
 """
 
@@ -32,7 +34,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from . import _trove
 
 __all__ = [
-    "open", "load", "save", "verify", "scan", "convert", "diff", "stats",
+    "open", "load", "save", "verify", "scan", "convert", "diff", "stats", "data",
     "File", "Slice", "TensorRef", "Global", "Object", "Report", "Finding", "DiffReport",
     "Error", "UsageError", "IoError", "NotFoundError", "CorruptError", "RefusedError",
     "UnsupportedError", "LimitError",
@@ -743,3 +745,8 @@ def stats(path: str | os.PathLike, keys: Optional[Iterable[str] | str] = None, t
         keys = [keys]
     out, _skipped = _trove._stats(os.fspath(path), list(keys or []), threads)
     return out
+
+
+# --- the data pipeline (trove.data: needs the names above) --------------------------------------
+
+from . import data  # noqa: E402

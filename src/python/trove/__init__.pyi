@@ -2,6 +2,8 @@
 import os
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
+from . import data as data
+
 _Path = Union[str, os.PathLike[str]]
 
 class Error(Exception):

@@ -205,6 +205,80 @@ TEST(PreskCliTest, BatchesPrintsThePipeline) {
   EXPECT_EQ(r.out.rfind("read 6 batches of 4 samples (384 bytes", 0), 0u) << r.out;
 }
 
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// Three shards of 7, 0 and 10 samples as one dataset (by pattern, by list, by manifest), split
+// among 3 ranks: rank r prints the whole epoch's lines r, r + 3, ...; the last 8 mod 3 lines go to
+// no rank, which a note on stderr says.
+TEST(PreskCliTest, BatchesOfManyShardsSplitAmongRanks) {
+  TempDir tmp;
+  const std::string d = tmp.dir().string();
+  std::string text[3];
+  const int counts[3] = {7, 0, 10};
+  for (int k = 0, next = 0; k < 3; ++k) {
+    for (int i = 0; i < counts[k]; ++i) text[k] += std::to_string(next++) + "\n";
+    WriteFile(tmp.Path("t" + std::to_string(k) + ".txt"), text[k]);
+    auto p = RunPresk({"data", "pack", "--type", "idx[100][]", "t" + std::to_string(k) + ".txt", "-o",
+                       "s" + std::to_string(k) + ".psk.d"}, d);
+    ASSERT_EQ(p.status, 0) << p.err;
+  }
+  WriteFile(tmp.Path("train.json"), R"({"shards": ["s0.psk.d", "s1.psk.d", "s2.psk.d"]})");
+  auto whole = RunPresk({"data", "batches", "s*.psk.d", "--batch", "2", "--shuffle", "5", "--epoch", "1"}, d);
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  EXPECT_EQ(whole.err, "");
+  const std::vector<std::string> all = Lines(whole.out);
+  ASSERT_EQ(all.size(), 8u);
+  auto listed = RunPresk({"data", "batches", "s0.psk.d", "s1.psk.d", "s2.psk.d", "--batch", "2", "--shuffle", "5",
+                          "--epoch", "1"}, d);
+  EXPECT_EQ(listed.out, whole.out);
+  auto manifest = RunPresk({"data", "batches", "train.json", "--batch", "2", "--shuffle", "5", "--epoch", "1"}, d);
+  EXPECT_EQ(manifest.out, whole.out);
+  for (int r = 0; r < 3; ++r) {
+    auto mine = RunPresk({"data", "batches", "train.json", "--batch", "2", "--shuffle", "5", "--epoch", "1", "--rank",
+                          std::to_string(r), "--world-size", "3"}, d);
+    ASSERT_EQ(mine.status, 0) << mine.err;
+    EXPECT_EQ(Lines(mine.out), (std::vector<std::string>{all[r], all[r + 3]}));
+    EXPECT_EQ(mine.err, "presk data: note: 2 of the epoch's 8 batches go to no rank (every rank takes 2 steps)\n");
+    auto read = RunPresk({"data", "batches", "train.json", "--batch", "2", "--shuffle", "5", "--epoch", "1", "--rank",
+                          std::to_string(r), "--world-size", "3", "--read"}, d);
+    EXPECT_EQ(read.out.rfind("read 2 batches of 2 samples (4 bytes", 0), 0u) << read.out;
+  }
+  auto w1 = RunPresk({"data", "batches", "train.json", "--batch", "2", "--shuffle", "5", "--epoch", "1", "--rank", "1",
+                      "--world-size", "3", "--worker", "1", "--workers", "2"}, d);
+  EXPECT_EQ(Lines(w1.out), (std::vector<std::string>{all[4]}));
+  auto w0 = RunPresk({"data", "batches", "train.json", "--batch", "2", "--shuffle", "5", "--epoch", "1", "--rank", "1",
+                      "--world-size", "3", "--worker", "0", "--workers", "2"}, d);
+  EXPECT_EQ(Lines(w0.out), (std::vector<std::string>{all[1]}));
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--rank", "1"}, {"--world-size", "2"}, {"--rank", "2", "--world-size", "2"},
+        {"--worker", "0"}, {"--rank", "0", "--world-size", "0"}}) {
+    std::vector<std::string> args = {"data", "batches", "train.json", "--batch", "2"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    auto e = RunPresk(args, d);
+    EXPECT_EQ(e.status, 2);
+    EXPECT_EQ(e.err.rfind("presk data: error: batches", 0) == 0 || e.err.rfind("presk data: error: rank", 0) == 0 ||
+                  e.err.rfind("presk data: error: a world", 0) == 0,
+              true)
+        << e.err;
+  }
+  auto none = RunPresk({"data", "batches", "x*.psk.d", "--batch", "2"}, d);
+  EXPECT_EQ(none.err, "presk data: error[E9002]: no file matches 'x*.psk.d'\n");
+  auto mixed = RunPresk({"data", "pack", "--type", "idx[101][]", "t0.txt", "-o", "other.psk.d"}, d);
+  ASSERT_EQ(mixed.status, 0);
+  auto e5 = RunPresk({"data", "batches", "s0.psk.d", "other.psk.d", "--batch", "2"}, d);
+  EXPECT_EQ(e5.err, "presk data: error[E9005]: other.psk.d holds samples of type idx[101][], s0.psk.d of type idx[100][]: "
+                    "the shards of a dataset have one sample type\n");
+}
+
 TEST(PreskCliTest, EveryErrorCodeThroughTheBinary) {
   TempDir tmp;
   const std::string d = tmp.dir().string();
