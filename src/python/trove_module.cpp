@@ -836,11 +836,12 @@ class PyDataset {
   std::shared_ptr<PrivateMap> MapBatch(size_t k, uint64_t local, uint64_t n, const uint8_t** first) {
     const trove::pskd::PskdFile& file = *Released([&] { return &data_.Shard(k); });
     const std::string& path = data_.shards()[k].path;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Non-blocking: a pipe put in the shard's place since must not hold the open up (fstat refuses it).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return nullptr;
     struct stat st {};
     Identity& id = identity_[k];
-    if (::fstat(fd, &st) == 0 && !id.checked) {
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !id.checked) {
       id.checked = true;
       const uint64_t header = file.header().data_offset;
       std::vector<uint8_t> head(header);
