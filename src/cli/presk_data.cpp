@@ -407,9 +407,10 @@ int Batches(const std::vector<std::string>& words) {
   Pipeline pipeline(data.count(), spec);
   std::vector<uint64_t> order = pipeline.Order(epoch, part);
   if (pipeline.batches_per_epoch() == 0) {
-    std::fprintf(stderr, "presk data: note: no batch: --batch %llu is more than the %llu samples of the dataset "
+    const std::string what = args.positional.size() == 1 ? args.positional[0] : "the dataset";
+    std::fprintf(stderr, "presk data: note: no batch: --batch %llu is more than the %llu samples of %s "
                  "(an incomplete batch is dropped)\n", static_cast<unsigned long long>(spec.batch),
-                 static_cast<unsigned long long>(data.count()));
+                 static_cast<unsigned long long>(data.count()), what.c_str());
   }
   if (const uint64_t dropped = pipeline.batches_per_epoch() % part.world_size; dropped != 0) {
     // Said on stderr, so that stdout stays one line per batch: every rank drops the same batches.
