@@ -69,6 +69,20 @@ struct Encoder {
     return a;
   }
 
+  // A dict's (or object's) entries as [key, value] pairs, cut by the node budget.
+  Json Pairs(const Value& v, int depth) {
+    Json pairs = Json::array();
+    for (const auto& [k, val] : v.entries) {
+      if (nodes >= limits.nodes) {
+        pairs.push_back(Elided());
+        break;
+      }
+      Json key = Encode(k, depth + 1);
+      pairs.push_back(Json::array({std::move(key), Encode(val, depth + 1)}));
+    }
+    return pairs;
+  }
+
   Json Encode(const Value* v, int depth) {
     if (nodes >= limits.nodes || depth >= kMaxPrintDepth) return Elided();
     ++nodes;
@@ -107,16 +121,7 @@ struct Encoder {
           }
           return o;
         }
-        Json pairs = Json::array();
-        for (const auto& [k, val] : v->entries) {
-          if (nodes >= limits.nodes) {
-            pairs.push_back(Elided());
-            break;
-          }
-          Json key = Encode(k, depth + 1);
-          pairs.push_back(Json::array({std::move(key), Encode(val, depth + 1)}));
-        }
-        Json o = Tagged("$dict", std::move(pairs));
+        Json o = Tagged("$dict", Pairs(*v, depth));
         if (!v->type_name.empty() && v->type_name != "dict") o["$class"] = v->type_name;
         return o;
       }
@@ -131,18 +136,7 @@ struct Encoder {
         if (v->state) o["$state"] = Encode(v->state, depth + 1);
         // A permissive reader fills an unknown object's SETITEMS and APPENDS as Python would
         // call its methods: those are its items too.
-        if (!v->entries.empty()) {
-          Json pairs = Json::array();
-          for (const auto& [k, val] : v->entries) {
-            if (nodes >= limits.nodes) {
-              pairs.push_back(Elided());
-              break;
-            }
-            Json key = Encode(k, depth + 1);
-            pairs.push_back(Json::array({std::move(key), Encode(val, depth + 1)}));
-          }
-          o["$setitems"] = std::move(pairs);
-        }
+        if (!v->entries.empty()) o["$setitems"] = Pairs(*v, depth);
         if (!v->items.empty()) o["$appends"] = Items(*v, depth);
         return o;
       }
