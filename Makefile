@@ -35,7 +35,7 @@ bench:
 	/usr/bin/python3 bench/run.py --bin $(BUILD)/bin --out docs/benchmarks.md
 
 fuzz:
-	@scripts/install-deps --bench
+	@scripts/install-deps --fuzz
 	cmake --preset fuzz
 	cmake --build build-fuzz -j $(JOBS)
 	scripts/run-fuzzers build-fuzz/bin $(FUZZ_SECONDS)

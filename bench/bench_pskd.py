@@ -3,11 +3,16 @@
 Each command is timed next to `wc -w` on the same input (the floor every text tool should meet);
 batch reading is timed next to `cat` of the .psk.d file. Targets (issue 4): encode and
 lm-windows at least as fast as `wc -w`, batch reading at least half the speed of `cat`, and
-lm-windows memory bounded (it streams).
+lm-windows memory bounded (it streams). The torch loader rows (trove.data.TorchDataset in a
+DataLoader, bench/pskd_loader.py) are timed next to the bare gather floor and `batches --read` of
+the same file and order, with the memory of every process that reads samples.
 """
 import json
 import os
 import random
+import statistics
+import subprocess
+import sys
 
 from benchlib import fmt_rate, fmt_s, peak_rss_mb, table, time_cmd
 
@@ -75,6 +80,7 @@ def run(ctx):
     floor = time_cmd([floor_tool, windows, str(BATCH), "1"], runs=runs) if os.path.exists(floor_tool) else None
     read_rss = peak_rss_mb(read_cmd)
     tokens_size = os.path.getsize(tokens)
+    loader = loader_section(ctx, windows, floor, read)
 
     rows = [
         ["`wc -w` (anchor)", f"{text_size / 1e6:.0f} MB text", fmt_s(wc), fmt_rate(text_size, wc), "1.00"],
@@ -117,4 +123,85 @@ def run(ctx):
         f"Peak resident memory: `lm-windows` {lm_rss:.1f} MB (streams: input read in 1 MiB chunks, output "
         f"through a 1 MiB buffer); shuffled batch reading {read_rss:.1f} MB (the mapped file's pages count "
         "as resident once touched; they belong to the page cache, not the heap).\n",
+        loader,
+    ])
+
+
+def loader_epochs(ctx, sources, workers, ranks=1, zeros=False):
+    """Shuffled epochs through bench/pskd_loader.py in `ranks` processes started together, each a
+    DataLoader with `workers` workers: (samples an epoch, the median over all but the first epoch of
+    the slowest rank's seconds, the memory reports of the last epoch, the anonymous memory of a
+    process before its first epoch)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pskd_loader.py")
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(ctx.bin), "python"), OMP_NUM_THREADS="1")
+    command = [sys.executable, script, "--batch", str(BATCH), "--epochs", str(ctx.runs + 1), "--workers", str(workers),
+               "--world-size", str(ranks)] + (["--zeros"] if zeros else [])
+    procs = [subprocess.Popen(command + ["--rank", str(r), *sources], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for r in range(ranks)]
+    for p in procs:
+        if p.stdout.readline().strip() != "ready":
+            raise RuntimeError("bench/pskd_loader.py did not start")
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    results = [json.loads(p.stdout.readline()) for p in procs]
+    for p in procs:
+        if p.wait() != 0:
+            raise RuntimeError("bench/pskd_loader.py failed")
+    slowest = [max(r["seconds"][e] for r in results) for e in range(1, ctx.runs + 1)]
+    return (sum(r["samples"] for r in results), statistics.median(slowest), [m for r in results for m in r["rss"]],
+            max(r["anon_before"] for r in results))
+
+
+def mb(kib):
+    return f"{kib / 1024:.0f} MB"
+
+
+def loader_section(ctx, windows, floor, read):
+    if not os.path.isdir(os.path.join(os.path.dirname(ctx.bin), "python", "trove")):
+        return "The torch loader rows need the Python module (not built).\n"
+    info = subprocess.run([ctx.tool("presk"), "data", "info", windows, "--samples", "0"], capture_output=True, text=True,
+                          check=True).stdout
+    count = int(next(line.split()[1] for line in info.splitlines() if line.startswith("count")))
+    samples = count // BATCH * BATCH  # what every reader below reads: the epoch's whole batches
+    configs = [("in-process (`num_workers=0`)", 0, 1), ("1 worker", 1, 1), ("2 workers", 2, 1), ("4 workers", 4, 1),
+               ("2 ranks, in-process each", 0, 2), ("2 ranks × 2 workers", 2, 2)]
+    rows = [["bare `memcpy` gather floor (anchor)", f"{samples / floor / 1e6:.2f} M", "1.00", f"{read / floor:.2f}", "", ""],
+            ["`batches --read` (anchor)", f"{samples / read / 1e6:.2f} M", f"{floor / read:.2f}", "1.00", "", ""]]
+    four = None
+    for name, workers, ranks in configs:
+        n, seconds, rss, before = loader_epochs(ctx, [windows], workers, ranks)
+        _, zeros, _, _ = loader_epochs(ctx, [windows], workers, ranks, zeros=True)
+        if (workers, ranks) == (4, 1):
+            four = rss
+        readers = (f"{len(rss)} × peak {mb(max(m['VmHWM'] for m in rss))}, "
+                   f"anonymous {mb(max(m['RssAnon'] for m in rss))} ({mb(before)} before the epoch)")
+        rows.append([name, f"{n / seconds / 1e6:.2f} M", f"{floor / seconds:.2f}", f"{read / seconds:.2f}",
+                     f"{zeros / seconds:.2f}", readers])
+    # The same 4-worker epoch over the file and a copy of it, as one dataset of two shards.
+    copy = windows + ".copy.psk.d"
+    if not os.path.exists(copy) or os.path.getsize(copy) != os.path.getsize(windows):
+        subprocess.run(["cp", windows, copy], check=True)
+    two = loader_epochs(ctx, [windows, copy], 4)[2]
+
+    def per_worker(reports):
+        return (f"peak {mb(max(m['VmHWM'] for m in reports))}, anonymous {mb(max(m['RssAnon'] for m in reports))}, "
+                f"shared memory {mb(max(m['RssShmem'] for m in reports))}, file pages {mb(max(m['RssFile'] for m in reports))}")
+    return "\n".join([
+        f"Shuffled epochs of the same file in batches of {BATCH} through `trove.data.TorchDataset` and torch's "
+        "`DataLoader(batch_size=None)` (`bench/pskd_loader.py`), each timed from the start of the loader to its last "
+        "batch (worker start included, imports not), in samples per second (the median epoch after a first one), next "
+        "to three anchors: the two above, timed in this run (`× floor`, `× read`: their times over ours), and the "
+        "DataLoader itself: the same batches (shapes, dtypes, worker split) made of zeros on the spot instead of "
+        "read, through the same loader (`× loader`). Index leaves come as int64 (8 times their bytes on disk). Ranks "
+        "are processes reading their share (`rank`, `world_size`) at once; their rate is the epoch over the slowest. "
+        "The last column is every process that produced batches (the workers, or the process itself): its peak "
+        "resident set, and its anonymous pages at the end of the epoch (a forked worker's include its parent's, "
+        "shared until written).\n",
+        table(["loader", "samples/s", "× floor", "× read", "× loader", "readers"], rows),
+        "",
+        f"A worker's own memory does not follow the dataset: with 4 workers, over the {os.path.getsize(windows) / 1e6:.0f} MB "
+        f"file: {per_worker(four)}; over it and a copy as one dataset of two shards (twice the samples): "
+        f"{per_worker(two)}. What grows is the file pages each worker has touched, which are the page cache's, "
+        "shared by every worker and rank (in the machine's memory once).\n",
     ])

@@ -13,21 +13,14 @@ from bench_pt import make
 PY = "/usr/bin/python3"
 # numpy over the stored bytes: each storage record of the zip mapped where it lies, the same
 # figures in float64 (min, max, mean, std, NaN and Inf counts).
-NUMPY = r"""
-import struct, sys, zipfile
+NUMPY = B.STORAGE_RECORDS + r"""
+import sys
 import numpy as np
 path = sys.argv[1]
-with zipfile.ZipFile(path) as z, open(path, "rb") as f:
-    for info in z.infolist():
-        if "/data/" not in info.filename:
-            continue
-        f.seek(info.header_offset)
-        head = f.read(30)
-        name_len, extra_len = struct.unpack("<HH", head[26:30])
-        offset = info.header_offset + 30 + name_len + extra_len
-        x = np.memmap(path, dtype=np.float32, mode="r", offset=offset, shape=(info.file_size // 4,))
-        x.min(), x.max(), x.mean(dtype=np.float64), x.std(dtype=np.float64)
-        int(np.isnan(x).sum()), int(np.isinf(x).sum())
+for offset, nbytes in storage_records(path):
+    x = np.memmap(path, dtype=np.float32, mode="r", offset=offset, shape=(nbytes // 4,))
+    x.min(), x.max(), x.mean(dtype=np.float64), x.std(dtype=np.float64)
+    int(np.isnan(x).sum()), int(np.isinf(x).sum())
 """
 TORCH = r"""
 import sys, torch

@@ -92,3 +92,21 @@ def table(header, rows):
 
 def cmdline(cmd):
     return " ".join(shlex.quote(c) for c in cmd) if isinstance(cmd, list) else cmd
+
+
+# Python source for the scripts the sections run in a fresh interpreter: where each storage record
+# of a torch.save zip starts and how long it is, from Python's zipfile (the local header's fixed 30
+# bytes, its name and extra field), so numpy can map the same bytes trove views.
+STORAGE_RECORDS = r"""
+import struct, zipfile
+def storage_records(path):
+    out = []
+    with zipfile.ZipFile(path) as z, open(path, "rb") as raw:
+        for info in z.infolist():
+            if "/data/" not in info.filename:
+                continue
+            raw.seek(info.header_offset)
+            name_len, extra_len = struct.unpack("<HH", raw.read(30)[26:30])
+            out.append((info.header_offset + 30 + name_len + extra_len, info.file_size))
+    return out
+"""

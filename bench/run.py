@@ -13,6 +13,39 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 
+def split_sections(text):
+    """The report's "## " sections, in order, each with its heading line first."""
+    parts, current = [], []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## ") and current:
+            parts.append("".join(current))
+            current = []
+        current.append(line)
+    if current:
+        parts.append("".join(current))
+    return parts
+
+
+def merged(old, new_sections, date):
+    """`--only`: the sections just measured replace those of the same heading in the existing
+    report (a new one is added in name order at the end); the others, and the preamble, stay, with
+    a line saying which were measured again when."""
+    parts = split_sections(old)
+    preamble, rest = (parts[0], parts[1:]) if parts and not parts[0].startswith("## ") else ("", parts)
+    heading = lambda s: s.splitlines()[0].strip() if s else ""
+    for section in new_sections:
+        for i, old_section in enumerate(rest):
+            if heading(old_section) == heading(section):
+                rest[i] = section.rstrip("\n") + "\n\n"
+                break
+        else:
+            rest.append(section.rstrip("\n") + "\n\n")
+    names = ", ".join(heading(s)[3:] for s in new_sections)
+    preamble = "".join(l for l in preamble.splitlines(keepends=True) if not l.startswith("Measured again on"))
+    preamble = preamble.rstrip("\n") + f"\n\nMeasured again on {date} with `--only`: {names}.\n\n"
+    return [preamble.rstrip("\n") + "\n"] + [s.rstrip("\n") + "\n" for s in rest]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -50,6 +83,8 @@ def main():
             failed = True
             traceback.print_exc()
             sections.append(f"## {name}\n\nThis section failed to run:\n\n```\n{traceback.format_exc()}\n```\n")
+    if args.only and os.path.exists(args.out):
+        sections = merged(open(args.out).read(), sections[2:], f"{datetime.date.today()}")
     with open(args.out, "w") as f:
         f.write("\n".join(sections))
     print(f"wrote {args.out}")

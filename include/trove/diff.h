@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,10 @@ struct TensorDiff {
 
 struct ValueDiff {
   std::string key;
-  std::string a, b;  // text of each side ("" when absent)
+  // Each side's leaf, null when the key is absent there; owned by the report's arenas.
+  const Value* a = nullptr;
+  const Value* b = nullptr;
+  std::string a_text, b_text;  // Python-like text of each side ("" when absent)
 };
 
 struct DiffReport {
@@ -62,6 +66,8 @@ struct DiffReport {
   uint64_t bytes_compared = 0;
   uint64_t tensors_skipped = 0;  // not selected by DiffOptions::select (both sides)
   bool ignore_dtype = false;     // as DiffOptions::ignore_dtype
+  // The documents' value trees, kept alive for `values` (they hold no tensor data).
+  std::shared_ptr<const ValueArena> a_values, b_values;
   bool equal() const;
 };
 

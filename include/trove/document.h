@@ -35,6 +35,24 @@ struct ContainerRecord {
   uint32_t crc32 = 0;
 };
 
+// A property of the container (`trove info` lists them): a text as the file says it, a count or
+// number, or a flag. `text` is always set (an integer's decimal, a flag's "true"/"false"), so
+// people read every kind alike; --json and Python get the typed value.
+struct PropertyValue {
+  enum class Type : uint8_t { kText, kInteger, kBoolean };
+  Type type = Type::kText;
+  std::string text;
+  int64_t integer = 0;
+  bool boolean = false;
+
+  PropertyValue(std::string t) : text(std::move(t)) {}  // NOLINT: a text property is the common case
+  PropertyValue(const char* t) : text(t) {}             // NOLINT
+  static PropertyValue Integer(int64_t value);
+  static PropertyValue Boolean(bool value);
+  // An integer when `text` is one in canonical decimal (a record holding "3"), else the text.
+  static PropertyValue IntegerOrText(std::string text);
+};
+
 struct Document {
   std::string format;  // "pt", "pt-legacy", "tensordict", "tdz", "pskd"
   std::string path;
@@ -42,7 +60,8 @@ struct Document {
   std::shared_ptr<ValueArena> arena = std::make_shared<ValueArena>();
   Value* root = nullptr;
   std::vector<NamedTensor> tensors;
-  std::vector<std::pair<std::string, std::string>> properties;  // ordered, e.g. {"byteorder","little"}
+  // Ordered: {"byteorder", "little"}, {"byteorder_assumed", false}, {"version", 3}, ...
+  std::vector<std::pair<std::string, PropertyValue>> properties;
   std::vector<ContainerRecord> records;
   std::vector<std::string> warnings;
 
@@ -52,7 +71,7 @@ struct Document {
   // through (its state, its constructor arguments, then its own entries and items) as the walks
   // do. "" is the root. Null when no value is there. Throws Error(kLimit) past kMaxTreeVisits nodes.
   const Value* FindValue(std::string_view key_path) const;
-  const std::string* Property(std::string_view name) const;
+  const std::string* Property(std::string_view name) const;  // the property's text, or null
 };
 
 // What a reader does with the globals a pickle names (docs/security.md, "Three classes of

@@ -23,6 +23,9 @@ struct Finding {
   uint64_t offset = 0;  // byte offset in the entry (pickle opcodes) or the file
   std::string message;
   std::string key_path;  // the tensor or value involved, where known ("" otherwise)
+  // Scan: the call the pickle asks for, in Python-like text with its arguments
+  // ("posix.system('echo hi')"), where a value of the tree records one ("" otherwise).
+  std::string call;
 };
 
 struct CheckReport {
@@ -30,6 +33,9 @@ struct CheckReport {
   std::string format;
   uint64_t entries_checked = 0;
   uint64_t bytes_checked = 0;
+  // Verify: bytes of the file no checksum covers (a format without checksums, a zip entry that
+  // records none): read and bounds-checked, but a flipped bit there goes unnoticed.
+  uint64_t bytes_without_checksum = 0;
   std::vector<Finding> findings;
   // Scan only: every global the pickles named, with the entry that named it.
   struct Global {
@@ -44,7 +50,7 @@ struct CheckReport {
   std::vector<Global> globals;
 
   void Add(Severity severity, std::string entry, uint64_t offset, std::string message, std::string key_path = {}) {
-    findings.push_back({severity, std::move(entry), offset, std::move(message), std::move(key_path)});
+    findings.push_back({severity, std::move(entry), offset, std::move(message), std::move(key_path), {}});
   }
   // A finding for a caught error, placed by its fields: its entry when `entry` is "", its offset
   // (when it is in that entry), and a message of `prefix` + the error's text without what the

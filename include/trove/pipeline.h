@@ -1,12 +1,14 @@
-// trove/pipeline.h: the training-data pipeline over a .psk.d file, identical on every machine.
+// trove/pipeline.h: the training-data pipeline over a .psk.d dataset, identical on every machine.
 //
 // `stream |> shuffle(seed) |> batch(B) |> take(k)` is evaluated over sample indices: Pipeline
 // yields each epoch's batches as index lists (the spec's Pipeline::batches), and BatchLoader
-// gathers a batch's samples from the mapped file into one buffer per leaf with a leading batch
+// gathers a batch's samples from the mapped shards into one buffer per leaf with a leading batch
 // axis. The shuffle is the spec's exact algorithm (ChaCha20 per RFC 8439 keyed by seed and epoch,
-// Fisher-Yates from the top with Lemire's bounded draws), so every implementation agrees.
+// Fisher-Yates from the top with Lemire's bounded draws), so every implementation agrees. A
+// Partition says which of the epoch's batches one process of a data-parallel run reads, and
+// which of those one of its loader workers reads (docs/pskd.md, "Sharding").
 // ChaCha20 and BatchLoader objects are single-threaded; a Pipeline is an immutable value and the
-// PskdFile a loader reads must outlive it.
+// PskdFile or Dataset a loader reads must outlive it.
 #pragma once
 
 #include <array>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "trove/pskd.h"
+#include "trove/pskd_dataset.h"
 #include "trove/tensor.h"
 
 namespace trove::pskd {
@@ -55,15 +58,35 @@ struct PipelineSpec {
   std::optional<uint64_t> take;          // only the first k batches of each epoch
 };
 
+// One process's share of every epoch. The epoch's batches (after shuffle, batch and take) go to
+// the ranks in turn, batch i to rank i mod world_size, and the last (batches mod world_size) to
+// none, so that every rank takes the same number of steps: at step s the ranks together read the
+// epoch's batches s*W .. s*W + W-1, what one process with batches W times larger would read, and a
+// run stopped after s steps has read a prefix of the epoch. A rank's own batches go to its loader
+// workers in turn, its j-th to worker j mod workers: a loader taking one batch from each worker
+// in turn (torch's DataLoader) hands them out in the rank's order.
+struct Partition {
+  uint64_t rank = 0;
+  uint64_t world_size = 1;
+  uint64_t worker = 0;
+  uint64_t workers = 1;
+  // Usage error unless world_size >= 1, rank < world_size, workers >= 1 and worker < workers.
+  void Validate() const;
+};
+
 class Pipeline {
  public:
   // Usage error when batch is 0.
   Pipeline(uint64_t sample_count, PipelineSpec spec);
   uint64_t batches_per_epoch() const;
-  // The epoch's batches, each `batch` sample indices.
-  std::vector<std::vector<uint64_t>> Batches(uint64_t epoch) const;
-  // The epoch's sample order, flattened (batches_per_epoch() * batch indices).
-  std::vector<uint64_t> Order(uint64_t epoch) const;
+  // Each rank's batches an epoch: batches_per_epoch() / world_size (a usage error for 0).
+  uint64_t batches_per_rank(uint64_t world_size) const;
+  // The positions in the epoch (0 .. batches_per_epoch()-1) of the partition's batches, in order.
+  std::vector<uint64_t> BatchPositions(const Partition& part) const;
+  // The epoch's batches (the partition's, by default all of them), each `batch` sample indices.
+  std::vector<std::vector<uint64_t>> Batches(uint64_t epoch, const Partition& part = {}) const;
+  // The same sample indices, flattened.
+  std::vector<uint64_t> Order(uint64_t epoch, const Partition& part = {}) const;
   const PipelineSpec& spec() const { return spec_; }
 
  private:
@@ -83,6 +106,8 @@ class BatchLoader {
  public:
   // `file` must outlive the loader. E9001 for a params file.
   explicit BatchLoader(const PskdFile& file, bool check_indices = true);
+  // Over a dataset's global indices (its shards are mapped as the batches reach them).
+  explicit BatchLoader(Dataset data, bool check_indices = true);
   // Gathers the samples into `batch` (its buffers are reused between calls, so a training loop
   // holds one batch of memory). E9003 for an index beyond the count, E9004 for an index value
   // at or above its bound when check_indices. `next`, when known, are the indices the caller will
@@ -92,7 +117,7 @@ class BatchLoader {
   TensorView LeafTensor(const Batch& batch, size_t leaf) const;
 
  private:
-  const PskdFile* file_;
+  Dataset data_;
   bool check_indices_;
 };
 

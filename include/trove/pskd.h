@@ -106,7 +106,15 @@ struct SampleType {
 
 // Parses Presk sample-type text. Throws E9001 for what is not a closed data type and for syntax
 // errors (naming the byte offset). `params M` parses to is_params with no leaves.
+// ℝ may be spelled R or real (ASCII), wherever a type is read.
 SampleType ParseSampleType(std::string_view text);
+// A type given by a person (presk data pack --type): as ParseSampleType, and one spelled with R
+// or real gets the spec's spelling as its text (the header other readers parse says ℝ).
+SampleType ParseSampleTypeArgument(std::string_view text);
+
+// How a leaf's elements are stored: its encoding for a real leaf ("f64", "f32", "bf16"), its
+// integer width for an index leaf ("u8", "u16", "u32", "u64"), whose header byte says f64.
+std::string_view LeafStorageName(const Leaf& leaf);
 
 // Smallest of 1/2/4/8 bytes holding bound - 1.
 uint32_t IndexElementBytes(uint64_t bound);

@@ -161,7 +161,9 @@ class SharedBytes::Reader {
 
 // A whole file mapped read-only. Open() maps it once; views into it are SharedBytes whose
 // owner is the mapping, so the mapping lives as long as any view of it. The file also stays open
-// (one descriptor per MappedFile) so that CopyMappedBytes can have the kernel copy its bytes.
+// (one descriptor per MappedFile) so that CopyMappedBytes can have the kernel copy its bytes,
+// unless Open is told not to keep it (a dataset of thousands of shards, which only reads through
+// the mappings, must not use a descriptor for each).
 //
 // A file truncated by another process while mapped would raise SIGBUS on access: trove never
 // writes into a file in place (writers replace files by rename), and the command-line tools run
@@ -169,8 +171,9 @@ class SharedBytes::Reader {
 // Every live mapping is registered so that the error can name its file.
 class MappedFile : public std::enable_shared_from_this<MappedFile> {
  public:
-  // Throws Error(kIo/kNotFound) naming the path.
-  static std::shared_ptr<MappedFile> Open(const std::string& path);
+  // Throws Error(kIo/kNotFound) naming the path. Without keep_descriptor the file is closed once
+  // mapped (CopyMappedBytes then declines its bytes and callers copy them).
+  static std::shared_ptr<MappedFile> Open(const std::string& path, bool keep_descriptor = true);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <complex>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -41,6 +42,15 @@ inline constexpr size_t kMaxTensorRank = 64;
 inline constexpr uint64_t kMaxExpandRatio = 16;
 inline constexpr uint64_t kExpandFreeBytes = uint64_t{64} << 20;
 
+// What a cast (CastView) did to the values it converted, counted by every pass that streams all
+// of them (the last whole pass is kept, so a writer that streams a tensor twice counts it once).
+struct CastLosses {
+  std::atomic<uint64_t> overflowed{0};   // finite, became infinite (or NaN where the dtype has no inf)
+  std::atomic<uint64_t> underflowed{0};  // nonzero, became zero
+  std::atomic<uint64_t> sign_lost{0};    // negative, became positive or unsigned (a zero without sign)
+  std::atomic<bool> counted{false};      // a whole pass has run
+};
+
 struct TensorView {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
@@ -56,6 +66,7 @@ struct TensorView {
   // A converting view (trove convert --dtype): no storage of its own; its bytes are
   // `cast_source`'s elements converted to `dtype` as they stream (see CastView).
   std::shared_ptr<const TensorView> cast_source;
+  std::shared_ptr<CastLosses> cast_losses;  // set by CastView for a floating target
 
   int64_t numel() const;
   uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * ElementSize(dtype); }

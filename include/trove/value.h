@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -83,6 +84,11 @@ class ValueArena {
   Value* Bool(bool b);
   Value* Int(int64_t i);
   Value* BigInt(std::vector<uint8_t> le_twos_complement);  // normalises to Int when it fits
+  // An int from decimal digits ('0'-'9' only, the caller's cap on their count applied: the
+  // conversion is quadratic in it), negated when `negative`.
+  Value* IntFromDecimal(std::string_view digits, bool negative);
+  // An int from its magnitude (little-endian, unsigned), negated when `negative`.
+  Value* IntFromMagnitude(std::vector<uint8_t> magnitude_le, bool negative);
   Value* Float(double d);
   Value* Str(std::string s);
   Value* Bytes(std::string b);

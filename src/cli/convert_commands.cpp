@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/progress.h"
-#include "cli/value_printer.h"
+#include "core/float_text.h"
 #include "trove/convert.h"
 #include "trove/open.h"
 #include "trove/safetensors.h"
@@ -22,9 +25,7 @@
 namespace trove::cli {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-std::string DoubleText(double d) { return fmt::format("{:.6g}", d); }
+std::string DoubleText(double d) { return FloatText(d); }
 
 // 1048576 -> "1,048,576".
 std::string Thousands(uint64_t n) {
@@ -34,6 +35,67 @@ std::string Thousands(uint64_t n) {
     out += digits[i];
   }
   return out;
+}
+
+// What --dtype did to the values: counted as the cast streamed them (trove/tensor.h CastLosses).
+struct CastSummary {
+  uint64_t overflowed = 0, underflowed = 0, sign_lost = 0;
+  Json tensors = Json::array();  // one row per cast tensor that lost anything
+};
+
+CastSummary SummariseCasts(const Document& doc) {
+  CastSummary s;
+  std::set<const CastLosses*> seen;  // a tied weight is one cast
+  for (const NamedTensor& t : doc.tensors) {
+    const CastLosses* l = t.view->cast_losses.get();
+    if (l == nullptr || !l->counted || !seen.insert(l).second) continue;
+    s.overflowed += l->overflowed;
+    s.underflowed += l->underflowed;
+    s.sign_lost += l->sign_lost;
+    if (l->overflowed + l->underflowed + l->sign_lost > 0) {
+      s.tensors.push_back({{"key", t.key}, {"dtype", Name(t.view->cast_source->dtype)}, {"to", Name(t.view->dtype)},
+                           {"overflowed", l->overflowed.load()}, {"underflowed", l->underflowed.load()},
+                           {"sign_lost", l->sign_lost.load()}});
+    }
+  }
+  return s;
+}
+
+// The warning on stderr (always) and the --json report on stdout.
+void ReportConversion(const Document& doc, const std::string& src, const std::string& dst, Format target,
+                      std::optional<DType> dtype, size_t cast, const std::vector<std::string>& notes, bool json) {
+  const CastSummary s = SummariseCasts(doc);
+  std::vector<std::string> parts;
+  if (s.overflowed) parts.push_back(Thousands(s.overflowed) + " overflowed to inf");
+  if (s.underflowed) parts.push_back(Thousands(s.underflowed) + " underflowed to zero");
+  if (s.sign_lost) parts.push_back(Thousands(s.sign_lost) + " lost their sign");
+  std::string warning;
+  if (!parts.empty()) {
+    std::string where;
+    for (size_t i = 0; i < s.tensors.size() && i < 3; ++i) where += (i ? ", " : "") + s.tensors[i]["key"].get<std::string>();
+    if (s.tensors.size() > 3) where += fmt::format(" and {} more", s.tensors.size() - 3);
+    warning = "--dtype " + std::string(dtype ? Name(*dtype) : "") + ": " + fmt::format("{}", fmt::join(parts, ", ")) + " (in " + std::to_string(s.tensors.size()) +
+              (s.tensors.size() == 1 ? " tensor: " : " tensors: ") + where + ")";
+    std::cerr << "trove: warning: " << dst << ": " << warning << '\n';
+  }
+  if (!json) return;
+  Json j = Envelope("convert");
+  j["source"] = src;
+  j["destination"] = dst;
+  j["format"] = FormatName(target);
+  uint64_t bytes = 0;
+  for (const NamedTensor& t : doc.tensors) bytes += t.view->nbytes();
+  j["tensors"] = doc.tensors.size();
+  j["tensor_bytes"] = bytes;
+  j["cast"] = {{"dtype", dtype ? Json(std::string(Name(*dtype))) : Json(nullptr)},
+               {"tensors", cast},
+               {"overflowed", s.overflowed},
+               {"underflowed", s.underflowed},
+               {"sign_lost", s.sign_lost},
+               {"lossy_tensors", s.tensors}};
+  j["warnings"] = warning.empty() ? Json::array() : Json::array({warning});
+  j["notes"] = notes;
+  PrintJson(std::cout, j);
 }
 
 }  // namespace
@@ -75,6 +137,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_option("--max-shard-size", max_shard_size,
                       "Write DST as a directory of shards and an index (--to safetensors or pt), e.g. 5GB, 500MiB");
   convert->add_flag("--drop-values", drop_values, ".safetensors: leave out values other than tensors (else an error lists them)");
+  static bool convert_json = false;
+  convert->add_flag("--json", convert_json, "What was written, as one JSON object on stdout (docs/json.md)");
   convert->footer("The output appears only when complete. An existing output is replaced (atomically) only when\n"
                   "it is what convert writes there: a file for a file format, a tensordict directory (or an empty\n"
                   "one) for --to tensordict; anything else is refused unless --force. Examples:\n"
@@ -104,7 +168,12 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       if (eq == std::string::npos || eq == 0) Fail(ErrorCode::kUsage, "--metadata takes KEY=VALUE (not '" + m + "')");
       opts.metadata.emplace_back(m.substr(0, eq), m.substr(eq + 1));
     }
-    opts.note = [](const std::string& text) { std::cerr << "trove: note: " << dst << ": " << text << '\n'; };
+    static std::vector<std::string> notes;
+    notes.clear();
+    opts.note = [](const std::string& text) {
+      notes.push_back(text);
+      std::cerr << "trove: note: " << dst << ": " << text << '\n';
+    };
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);
       if (!d) {
@@ -137,6 +206,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       Progress progress;
       opts.progress = progress.Callback();
       ConvertDocument(doc, dst, target, opts);
+      ReportConversion(doc, src, dst, target, opts.floating_dtype, cast, notes, convert_json);
     });
     *exit_code = kExitOk;
   });
@@ -235,10 +305,15 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     const size_t rows_left = cut(rows), only_a_left = cut(only_a), only_b_left = cut(only_b);
     auto relative_json = [](const TensorDiff& t) -> Json {
       if (t.l2 == 0) return 0.0;
-      return t.l2_a > 0 ? DoubleJson(t.l2 / t.l2_a) : Json(nullptr);
+      return t.l2_a > 0 ? Json(t.l2 / t.l2_a) : Json(nullptr);
     };
     if (json) {
-      Json j{{"a", a_path}, {"b", b_path}, {"equal", r.equal()}, {"only_in_a", only_a}, {"only_in_b", only_b}};
+      Json j = Envelope("diff");
+      j["a"] = a_path;
+      j["b"] = b_path;
+      j["equal"] = r.equal();
+      j["only_in_a"] = only_a;
+      j["only_in_b"] = only_b;
       Json ts = Json::array();
       for (const TensorDiff* tp : rows) {
         const TensorDiff& t = *tp;
@@ -252,8 +327,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
           tj["within_tolerance"] = t.within_tolerance;
           tj["elements"] = t.elements;
           if (!t.identical) {
-            tj["max_abs"] = DoubleJson(t.max_abs);
-            tj["l2"] = DoubleJson(t.l2);
+            tj["max_abs"] = t.max_abs;
+            tj["l2"] = t.l2;
             tj["relative_l2"] = relative_json(t);
             tj["elements_differing"] = t.elements_differing;
           }
@@ -262,7 +337,12 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       }
       j["tensors"] = ts;
       Json vs = Json::array();
-      for (const auto& v : r.values) vs.push_back({{"key", v.key}, {"a", v.a}, {"b", v.b}});
+      for (const auto& v : r.values) {
+        Json vj{{"key", v.key}, {"change", v.a == nullptr ? "only_in_b" : v.b == nullptr ? "only_in_a" : "changed"}};
+        if (v.a) vj["a"] = ValueJson(v.a);
+        if (v.b) vj["b"] = ValueJson(v.b);
+        vs.push_back(std::move(vj));
+      }
       j["values"] = vs;
       j["summary"] = {{"common", r.tensors.size()},          {"differ", counts[kDiffers]},
                       {"within_tolerance", counts[kClose]}, {"equal_values", counts[kEqualValues]},
@@ -270,7 +350,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                       {"only_in_a", r.only_in_a.size()},    {"only_in_b", r.only_in_b.size()},
                       {"values", r.values.size()},          {"skipped", r.tensors_skipped}};
       j["left_out"] = {{"tensors", rows_left}, {"only_in_a", only_a_left}, {"only_in_b", only_b_left}};
-      std::cout << j.dump(2) << '\n';
+      PrintJson(std::cout, j);
     } else {
       auto more = [](size_t left, const char* what) {
         if (left) std::cout << fmt::format("... {} more {} not shown (--top {})\n", Thousands(left), what, top);
@@ -301,7 +381,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       }
       more(rows_left, "tensor rows");
       for (const auto& v : r.values)
-        std::cout << "value:     " << v.key << ": " << (v.a.empty() ? "(absent)" : v.a) << " -> " << (v.b.empty() ? "(absent)" : v.b) << '\n';
+        std::cout << "value:     " << v.key << ": " << (v.a ? v.a_text : "(absent)") << " -> " << (v.b ? v.b_text : "(absent)") << '\n';
       std::vector<std::string> parts;
       const std::pair<Cat, const char*> names[] = {{kDiffers, "differ"},
                                                    {kClose, "within tolerance"},

@@ -12,10 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/suggest.h"
 #include "cli/table.h"
 #include "cli/tensor_slice.h"
 #include "cli/value_printer.h"
+#include "core/float_text.h"
 #include "trove/checks.h"
 #include "trove/convert.h"
 #include "trove/element_codec.h"
@@ -26,10 +28,12 @@
 namespace trove::cli {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
 // `trove cat` without --raw/--json prints at most this many elements: a terminal, not a dump.
 constexpr uint64_t kMaxHumanElements = 1000;
+// `cat --json` of a value shows it whole up to this many nodes, past which the rest is marked
+// {"$elided": true}: shared subtrees (the pickle memo) can make a small file's tree spell out
+// exponentially many nodes, and a real config or optimizer state is far smaller.
+constexpr size_t kMaxCatJsonNodes = size_t{1} << 22;
 // An empty tensor prints as nested empty lists; past this many the shape is a lie, not data.
 constexpr uint64_t kMaxEmptyListsPrinted = 1'000'000;
 
@@ -64,44 +68,6 @@ std::map<int64_t, int> SharingCounts(const Document& doc) {
   return counts;
 }
 
-// Writes one JSON object member by member exactly as Json::dump(2) writes it whole; an array
-// member is written element by element, so that no more than one element is ever held.
-class JsonObjectWriter {
- public:
-  explicit JsonObjectWriter(std::ostream& out) : out_(out) { out_ << '{'; }
-  void Member(const std::string& key, const Json& value) {
-    Key(key);
-    out_ << Indented(value, 2);
-  }
-  void BeginArray(const std::string& key) {
-    Key(key);
-    out_ << '[';
-    elements_ = 0;
-  }
-  void Element(const Json& value) {
-    out_ << (elements_++ ? ",\n    " : "\n    ") << Indented(value, 4);
-  }
-  void EndArray() { out_ << (elements_ ? "\n  ]" : "]"); }
-  void End() { out_ << (members_ ? "\n}\n" : "}\n"); }
-
- private:
-  void Key(const std::string& key) { out_ << (members_++ ? ",\n  " : "\n  ") << Json(key).dump() << ": "; }
-  // value.dump(2) nested `depth` spaces deep (strings never hold a raw newline: dump escapes it).
-  static std::string Indented(const Json& value, size_t depth) {
-    std::string text = value.dump(2);
-    std::string out;
-    out.reserve(text.size());
-    for (char c : text) {
-      out += c;
-      if (c == '\n') out.append(depth, ' ');
-    }
-    return out;
-  }
-  std::ostream& out_;
-  size_t members_ = 0;
-  size_t elements_ = 0;
-};
-
 // "12.7 KiB": sizes for people (binary units, three significant digits).
 std::string HumanBytes(uint64_t n) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -114,6 +80,15 @@ std::string HumanBytes(uint64_t n) {
   if (u == 0) return std::to_string(n) + " B";
   const int digits = v < 10 ? 2 : v < 100 ? 1 : 0;
   return fmt::format("{:.{}f} {}", v, digits, kUnits[u]);
+}
+
+Json PropertyJson(const PropertyValue& v) {
+  switch (v.type) {
+    case PropertyValue::Type::kInteger: return v.integer;
+    case PropertyValue::Type::kBoolean: return v.boolean;
+    case PropertyValue::Type::kText: break;
+  }
+  return v.text;
 }
 
 struct InfoOptions {
@@ -179,11 +154,13 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     // Written as j.dump(2) would write the whole document, but one record and one tensor at a
     // time: the document of a wide tree would take ~6 kB per leaf, several times its index.
     JsonObjectWriter out(std::cout);
+    const Json envelope = Envelope("info");
+    for (const auto& [k, v] : envelope.items()) out.Member(k, v);
     out.Member("format", doc.format);
     out.Member("path", doc.path);
     out.Member("file_size", doc.file_size);
     Json props = Json::object();
-    for (const auto& [k, v] : doc.properties) props[k] = v;
+    for (const auto& [k, v] : doc.properties) props[k] = PropertyJson(v);
     out.Member("properties", props);
     Json by_dtype = Json::object();
     for (const auto& [d, c] : totals.by_dtype) by_dtype[d] = {{"tensors", c.first}, {"bytes", c.second}};
@@ -192,7 +169,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     out.BeginArray("records");
     for (const auto& r : doc.records) {
       out.Element({{"name", r.name}, {"offset", r.offset}, {"size", r.size}, {"stored_size", r.stored_size},
-                   {"method", r.method}, {"crc32", fmt::format("{:08x}", r.crc32)}});
+                   {"method", r.method}, {"crc32", r.crc32}});
     }
     out.EndArray();
     out.BeginArray("tensors");
@@ -206,7 +183,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     }
     out.EndArray();
     out.Member("tensor_bytes", total);
-    out.Member("values", ValueToJson(doc.root));
+    out.Member("values", ValueJson(doc.root));
     out.Member("warnings", doc.warnings);
     out.End();
     return;
@@ -230,7 +207,13 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     line("tensor bytes", Thousands(totals.bytes) + (tty && totals.bytes >= 1024 ? " (" + HumanBytes(totals.bytes) + ")" : std::string()));
     if (!dtypes.empty()) line("by dtype", dtypes);
   }
-  for (const auto& [k, v] : doc.properties) std::cout << "  " << fmt::format("{:<18} ", k) << v << '\n';
+  for (const auto& [k, v] : doc.properties) {
+    // A flag saying another property was assumed is shown on that property's line.
+    if (k.ends_with("_assumed") && v.type == PropertyValue::Type::kBoolean) continue;
+    const std::string* assumed = doc.Property(k + "_assumed");
+    std::cout << "  " << fmt::format("{:<18} ", k) << v.text
+              << (assumed && *assumed == "true" ? " (assumed: the file does not say)" : "") << '\n';
+  }
   // The record table is the container's plumbing: listed when short or asked for.
   constexpr size_t kRecordsShownUnasked = 20;
   if (o.records || doc.records.size() <= kRecordsShownUnasked) {
@@ -301,25 +284,50 @@ std::vector<std::string> KeyPaths(const Document& doc) {
   Fail(ErrorCode::kNotFound, std::string("no ") + what + " '" + key + "'" + hint);
 }
 
+// One element as text (Python-like) or JSON (docs/json.md). Text is at the dtype's precision
+// (core/float_text.h: a float32 element prints as the float32 it is); JSON at the double's.
 void AppendNumber(std::string& out, const ElementValue& e, DType dtype, bool json) {
-  char buf[64];
+  const bool wide = dtype == DType::kFloat64 || dtype == DType::kComplex128;
   auto real = [&](double d) {
-    if (std::isnan(d)) { out += json ? "\"NaN\"" : "nan"; return; }
-    if (std::isinf(d)) { out += json ? (d > 0 ? "\"Infinity\"" : "\"-Infinity\"") : (d > 0 ? "inf" : "-inf"); return; }
-    if (d == 0 && std::signbit(d)) { out += "-0.0"; return; }  // "-0" would read back as the integer 0
-    // JSON: the shortest text that reads back to exactly this value as a double. People: the
-    // shortest text that reads back to the same element at the dtype's own precision.
-    const bool wide = dtype == DType::kFloat64 || dtype == DType::kComplex128;
-    auto r = json || wide ? std::to_chars(buf, buf + sizeof buf, d) : std::to_chars(buf, buf + sizeof buf, static_cast<float>(d));
-    out.append(buf, r.ptr);
+    if (json) {
+      AppendJsonFloat(d, out);
+    } else {
+      if (wide) AppendFloatText(d, out);
+      else AppendFloatText(static_cast<float>(d), out);
+    }
   };
   switch (e.kind) {
     case ElementValue::Kind::kFloat: real(e.re); break;
-    case ElementValue::Kind::kInt: out += std::to_string(e.i); break;
-    case ElementValue::Kind::kUInt: out += std::to_string(e.u); break;
+    case ElementValue::Kind::kInt:
+      if (json) AppendJsonInt(e.i, out);
+      else out += std::to_string(e.i);
+      break;
+    case ElementValue::Kind::kUInt:
+      if (json) AppendJsonUInt(e.u, out);
+      else out += std::to_string(e.u);
+      break;
     case ElementValue::Kind::kBool: out += json ? (e.b ? "true" : "false") : (e.b ? "True" : "False"); break;
-    case ElementValue::Kind::kComplex: case ElementValue::Kind::kFloatPair:
-      out += '['; real(e.re); out += ", "; real(e.im); out += ']';
+    case ElementValue::Kind::kComplex:
+      if (json) {
+        out += R"({"$complex": [)";
+        real(e.re);
+        out += ", ";
+        real(e.im);
+        out += "]}";
+      } else {
+        out += '(';
+        real(e.re);
+        if (!std::signbit(e.im) || std::isnan(e.im)) out += '+';  // a negative part brings its own '-'
+        real(e.im);
+        out += "j)";
+      }
+      break;
+    case ElementValue::Kind::kFloatPair:  // two float4 values in one byte: a pair, not a number
+      out += '[';
+      real(e.re);
+      out += ", ";
+      real(e.im);
+      out += ']';
       break;
   }
 }
@@ -488,8 +496,11 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o)
     return;
   }
   if (json) {
-    Json head{{"key", key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}};
-    std::string h = head.dump();
+    Json head = Envelope("cat");
+    head["key"] = key;
+    head["dtype"] = Name(v.dtype);
+    head["shape"] = v.shape;
+    std::string h = DumpJson(head, -1);
     h.pop_back();  // reopen the object to stream "data"
     std::fputs(h.c_str(), stdout);
     std::fputs(",\"data\":", stdout);
@@ -515,7 +526,10 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o)
 void CatValue(const std::string& key, const Value& v, const CatOptions& o) {
   if (o.raw) Fail(ErrorCode::kUsage, "'" + key + "' is a " + std::string(KindName(v.kind)) + ", not a tensor: --raw writes tensor bytes");
   if (o.json) {
-    std::cout << Json{{"key", key}, {"value", ValueToJson(&v)}}.dump() << '\n';
+    Json j = Envelope("cat");
+    j["key"] = key;
+    j["value"] = ValueJson(&v, {kMaxCatJsonNodes, SIZE_MAX});
+    std::cout << DumpJson(j, -1) << '\n';
     return;
   }
   const bool container = v.kind == ValueKind::kDict || v.kind == ValueKind::kList || v.kind == ValueKind::kTuple ||
@@ -561,9 +575,8 @@ std::vector<CatItem> ResolveCatKey(const Document& doc, const std::string& key) 
 }
 
 Json FindingJson(const Finding& f) {
-  Json j{{"severity", SeverityName(f.severity)}, {"entry", f.entry}, {"offset", f.offset}, {"message", f.message}};
-  if (!f.key_path.empty()) j["key_path"] = f.key_path;
-  return j;
+  return {{"severity", SeverityName(f.severity)}, {"entry", f.entry}, {"offset", f.offset}, {"message", f.message},
+          {"key_path", f.key_path}, {"call", f.call}};
 }
 
 std::string FindingText(const std::string& path, const Finding& f) {
@@ -571,7 +584,17 @@ std::string FindingText(const std::string& path, const Finding& f) {
   if (!f.entry.empty()) where += ": " + f.entry;
   if (f.offset) where += " @ " + std::to_string(f.offset);
   if (!f.key_path.empty()) where += " (key " + f.key_path + ")";
-  return fmt::format("{:<8} {}: {}", SeverityName(f.severity), where, f.message);
+  std::string text = fmt::format("{:<8} {}: {}", SeverityName(f.severity), where, f.message);
+  if (!f.call.empty()) text += "\n         call: " + f.call;
+  return text;
+}
+
+// Problems are findings above "info" (notes such as how torch.save writes every record are listed,
+// not counted).
+size_t Problems(const CheckReport& r) {
+  size_t n = 0;
+  for (const auto& f : r.findings) n += f.severity != Severity::kInfo;
+  return n;
 }
 
 }  // namespace
@@ -642,29 +665,49 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   });
 
   auto* verify = app.add_subcommand("verify", "Check every structure and checksum (exit 1 when problems are found)");
-  verify->add_option("path", path, "File or tensordict directory")->required();
-  verify->add_flag("--json", json, "One JSON object for scripts");
-  verify->footer("Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");
+  verify->add_option("paths", paths, "Files or tensordict directories")->required();
+  verify->add_flag("--json", json, "One JSON object for scripts: {\"files\": [...]} (docs/json.md)");
+  verify->footer("Bytes no checksum covers (formats without checksums: tensordict directories, .psk.d, .safetensors,\n"
+                 "legacy .pt) are read and bounds-checked, and counted apart.\n"
+                 "Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");
   verify->callback([exit_code] {
-    CheckReport r = Verify(path);
-    size_t problems = 0;
-    for (const auto& f : r.findings) problems += f.severity != Severity::kInfo;
-    if (json) {
-      Json j{{"path", r.path}, {"format", r.format}, {"entries_checked", r.entries_checked},
-             {"bytes_checked", r.bytes_checked}, {"ok", problems == 0}, {"findings", Json::array()}};
-      for (const auto& f : r.findings) j["findings"].push_back(FindingJson(f));
-      std::cout << j.dump(2) << '\n';
-    } else {
+    bool any_problem = false;
+    Json files = Json::array();
+    for (const auto& p : paths) {
+      CheckReport r = Verify(p);
+      const size_t problems = Problems(r);
+      any_problem |= problems > 0;
+      if (json) {
+        Json j{{"path", r.path}, {"format", r.format}, {"ok", problems == 0}, {"entries_checked", r.entries_checked},
+               {"bytes_checked", r.bytes_checked}, {"bytes_without_checksum", r.bytes_without_checksum},
+               {"findings", Json::array()}};
+        for (const auto& f : r.findings) j["findings"].push_back(FindingJson(f));
+        files.push_back(std::move(j));
+        continue;
+      }
       for (const auto& f : r.findings) std::cout << FindingText(r.path, f) << '\n';
+      std::string unchecked;
+      if (r.bytes_without_checksum == r.bytes_checked && r.bytes_checked > 0) {
+        unchecked = "; the format has no checksums";
+      } else if (r.bytes_without_checksum > 0) {
+        unchecked = "; " + Thousands(r.bytes_without_checksum) + " bytes under no checksum";
+      }
       std::cout << r.path << ": " << (problems ? std::to_string(problems) + " problem(s)" : std::string("ok")) << " ("
-                << r.format << ", " << r.entries_checked << " entries, " << Thousands(r.bytes_checked) << " bytes checked)\n";
+                << r.format << ", " << r.entries_checked << " entries, " << Thousands(r.bytes_checked) << " bytes checked"
+                << unchecked << ")\n";
     }
-    *exit_code = problems ? kExitFindings : kExitOk;
+    if (json) {
+      Json j = Envelope("verify");
+      j["ok"] = !any_problem;
+      j["files"] = std::move(files);
+      PrintJson(std::cout, j);
+    }
+    *exit_code = any_problem ? kExitFindings : kExitOk;
   });
 
   auto* scan = app.add_subcommand("scan", "Security report: pickle globals, code records, container anomalies");
   scan->add_option("paths", paths, "Files or tensordict directories")->required();
-  scan->add_flag("--json", json, "One JSON object per run for scripts");
+  scan->add_flag("--json", json, "One JSON object for scripts: {\"files\": [...]} (docs/json.md)");
   scan->add_option("--fail-on", fail_on, "Lowest severity that makes the exit status 1")
       ->check(CLI::IsMember({"info", "medium", "high", "critical"}));
   scan->footer("Nothing in the file is executed. Exit status: 0 clean, 1 findings at or above --fail-on, 2 error.\n"
@@ -673,12 +716,15 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     Severity threshold = fail_on == "info" ? Severity::kInfo : fail_on == "high" ? Severity::kHigh
                        : fail_on == "critical" ? Severity::kCritical : Severity::kMedium;
     bool failing = false;
-    Json all = Json::array();
+    Json files = Json::array();
     for (const auto& p : paths) {
       CheckReport r = Scan(p);
-      for (const auto& f : r.findings) failing |= f.severity >= threshold;
+      bool file_failing = false;
+      for (const auto& f : r.findings) file_failing |= f.severity >= threshold;
+      failing |= file_failing;
       if (json) {
-        Json j{{"path", r.path}, {"format", r.format}, {"findings", Json::array()}, {"globals", Json::array()}};
+        Json j{{"path", r.path}, {"format", r.format}, {"failing", file_failing}, {"findings", Json::array()},
+               {"globals", Json::array()}};
         for (const auto& f : r.findings) j["findings"].push_back(FindingJson(f));
         for (const auto& g : r.globals) {
           j["globals"].push_back({{"entry", g.entry},
@@ -687,17 +733,16 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
                                   {"allowed", g.allowed},
                                   {"class", g.policy_class}});
         }
-        all.push_back(std::move(j));
+        files.push_back(std::move(j));
       } else {
         for (const auto& f : r.findings) std::cout << FindingText(r.path, f) << '\n';
-        size_t allowed = 0, notes = 0;
+        size_t allowed = 0;
         std::map<std::string, size_t> classes;  // as the default read policy takes them
         for (const auto& g : r.globals) {
           allowed += g.allowed;
           ++classes[g.policy_class];
         }
-        // Informational notes (how torch.save writes every record, say) are listed, not counted.
-        for (const auto& f : r.findings) notes += f.severity == Severity::kInfo;
+        const size_t notes = r.findings.size() - Problems(r);
         std::string by_class;
         for (const char* c : {"data", "name", "unknown", "dangerous"}) {
           if (classes[c]) by_class += (by_class.empty() ? " (" : ", ") + std::to_string(classes[c]) + " " + c;
@@ -709,7 +754,13 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
                   << " outside the allowlist\n";
       }
     }
-    if (json) std::cout << (all.size() == 1 ? all[0] : Json{{"files", all}}).dump(2) << '\n';
+    if (json) {
+      Json j = Envelope("scan");
+      j["fail_on"] = fail_on;
+      j["failing"] = failing;
+      j["files"] = std::move(files);
+      PrintJson(std::cout, j);
+    }
     *exit_code = failing ? kExitFindings : kExitOk;
   });
 }

@@ -1,4 +1,5 @@
 // `presk data ...` (and `trove data ...`): the .psk.d commands of the spec, with its messages.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -10,11 +11,16 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
+#include "cli/suggest.h"
+#include "core/float_text.h"
+#include "formats/pskd/text_output.h"
 #include "trove/version.h"
 #include "formats/pskd/pskd_text.h"
 #include "trove/error.h"
 #include "trove/pipeline.h"
 #include "trove/pskd.h"
+#include "trove/pskd_dataset.h"
 #include "trove/shared_bytes.h"
 
 namespace trove::cli {
@@ -22,16 +28,73 @@ namespace {
 
 using namespace trove::pskd;
 
-constexpr std::string_view kUsage =
-    "usage: presk data COMMAND ...\n"
-    "  chars INPUT.txt -o VOCAB.json\n"
-    "  encode INPUT.txt --vocab VOCAB.json -o TOKENS.txt\n"
-    "  pack --type TYPE INPUT.txt -o OUT.psk.d [--encoding f64|f32|bf16[,...]]\n"
-    "  lm-windows --vocab V --seq T [--stride S] TOKENS.txt -o OUT.psk.d\n"
-    "  info FILE.psk.d [--samples N]\n"
-    "  diff A.psk.d B.psk.d\n"
-    "  export FILE.psk.d -o OUT.json\n"
-    "  batches FILE.psk.d --batch B [--shuffle SEED] [--epoch E] [--take K] [--read]\n";
+// One command's synopsis and help (`presk data CMD --help`).
+struct CommandHelp {
+  std::string_view name;
+  std::string_view usage;  // after "presk data "
+  std::string_view help;   // what it does, its options
+};
+
+constexpr CommandHelp kCommands[] = {
+    {"chars", "chars INPUT.txt -o VOCAB.json",
+     "Every distinct character of a UTF-8 text, sorted, as a JSON array: token i is its i-th string.\n"
+     "  -o, --output VOCAB.json   the vocabulary (- for stdout)\n"},
+    {"encode", "encode INPUT.txt --vocab VOCAB.json -o TOKENS.txt",
+     "The text as token indices against a character vocabulary, separated by spaces (lines stay lines).\n"
+     "  --vocab VOCAB.json        a vocabulary made by chars\n"
+     "  -o, --output TOKENS.txt   the tokens (- for stdout)\n"},
+    {"pack", "pack --type TYPE INPUT.txt -o OUT.psk.d [--encoding f64|f32|bf16[,...]]",
+     "One sample per line of text, values in leaf order (indices as integers, reals as decimals);\n"
+     "empty lines and lines starting with -- are skipped.\n"
+     "  --type TYPE               a closed data type: (idx[64][seq: 8], R[4]); R or real spells ℝ\n"
+     "  --encoding E[,E...]       how real leaves are stored: one for all, or one per real leaf\n"
+     "  -o, --output OUT.psk.d    the sample file\n"},
+    {"lm-windows", "lm-windows --vocab V --seq T [--stride S] TOKENS.txt -o OUT.psk.d",
+     "Language-modelling windows of a token stream: window k is (tokens[kS .. kS+T], tokens[kS+1 .. kS+T+1]).\n"
+     "  --vocab V                 the vocabulary size (tokens are below it)\n"
+     "  --seq T                   the window length\n"
+     "  --stride S                tokens between window starts (default T: no overlap)\n"
+     "  -o, --output OUT.psk.d    the sample file\n"},
+    {"info", "info FILE.psk.d [--samples N] [--json]",
+     "The header (type, count, version, how each leaf is stored) and the first samples.\n"
+     "  --samples N               samples shown (default 3)\n"
+     "  --json                    one JSON object for scripts (docs/json.md)\n"},
+    {"diff", "diff A.psk.d B.psk.d",
+     "Two files of the same type compared value for value: ||a - b||_2 over the real leaves, relative to\n"
+     "||a||_2, and how many indices differ. Exit status 1 when they differ.\n"},
+    {"export", "export FILE.psk.d -o OUT.json",
+     "Every sample as JSON (tensors as nested lists, tuples as lists), for the PyTorch side.\n"
+     "  -o, --output OUT.json     the JSON file (- for stdout)\n"},
+    {"batches", "batches DATA... --batch B [--shuffle SEED] [--epoch E] [--take K] [--rank R --world-size W] [--worker K --workers N] [--read]",
+     "The sample indices of each batch of an epoch, one batch a line, as training draws them\n"
+     "(an incomplete last batch is dropped). DATA: .psk.d files of one type, shard manifests or\n"
+     "quoted patterns such as 'train-*.psk.d', read as one dataset in the order given.\n"
+     "  --batch B                 samples per batch\n"
+     "  --shuffle SEED            a permutation redrawn every epoch from SEED and the epoch\n"
+     "  --epoch E                 the epoch (default 0)\n"
+     "  --take K                  only the first K batches\n"
+     "  --rank R --world-size W   one rank's share: batch i of the epoch goes to rank i mod W, and the\n"
+     "                            epoch's last batches that not every rank would get go to none\n"
+     "  --worker K --workers N    a loader worker's share of its rank's batches (its j-th to worker j mod N)\n"
+     "  --read                    load every batch through the batch loader and print a summary\n"},
+};
+
+const CommandHelp* FindCommand(std::string_view name) {
+  for (const CommandHelp& c : kCommands)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+std::string Usage() {
+  std::string out = "usage: presk data COMMAND ...\n";
+  for (const CommandHelp& c : kCommands) out += "  " + std::string(c.usage) + "\n";
+  out += "(presk data COMMAND --help for one command's help)\n";
+  return out;
+}
+
+std::string CommandUsage(const CommandHelp& c) {
+  return "usage: presk data " + std::string(c.usage) + "\n" + std::string(c.help);
+}
 
 // Samples `info` prints when --samples is not given.
 constexpr uint64_t kDefaultInfoSamples = 3;
@@ -50,9 +113,10 @@ struct Args {
 };
 
 // Parses `words` for one command: options taking a value (both "--x v" and "--x=v"), flags, and
-// positionals; `-o` is `--output`.
+// positionals (exactly `positionals`, or at least that many when more_positionals); `-o` is `--output`.
 Args ParseArgs(const std::string& command, const std::vector<std::string>& words, size_t positionals,
-               const std::set<std::string>& value_options, const std::set<std::string>& flag_options = {}) {
+               const std::set<std::string>& value_options, const std::set<std::string>& flag_options = {},
+               bool more_positionals = false) {
   Args args;
   for (size_t i = 0; i < words.size(); ++i) {
     std::string word = words[i];
@@ -69,7 +133,11 @@ Args ParseArgs(const std::string& command, const std::vector<std::string>& words
         args.flags.insert(name);
         continue;
       }
-      if (!value_options.count(name)) Fail(ErrorCode::kUsage, command + ": unknown option " + name);
+      if (!value_options.count(name)) {
+        std::vector<std::string> known(value_options.begin(), value_options.end());
+        known.insert(known.end(), flag_options.begin(), flag_options.end());
+        Fail(ErrorCode::kUsage, command + ": unknown option " + name + DidYouMean(Suggest(name, known)));
+      }
       if (!has_value) {
         if (i + 1 >= words.size()) Fail(ErrorCode::kUsage, command + ": " + name + " needs a value");
         value = words[++i];
@@ -82,8 +150,8 @@ Args ParseArgs(const std::string& command, const std::vector<std::string>& words
   }
   for (const std::string& input : args.positional) args.sources.push_back(std::make_unique<SourceGuard>(input));
   if (args.Has("--vocab")) args.sources.push_back(std::make_unique<SourceGuard>(args.Get("--vocab")));
-  if (args.positional.size() != positionals) {
-    Fail(ErrorCode::kUsage, command + ": expected " + std::to_string(positionals) + " file argument" +
+  if (more_positionals ? args.positional.size() < positionals : args.positional.size() != positionals) {
+    Fail(ErrorCode::kUsage, command + ": expected " + (more_positionals ? "at least " : "") + std::to_string(positionals) + " file argument" +
                                 (positionals == 1 ? "" : "s") + ", got " + std::to_string(args.positional.size()));
   }
   return args;
@@ -109,12 +177,26 @@ std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+// What a command wrote, said on stdout; on stderr when stdout was the output (`-o -`).
+void Wrote(const std::string& out, const std::string& what) {
+  if (out == kStdoutPath) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "presk data: wrote stdout (%s)\n", what.c_str());
+    return;
+  }
+  Print("presk data: wrote " + out + " (" + what + ")\n");
+}
+
+// Binary outputs never go to a terminal or pipe by accident.
+void RequireFileOutput(const std::string& command, const std::string& out) {
+  if (out == kStdoutPath) Fail(ErrorCode::kUsage, command + ": -o - is for text outputs; a .psk.d is written to a file");
+}
+
 int Chars(const std::vector<std::string>& words) {
   Args args = ParseArgs("chars", words, 1, {"--output"});
   const std::string& out = Required(args, "chars", "--output");
   CharsResult r = WriteCharVocabulary(args.positional[0], out);
-  Print("presk data: wrote " + out + " (" + std::to_string(r.vocabulary) + " characters over " +
-        std::to_string(r.characters) + " of text)\n");
+  Wrote(out, std::to_string(r.vocabulary) + " characters over " + std::to_string(r.characters) + " of text");
   return kExitOk;
 }
 
@@ -122,15 +204,15 @@ int Encode(const std::vector<std::string>& words) {
   Args args = ParseArgs("encode", words, 1, {"--output", "--vocab"});
   const std::string& out = Required(args, "encode", "--output");
   EncodeResult r = EncodeText(args.positional[0], Required(args, "encode", "--vocab"), out);
-  Print("presk data: wrote " + out + " (" + std::to_string(r.tokens) + " tokens over a vocabulary of " +
-        std::to_string(r.vocabulary) + ")\n");
+  Wrote(out, std::to_string(r.tokens) + " tokens over a vocabulary of " + std::to_string(r.vocabulary));
   return kExitOk;
 }
 
 int Pack(const std::vector<std::string>& words) {
   Args args = ParseArgs("pack", words, 1, {"--output", "--type", "--encoding"});
   const std::string& out = Required(args, "pack", "--output");
-  SampleType type = ParseSampleType(Required(args, "pack", "--type"));
+  RequireFileOutput("pack", out);
+  SampleType type = ParseSampleTypeArgument(Required(args, "pack", "--type"));
   if (type.is_params) {
     FailPskd(PskdCode::kNotClosedType, "params " + type.params_name + ": its leaf layout needs the program");
   }
@@ -171,6 +253,7 @@ int Pack(const std::vector<std::string>& words) {
 int LmWindows(const std::vector<std::string>& words) {
   Args args = ParseArgs("lm-windows", words, 1, {"--output", "--vocab", "--seq", "--stride"});
   const std::string& out = Required(args, "lm-windows", "--output");
+  RequireFileOutput("lm-windows", out);
   uint64_t vocab = Number("lm-windows", "--vocab", Required(args, "lm-windows", "--vocab"));
   uint64_t seq = Number("lm-windows", "--seq", Required(args, "lm-windows", "--seq"));
   uint64_t stride = args.Has("--stride") ? Number("lm-windows", "--stride", args.Get("--stride")) : seq;
@@ -180,10 +263,64 @@ int LmWindows(const std::vector<std::string>& words) {
   return kExitOk;
 }
 
+// A leaf's elements [*element, ...) of dims[axis...] as nested JSON arrays.
+Json LeafJson(const Leaf& leaf, const uint8_t* base, size_t axis, uint64_t& element) {
+  if (axis == leaf.dims.size()) {
+    const uint8_t* p = base + element++ * leaf.element_bytes;
+    return leaf.kind == LeafKind::kIndex ? Json(LoadIndex(p, leaf.element_bytes)) : Json(LoadReal(p, leaf.encoding));
+  }
+  Json a = Json::array();
+  for (uint64_t i = 0; i < leaf.dims[axis].size; ++i) a.push_back(LeafJson(leaf, base, axis + 1, element));
+  return a;
+}
+
+// A sample in the value encoding of docs/json.md: a tuple of the type is {"$tuple": [...]}, a
+// leaf its nested lists; a leaf of more than kInfoMaxLeafElements elements {"$elided": true}.
+Json SampleJson(const SampleType& type, uint32_t node, std::span<const uint8_t> sample) {
+  const TypeNode& n = type.nodes[node];
+  if (n.is_tuple) {
+    Json items = Json::array();
+    for (uint32_t child : n.children) items.push_back(SampleJson(type, child, sample));
+    return Json{{"$tuple", std::move(items)}};
+  }
+  const Leaf& leaf = type.leaves[n.leaf];
+  if (leaf.elements > kInfoMaxLeafElements) return Json{{"$elided", true}};
+  uint64_t element = 0;
+  return LeafJson(leaf, sample.data() + leaf.offset, 0, element);
+}
+
+int InfoJson(const PskdFile& file, const std::string& path, uint64_t samples) {
+  const SampleType& type = file.type();
+  Json j = Envelope("data info");
+  j["path"] = path;
+  j["type"] = type.text;
+  j["count"] = file.count();
+  j["version"] = file.header().version;
+  j["params"] = type.is_params ? Json(type.params_name) : Json(nullptr);
+  Json leaves = Json::array();
+  for (const Leaf& leaf : type.leaves) {
+    leaves.push_back({{"type", leaf.TypeText()}, {"kind", leaf.kind == LeafKind::kReal ? "real" : "index"},
+                      {"bound", leaf.kind == LeafKind::kIndex ? Json(leaf.bound) : Json(nullptr)},
+                      {"shape", leaf.shape()}, {"storage", LeafStorageName(leaf)}, {"offset", leaf.offset},
+                      {"bytes", leaf.bytes}});
+  }
+  j["sample_bytes"] = type.is_params ? Json(nullptr) : Json(type.sample_bytes);
+  j["leaves"] = std::move(leaves);
+  Json shown = Json::array();
+  for (uint64_t i = 0; !type.is_params && i < std::min(samples, file.count()); ++i) {
+    file.CheckIndices(i);
+    shown.push_back({{"index", i}, {"value", SampleJson(type, 0, file.Sample(i))}});
+  }
+  j["samples"] = std::move(shown);
+  Print(DumpJson(j, 2) + "\n");
+  return kExitOk;
+}
+
 int Info(const std::vector<std::string>& words) {
-  Args args = ParseArgs("info", words, 1, {"--samples"});
+  Args args = ParseArgs("info", words, 1, {"--samples"}, {"--json"});
   uint64_t samples = args.Has("--samples") ? Number("info", "--samples", args.Get("--samples")) : kDefaultInfoSamples;
   PskdFile file = PskdFile::Open(args.positional[0]);
+  if (args.flags.count("--json")) return InfoJson(file, args.positional[0], samples);
   const SampleType& type = file.type();
   std::string out;
   out += "type    " + type.text + "\n";
@@ -199,7 +336,7 @@ int Info(const std::vector<std::string>& words) {
     out += "encodings ";
     for (size_t k = 0; k < type.leaves.size(); ++k) {
       if (k > 0) out += ", ";
-      out += EncodingName(type.leaves[k].encoding);
+      out += LeafStorageName(type.leaves[k]);
     }
     out += "\n";
   }
@@ -215,11 +352,7 @@ int Info(const std::vector<std::string>& words) {
   return kExitOk;
 }
 
-std::string Figure(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+std::string Figure(double v) { return FloatText(v); }
 
 int Diff(const std::vector<std::string>& words) {
   Args args = ParseArgs("diff", words, 2, {});
@@ -243,24 +376,53 @@ int Export(const std::vector<std::string>& words) {
   const std::string& out = Required(args, "export", "--output");
   PskdFile file = PskdFile::Open(args.positional[0]);
   uint64_t n = ExportJson(file, out);
-  Print("presk data: wrote " + out + " (" + Plural(n, "sample", "samples") + ")\n");
+  Wrote(out, Plural(n, "sample", "samples"));
   return kExitOk;
 }
 
+// --NAME and --NAMES (--rank and --world-size, --worker and --workers) are given together or not at all.
+void Pair(const Args& args, const std::string& one, const std::string& total, uint64_t& index, uint64_t& count) {
+  if (args.Has(one) != args.Has(total)) {
+    Fail(ErrorCode::kUsage, "batches: " + (args.Has(one) ? one + " needs " + total : total + " needs " + one));
+  }
+  if (!args.Has(one)) return;
+  index = Number("batches", one, args.Get(one));
+  count = Number("batches", total, args.Get(total));
+}
+
 int Batches(const std::vector<std::string>& words) {
-  Args args = ParseArgs("batches", words, 1, {"--batch", "--shuffle", "--epoch", "--take"}, {"--read"});
+  Args args = ParseArgs("batches", words, 1,
+                        {"--batch", "--shuffle", "--epoch", "--take", "--rank", "--world-size", "--worker", "--workers"},
+                        {"--read"}, /*more_positionals=*/true);
   PipelineSpec spec;
   spec.batch = Number("batches", "--batch", Required(args, "batches", "--batch"));
   if (args.Has("--shuffle")) spec.shuffle_seed = Number("batches", "--shuffle", args.Get("--shuffle"));
   if (args.Has("--take")) spec.take = Number("batches", "--take", args.Get("--take"));
   uint64_t epoch = args.Has("--epoch") ? Number("batches", "--epoch", args.Get("--epoch")) : 0;
-  PskdFile file = PskdFile::Open(args.positional[0]);
-  file.RequireLayout();
-  Pipeline pipeline(file.count(), spec);
-  std::vector<uint64_t> order = pipeline.Order(epoch);
+  Partition part;
+  Pair(args, "--rank", "--world-size", part.rank, part.world_size);
+  Pair(args, "--worker", "--workers", part.worker, part.workers);
+  part.Validate();
+  Dataset data = Dataset::Open(args.positional);
+  Pipeline pipeline(data.count(), spec);
+  std::vector<uint64_t> order = pipeline.Order(epoch, part);
+  if (pipeline.batches_per_epoch() == 0) {
+    const std::string what = args.positional.size() == 1 ? args.positional[0] : "the dataset";
+    std::fprintf(stderr, "presk data: note: no batch: --batch %llu is more than the %llu samples of %s "
+                 "(an incomplete batch is dropped)\n", static_cast<unsigned long long>(spec.batch),
+                 static_cast<unsigned long long>(data.count()), what.c_str());
+  }
+  if (const uint64_t dropped = pipeline.batches_per_epoch() % part.world_size; dropped != 0) {
+    // Said on stderr, so that stdout stays one line per batch: every rank drops the same batches.
+    const std::string note = "presk data: note: " + std::to_string(dropped) + " of the epoch's " +
+                             Plural(pipeline.batches_per_epoch(), "batch", "batches") + (dropped == 1 ? " goes" : " go") +
+                             " to no rank (every rank takes " +
+                             Plural(pipeline.batches_per_rank(part.world_size), "step", "steps") + ")\n";
+    std::fputs(note.c_str(), stderr);
+  }
   if (args.flags.count("--read")) {
     // Loads every batch through the batch loader (what a training loop does) and prints a summary.
-    BatchLoader loader(file);
+    BatchLoader loader(data);
     Batch batch;
     uint64_t bytes = 0, checksum = 0;
     for (uint64_t start = 0; start < order.size(); start += spec.batch) {
@@ -272,7 +434,7 @@ int Batches(const std::vector<std::string>& words) {
         if (!leaf.empty()) checksum += leaf.front() + leaf.back();
       }
     }
-    Print("read " + Plural(pipeline.batches_per_epoch(), "batch", "batches") + " of " +
+    Print("read " + Plural(order.size() / spec.batch, "batch", "batches") + " of " +
           Plural(spec.batch, "sample", "samples") + " (" + std::to_string(bytes) + " bytes, checksum " +
           std::to_string(checksum) + ")\n");
     return kExitOk;
@@ -295,7 +457,8 @@ int Batches(const std::vector<std::string>& words) {
   return kExitOk;
 }
 
-void PrintError(const Error& e) {
+// `command`: the command that ran, whose help a usage error points to.
+void PrintError(const Error& e, const std::string& command) {
   std::optional<PskdCode> code = PskdCodeOf(e);
   std::string message = PskdMessageWithoutCode(e);
   if (!code) {
@@ -307,19 +470,42 @@ void PrintError(const Error& e) {
     std::fprintf(stderr, "presk data: error[E%d]: %s\n", static_cast<int>(*code), message.c_str());
   } else {
     std::fprintf(stderr, "presk data: error: %s\n", message.c_str());
-    if (e.code() == ErrorCode::kUsage) std::fprintf(stderr, "%.*s", static_cast<int>(kUsage.size()), kUsage.data());
+    if (e.code() == ErrorCode::kUsage) {
+      if (FindCommand(command)) {
+        std::fprintf(stderr, "(run 'presk data %s --help' for its usage)\n", command.c_str());
+      } else {
+        std::fprintf(stderr, "(run 'presk data --help' for the commands)\n");
+      }
+    }
   }
 }
 
 }  // namespace
 
 int RunPreskData(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::fprintf(args.empty() ? stderr : stdout, "%.*s", static_cast<int>(kUsage.size()), kUsage.data());
+  const bool help_word = !args.empty() && args[0] == "help";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || (help_word && args.size() == 1)) {
+    std::fputs(Usage().c_str(), args.empty() ? stderr : stdout);
     return args.empty() ? kExitError : kExitOk;
   }
-  const std::string& command = args[0];
-  std::vector<std::string> rest(args.begin() + 1, args.end());
+  // `presk data help CMD` and `presk data CMD --help` (anywhere among its words).
+  const std::string& command = help_word ? args[1] : args[0];
+  std::vector<std::string> rest(args.begin() + (help_word ? 2 : 1), args.end());
+  const CommandHelp* known = FindCommand(command);
+  const bool asks_help = help_word || std::any_of(rest.begin(), rest.end(), [](const std::string& w) {
+    return w == "--help" || w == "-h";
+  });
+  if (known == nullptr) {
+    std::vector<std::string> names;
+    for (const CommandHelp& c : kCommands) names.emplace_back(c.name);
+    std::fprintf(stderr, "presk data: error: unknown command '%s'%s\n(run 'presk data --help' for the commands)\n",
+                 command.c_str(), DidYouMean(Suggest(command, names)).c_str());
+    return kExitError;
+  }
+  if (asks_help) {
+    std::fputs(CommandUsage(*known).c_str(), stdout);
+    return kExitOk;
+  }
   int status = kExitError;
   try {
     // Every command reads mapped files: one shrinking under it is an error, not a SIGBUS death.
@@ -332,11 +518,10 @@ int RunPreskData(const std::vector<std::string>& args) {
       else if (command == "diff") status = Diff(rest);
       else if (command == "export") status = Export(rest);
       else if (command == "batches") status = Batches(rest);
-      else Fail(ErrorCode::kUsage, "unknown command '" + command + "'");
     });
   } catch (const Error& e) {
     std::fflush(stdout);
-    PrintError(e);
+    PrintError(e, command);
     return ExitStatusAfterSignals(kExitError);
   } catch (const std::exception& e) {
     std::fflush(stdout);

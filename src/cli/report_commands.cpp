@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "cli/report_page.h"
 #include "cli/stats_report.h"
-#include "cli/value_printer.h"
+#include "cli/json_output.h"
 #include "trove/diff.h"
 #include "trove/error.h"
 #include "trove/open.h"
@@ -27,7 +27,6 @@
 namespace trove::cli {
 namespace {
 
-using Json = nlohmann::ordered_json;
 
 // Histogram bins per tensor on the page: enough to see a distribution's shape in a small chart,
 // and 2,000 tensors' histograms stay a few hundred KB of page.
@@ -42,7 +41,7 @@ constexpr size_t kMaxReportValueDiffs = 2000;
 // between them, which the page recomputes), far smaller than the edges written out.
 Json CompactHistogram(const Histogram& h) {
   if (h.edges.empty()) return nullptr;
-  return {{"range", {DoubleJson(h.edges.front()), DoubleJson(h.edges.back())}}, {"counts", h.counts}};
+  return {{"range", {h.edges.front(), h.edges.back()}}, {"counts", h.counts}};
 }
 
 Json FileJson(const Document& doc, const StatsReport& r) {
@@ -59,7 +58,7 @@ Json FileJson(const Document& doc, const StatsReport& r) {
     t["histogram"] = CompactHistogram(s.histogram);
     t["log10_abs_histogram"] = CompactHistogram(s.log10_abs_histogram);
   }
-  j["values"] = ValueToJson(doc.root, kMaxReportValueNodes);
+  j["values"] = ValueJson(doc.root, {kMaxReportValueNodes, kMaxBoundedJsonBytes});
   return j;
 }
 
@@ -72,15 +71,15 @@ Json DiffJson(const Document& b, const DiffReport& d) {
     } else {
       // ||a-b||_2 / ||a||_2 as `trove diff` reports it; a change of an all-zero tensor is infinite.
       const double relative = t.identical || t.l2 == 0 ? 0 : t.l2_a > 0 ? t.l2 / t.l2_a : INFINITY;
-      tj["relative"] = DoubleJson(relative);
-      tj["max_abs"] = DoubleJson(t.max_abs);
+      tj["relative"] = relative;
+      tj["max_abs"] = t.max_abs;
       tj["identical"] = t.identical;
     }
     tensors.push_back(std::move(tj));
   }
   Json values = Json::array();
   for (size_t i = 0; i < d.values.size() && i < kMaxReportValueDiffs; ++i)
-    values.push_back({{"key", d.values[i].key}, {"a", d.values[i].a}, {"b", d.values[i].b}});
+    values.push_back({{"key", d.values[i].key}, {"a", d.values[i].a_text}, {"b", d.values[i].b_text}});
   return {{"path", b.path}, {"format", b.format}, {"file_size", b.file_size}, {"tensors", tensors},
           {"only_in_a", d.only_in_a}, {"only_in_b", d.only_in_b}, {"values", values},
           {"values_total", d.values.size()}};
@@ -90,7 +89,7 @@ Json DiffJson(const Document& b, const DiffReport& d) {
 // "</script" or "<!--" can appear, whatever a key says) and U+2028/U+2029 escaped too (line
 // terminators to older JavaScript). Invalid UTF-8 in file text becomes U+FFFD.
 std::string ScriptSafeJson(const Json& j) {
-  const std::string text = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  const std::string text = DumpJson(j, -1);
   std::string out;
   out.reserve(text.size() + text.size() / 64);
   for (size_t i = 0; i < text.size(); ++i) {

@@ -11,8 +11,10 @@
 #include <tuple>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/stats_report.h"
 #include "cli/table.h"
+#include "core/float_text.h"
 #include "trove/convert.h"
 #include "trove/error.h"
 #include "trove/open.h"
@@ -21,8 +23,6 @@
 
 namespace trove::cli {
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 // Two keys naming one view (tied weights) share their figures.
 // (The storage's identity, not its data(): that would inflate a compressed leaf whole.)
@@ -140,7 +140,12 @@ Json StatsReportJson(const StatsReport& r, bool histograms) {
   Json summary{{"tensors", r.rows.size()}, {"distinct_tensors", r.distinct}, {"parameters", r.parameters},
                {"bytes_by_dtype", r.bytes_by_dtype}, {"non_finite", r.non_finite}, {"all_zero", r.all_zero},
                {"skipped", skipped}};
-  return {{"schema_version", 1}, {"path", r.path}, {"format", r.format}, {"summary", summary}, {"tensors", tensors}};
+  Json j = Envelope("stats");
+  j["path"] = r.path;
+  j["format"] = r.format;
+  j["summary"] = std::move(summary);
+  j["tensors"] = std::move(tensors);
+  return j;
 }
 
 namespace {
@@ -154,7 +159,7 @@ std::string Thousands(uint64_t n) {
 // People get four significant digits; a pipe gets the shortest text that reads back exactly.
 std::string Number(const std::optional<double>& v, bool human) {
   if (!v) return "-";
-  return human ? fmt::format("{:.4g}", *v) : fmt::format("{}", *v);
+  return human ? RoundedFloatText(*v, 4) : FloatText(*v);
 }
 
 // One row of block characters, each bin's height relative to the fullest bin (an empty bin is a
@@ -196,7 +201,8 @@ void PrintReport(const StatsReport& r, bool histograms) {
       if (row.skipped || !row.first) continue;
       const TensorStats& s = r.stats[row.stats];
       auto range = [](const Histogram& h) {
-        return h.edges.empty() ? std::string("-") : fmt::format("[{:.4g}, {:.4g}]", h.edges.front(), h.edges.back());
+        return h.edges.empty() ? std::string("-")
+                               : "[" + RoundedFloatText(h.edges.front(), 4) + ", " + RoundedFloatText(h.edges.back(), 4) + "]";
       };
       hist.Add({row.key.empty() ? "\"\"" : row.key, Sparkline(s.histogram.counts), range(s.histogram),
                 Sparkline(s.log10_abs_histogram.counts), range(s.log10_abs_histogram)});
@@ -283,7 +289,7 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
       doc = OpenWarning(path, read);
       r = ComputeStatsReport(doc, Select(doc, keys, globs), options);
     });
-    if (json) std::cout << StatsReportJson(r, bins > 0).dump(2) << '\n';
+    if (json) PrintJson(std::cout, StatsReportJson(r, bins > 0));
     else if (check_finite) PrintFiniteCheck(r);
     else PrintReport(r, bins > 0);
     *exit_code = check_finite && !r.non_finite.empty() ? kExitFindings : kExitOk;

@@ -2,7 +2,7 @@
 //
 // ComputeStatsReport runs ComputeStats over the selected tensors of a document (tied weights,
 // several keys naming one view, read once) and gathers the summary (parameters, bytes by dtype,
-// non-finite and all-zero tensors); StatsReportJson is the `stats --json` object (schema_version 1).
+// non-finite and all-zero tensors); StatsReportJson is the `stats --json` object (docs/json.md).
 // The report's rows point into the document's views: the document must outlive the report.
 // Stateless functions; thread-safe.
 #pragma once

@@ -4,30 +4,14 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/float_text.h"
 #include "trove/document.h"
 
 namespace trove::cli {
 namespace {
 
-std::string FloatText(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", d);
-  // Shortest text that reads back to the same double, like Python's repr.
-  for (int prec = 1; prec <= 17; ++prec) {
-    char tryb[64];
-    std::snprintf(tryb, sizeof tryb, "%.*g", prec, d);
-    if (std::strtod(tryb, nullptr) == d) {
-      std::string s = tryb;
-      if (s.find_first_of(".en") == std::string::npos) s += ".0";
-      return s;
-    }
-  }
-  return buf;
-}
-
-std::string Quote(const std::string& s, size_t max_chars) {
+// Python's repr of a str, or of bytes (`bytes`: every byte past ASCII escaped), cut at max_chars.
+std::string Quote(const std::string& s, size_t max_chars, bool bytes = false) {
   std::string out = "'";
   for (unsigned char c : s) {
     if (out.size() > max_chars) {
@@ -36,7 +20,7 @@ std::string Quote(const std::string& s, size_t max_chars) {
     }
     if (c == '\'' || c == '\\') { out += '\\'; out += static_cast<char>(c); }
     else if (c == '\n') out += "\\n";
-    else if (c < 32 || c == 127) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
+    else if (c < 32 || c == 127 || (bytes && c >= 128)) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
     else out += static_cast<char>(c);
   }
   return out + "'";
@@ -167,67 +151,7 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
   if (v->state && out.size() < max_lines) Describe(v->state, "attributes", depth + 1, out, max_lines);
 }
 
-nlohmann::ordered_json ToJson(const Value* v, int depth, size_t& budget) {
-  using J = nlohmann::ordered_json;
-  if (budget == 0 || depth >= kMaxPrintDepth) return "...";
-  --budget;
-  if (const Value* inner = StandsFor(*v)) v = inner;
-  switch (v->kind) {
-    case ValueKind::kNone: return nullptr;
-    case ValueKind::kBool: return v->boolean;
-    case ValueKind::kInt: return v->is_big_int() ? J(v->IntToString()) : J(v->integer);
-    case ValueKind::kFloat: return DoubleJson(v->real);
-    case ValueKind::kComplex: return J::array({DoubleJson(v->real), DoubleJson(v->imag)});
-    case ValueKind::kStr: return v->text;
-    case ValueKind::kBytes: return J{{v->type_name.empty() ? "bytes" : v->type_name, v->text.size()}};
-    case ValueKind::kGlobal: return J{{"global", v->type_name}};
-    case ValueKind::kTensor:
-      return J{{"tensor", J{{"dtype", Name(v->tensor->dtype)}, {"shape", v->tensor->shape}}}};
-    case ValueKind::kObject: {
-      J o{{"object", v->type_name}};
-      if (v->args) o["args"] = ToJson(v->args, depth + 1, budget);
-      if (v->state) o["state"] = ToJson(v->state, depth + 1, budget);
-      return o;
-    }
-    case ValueKind::kDict: {
-      J o = J::object();
-      // Keys that spell one text (1 and "1") keep their distinct key path components.
-      const std::vector<std::string> components = HasNonStrKeys(*v) ? DictKeyComponents(*v) : std::vector<std::string>{};
-      for (size_t i = 0; i < v->entries.size(); ++i) {
-        const auto& [k, val] = v->entries[i];
-        if (budget == 0) { o["..."] = "..."; break; }
-        const bool typed = !components.empty() && components[i].size() > 1 && components[i][0] == '%' &&
-                           std::isalpha(static_cast<unsigned char>(components[i][1]));
-        o[typed ? components[i] : KeyComponentText(*k)] = ToJson(val, depth + 1, budget);
-      }
-      return o;
-    }
-    case ValueKind::kTuple:
-      if (v->type_name == "torch.Size") {
-        J dims = J::array();
-        for (const Value* i : v->items) dims.push_back(ToJson(i, depth + 1, budget));
-        return J{{"size", dims}};
-      }
-      [[fallthrough]];
-    case ValueKind::kList: case ValueKind::kSet: case ValueKind::kFrozenSet: {
-      J a = J::array();
-      for (const Value* i : v->items) {
-        if (budget == 0) { a.push_back("..."); break; }
-        a.push_back(ToJson(i, depth + 1, budget));
-      }
-      return a;
-    }
-  }
-  return nullptr;
-}
-
 }  // namespace
-
-nlohmann::ordered_json DoubleJson(double d) {
-  if (std::isnan(d)) return "NaN";
-  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
-  return d;
-}
 
 std::string ScalarText(const Value& wrapped, size_t max_chars) {
   // A wrapper shows the value it stands for; wrappers of wrappers unwind in a loop.
@@ -242,9 +166,14 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
     case ValueKind::kBool: return v.boolean ? "True" : "False";
     case ValueKind::kInt: return v.IntToString();
     case ValueKind::kFloat: return FloatText(v.real);
-    case ValueKind::kComplex: return "(" + FloatText(v.real) + (v.imag < 0 ? "" : "+") + FloatText(v.imag) + "j)";
+    case ValueKind::kComplex: return ComplexText(v.real, v.imag);
     case ValueKind::kStr: return Quote(v.text, max_chars);
-    case ValueKind::kBytes: return (v.type_name == "bytearray" ? "bytearray(" : "b") + std::to_string(v.text.size()) + " bytes" + (v.type_name == "bytearray" ? ")" : "");
+    case ValueKind::kBytes: {
+      // b'\x00\x01' as Python shows it; a long one cut, with its length.
+      std::string text = "b" + Quote(v.text, max_chars, true);
+      if (text.size() > max_chars) text += " (" + std::to_string(v.text.size()) + " bytes)";
+      return v.type_name == "bytearray" ? "bytearray(" + text + ")" : text;
+    }
     case ValueKind::kGlobal: return v.type_name;
     case ValueKind::kTensor: return "tensor " + TensorSummary(*v.tensor);
     case ValueKind::kObject: return "<" + v.type_name + ">";
@@ -276,11 +205,6 @@ std::vector<std::string> DescribeValues(const Value* root, size_t max_lines) {
   if (root) Describe(root, "", 0, out, max_lines);
   if (out.size() >= max_lines) out.push_back("...");
   return out;
-}
-
-nlohmann::ordered_json ValueToJson(const Value* v, size_t node_budget) {
-  if (v == nullptr) return nullptr;
-  return ToJson(v, 0, node_budget);
 }
 
 }  // namespace trove::cli

@@ -1,6 +1,6 @@
-// cli/value_printer.h: shows a value tree to people (short indented text) and scripts (JSON).
+// cli/value_printer.h: shows a value tree to people (short indented text; JSON is cli/json_output.h).
 //
-// Both renderings are bounded whatever the file holds: depth beyond kMaxPrintDepth and nodes
+// The rendering is bounded whatever the file holds: depth beyond kMaxPrintDepth and nodes
 // beyond the caller's budget print as "...", and shared or cyclic subtrees are printed once per
 // path up to those bounds. Stateless functions; thread-safe.
 #pragma once
@@ -8,8 +8,6 @@
 #include <cstddef>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "trove/value.h"
 
@@ -24,13 +22,5 @@ std::string ScalarText(const Value& v, size_t max_chars = 80);
 // Indented lines describing the non-tensor structure: containers with their type and size,
 // scalars with their value, tensors summarised as counts. At most max_lines lines.
 std::vector<std::string> DescribeValues(const Value* root, size_t max_lines);
-
-// JSON of a value: dicts as objects (keys as KeyComponentText), lists/tuples as arrays, tensors
-// as {"tensor": {"dtype", "shape"}}, big ints as strings, NaN/Infinity as strings, bytes as
-// {"bytes": <length>}, objects as {"object": name, "args": ..., "state": ...}.
-nlohmann::ordered_json ValueToJson(const Value* v, size_t node_budget = 10000);
-
-// JSON number or string for a double (NaN, Infinity, -Infinity as strings).
-nlohmann::ordered_json DoubleJson(double d);
 
 }  // namespace trove::cli

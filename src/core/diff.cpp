@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/float_text.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
 
@@ -20,16 +21,8 @@ std::string LeafText(const Value& v) {
     case ValueKind::kNone: return "None";
     case ValueKind::kBool: return v.boolean ? "True" : "False";
     case ValueKind::kInt: return v.IntToString();
-    case ValueKind::kFloat: {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.17g", v.real);
-      return buf;
-    }
-    case ValueKind::kComplex: {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "(%.17g%+.17gj)", v.real, v.imag);
-      return buf;
-    }
+    case ValueKind::kFloat: return FloatText(v.real);
+    case ValueKind::kComplex: return ComplexText(v.real, v.imag);
     case ValueKind::kStr: return "'" + v.text + "'";
     case ValueKind::kBytes: return "b<" + std::to_string(v.text.size()) + " bytes>";
     case ValueKind::kGlobal: return v.type_name;
@@ -48,11 +41,15 @@ std::string LeafText(const Value& v) {
 std::string StripPrefix(const std::string& key, const std::vector<std::string>& prefixes);
 
 // Non-tensor leaves by key path (stripped as tensor keys are).
-std::map<std::string, std::string> ValueLeaves(const Value* root, const std::vector<std::string>& prefixes) {
-  std::map<std::string, std::string> out;
+struct Leaf {
+  const Value* value;
+  std::string text;
+};
+std::map<std::string, Leaf> ValueLeaves(const Value* root, const std::vector<std::string>& prefixes) {
+  std::map<std::string, Leaf> out;
   ForEachLeaf(root, [&](const std::string& path, const Value& leaf) {
     if (leaf.kind == ValueKind::kTensor || out.size() >= kMaxValueLeaves) return;
-    out.emplace(StripPrefix(path, prefixes), LeafText(leaf));
+    out.emplace(StripPrefix(path, prefixes), Leaf{&leaf, LeafText(leaf)});
   });
   return out;
 }
@@ -252,11 +249,13 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
   auto la = ValueLeaves(a.root, options.strip_prefix_a), lb = ValueLeaves(b.root, options.strip_prefix_b);
   for (const auto& [k, v] : la) {
     auto it = lb.find(k);
-    if (it == lb.end()) r.values.push_back({k, v, ""});
-    else if (it->second != v) r.values.push_back({k, v, it->second});
+    if (it == lb.end()) r.values.push_back({k, v.value, nullptr, v.text, ""});
+    else if (it->second.text != v.text) r.values.push_back({k, v.value, it->second.value, v.text, it->second.text});
   }
   for (const auto& [k, v] : lb)
-    if (!la.count(k)) r.values.push_back({k, "", v});
+    if (!la.count(k)) r.values.push_back({k, nullptr, v.value, "", v.text});
+  r.a_values = a.arena;
+  r.b_values = b.arena;
   return r;
 }
 

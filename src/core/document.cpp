@@ -1,10 +1,12 @@
 #include "trove/document.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/float_text.h"
 #include "trove/error.h"
 
 namespace trove {
@@ -101,8 +103,30 @@ std::string_view PicklePolicyName(PicklePolicy policy) {
 
 const std::string* Document::Property(std::string_view name) const {
   for (const auto& [k, v] : properties)
-    if (k == name) return &v;
+    if (k == name) return &v.text;
   return nullptr;
+}
+
+PropertyValue PropertyValue::Integer(int64_t value) {
+  PropertyValue p(std::to_string(value));
+  p.type = Type::kInteger;
+  p.integer = value;
+  return p;
+}
+
+PropertyValue PropertyValue::Boolean(bool value) {
+  PropertyValue p(value ? "true" : "false");
+  p.type = Type::kBoolean;
+  p.boolean = value;
+  return p;
+}
+
+PropertyValue PropertyValue::IntegerOrText(std::string text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const bool canonical = !text.empty() && ec == std::errc() && end == text.data() + text.size() &&
+                         (text == "0" || (text[0] != '0' && text.rfind("-0", 0) != 0));
+  return canonical ? Integer(value) : PropertyValue(std::move(text));
 }
 
 namespace {
@@ -251,11 +275,7 @@ std::string ScalarKeyText(const Value& key) {
     case ValueKind::kInt: return key.IntToString();
     case ValueKind::kBool: return key.boolean ? "True" : "False";
     case ValueKind::kNone: return "None";
-    case ValueKind::kFloat: {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.17g", key.real);
-      return buf;
-    }
+    case ValueKind::kFloat: return FloatText(key.real);
     case ValueKind::kBytes: return "b'" + key.text + "'";
     case ValueKind::kGlobal: case ValueKind::kObject: return key.type_name;
     default: return std::string(KindName(key.kind));

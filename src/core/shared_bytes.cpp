@@ -328,7 +328,7 @@ std::shared_ptr<const void> OwnMapping(void* address, uint64_t length, std::stri
   });
 }
 
-std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
+std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path, bool keep_descriptor) {
   // The path is the error's file field: whoever names the file again (Open, a CLI) adds nothing.
   auto fail = [&](ErrorCode code, const std::string& reason) { throw Error(code, reason).SetFile(path); };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -359,6 +359,10 @@ std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path) {
     file->map_ = m;
     file->map_size_ = file->size_;
     file->data_ = static_cast<const uint8_t*>(m);
+    if (!keep_descriptor) {
+      ::close(fd);
+      fd = -1;
+    }
     MappingRegistry& r = Registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path, fd};

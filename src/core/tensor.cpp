@@ -1,6 +1,7 @@
 #include "trove/tensor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -56,12 +57,23 @@ double NumericValue(const ElementValue& e) {
   }
 }
 
-// Streams source's elements converted to dtype, chunk by chunk (bounded memory).
+// Streams source's elements converted to dtype, chunk by chunk (bounded memory), counting into
+// `losses` (when given) what the conversion did to the values.
 void ForEachCastChunk(const TensorView& source, DType dtype, const std::function<void(const uint8_t*, size_t)>& fn,
-                      size_t chunk_bytes) {
+                      size_t chunk_bytes, CastLosses* losses) {
   const size_t in_size = ElementSize(source.dtype), out_size = ElementSize(dtype);
   std::vector<uint8_t> out;
   std::string carry;
+  uint64_t overflowed = 0, underflowed = 0, sign_lost = 0;
+  auto convert = [&](const uint8_t* in, uint8_t* to) {
+    const double value = NumericValue(DecodeElement(source.dtype, in));
+    StoreElement(dtype, value, to);
+    if (losses == nullptr || std::isnan(value)) return;
+    const double result = NumericValue(DecodeElement(dtype, to));
+    overflowed += std::isfinite(value) && !std::isfinite(result);
+    underflowed += value != 0 && result == 0;
+    sign_lost += std::signbit(value) && !std::signbit(result);
+  };
   source.ForEachChunk([&](const uint8_t* p, size_t n) {
     out.clear();
     size_t pos = 0;
@@ -71,19 +83,24 @@ void ForEachCastChunk(const TensorView& source, DType dtype, const std::function
       pos = take;
       if (carry.size() == in_size) {
         out.resize(out_size);
-        StoreElement(dtype, NumericValue(DecodeElement(source.dtype, reinterpret_cast<const uint8_t*>(carry.data()))), out.data());
+        convert(reinterpret_cast<const uint8_t*>(carry.data()), out.data());
         carry.clear();
       }
     }
     size_t whole = (n - pos) / in_size;
     size_t base = out.size();
     out.resize(base + whole * out_size);
-    for (size_t i = 0; i < whole; ++i)
-      StoreElement(dtype, NumericValue(DecodeElement(source.dtype, p + pos + i * in_size)), out.data() + base + i * out_size);
+    for (size_t i = 0; i < whole; ++i) convert(p + pos + i * in_size, out.data() + base + i * out_size);
     pos += whole * in_size;
     carry.append(reinterpret_cast<const char*>(p + pos), n - pos);
     if (!out.empty()) fn(out.data(), out.size());
   }, chunk_bytes);
+  if (losses != nullptr) {
+    losses->overflowed = overflowed;
+    losses->underflowed = underflowed;
+    losses->sign_lost = sign_lost;
+    losses->counted = true;
+  }
 }
 
 }  // namespace
@@ -106,6 +123,7 @@ TensorView CastView(const TensorView& source, DType dtype) {
   v.storage_index = source.storage_index;
   v.storage_key = source.storage_key;
   v.cast_source = std::make_shared<TensorView>(source);
+  if (kind == DTypeKind::kFloat) v.cast_losses = std::make_shared<CastLosses>();
   return v;
 }
 
@@ -215,7 +233,7 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
   const uint64_t total = nbytes();
   if (total == 0) return;
   if (cast_source) {
-    ForEachCastChunk(*cast_source, dtype, fn, chunk_bytes);
+    ForEachCastChunk(*cast_source, dtype, fn, chunk_bytes, cast_losses.get());
     return;
   }
   if (!has_data) Fail(ErrorCode::kUsage, "tensor has no data (meta tensor)");

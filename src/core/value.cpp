@@ -106,6 +106,45 @@ Value* ValueArena::BigInt(std::vector<uint8_t> le) {
   return v;
 }
 
+Value* ValueArena::IntFromDecimal(std::string_view digits, bool negative) {
+  // Magnitude in base 2^32 limbs: mag = mag * 10^k + chunk, 9 digits at a time.
+  std::vector<uint32_t> mag;
+  for (size_t i = 0; i < digits.size();) {
+    const size_t k = std::min<size_t>(9, digits.size() - i);
+    uint32_t chunk = 0, scale = 1;
+    for (size_t j = 0; j < k; ++j, ++i) {
+      chunk = chunk * 10 + static_cast<uint32_t>(digits[i] - '0');
+      scale *= 10;
+    }
+    uint64_t carry = chunk;
+    for (auto& limb : mag) {
+      const uint64_t cur = uint64_t{limb} * scale + carry;
+      limb = static_cast<uint32_t>(cur);
+      carry = cur >> 32;
+    }
+    if (carry != 0) mag.push_back(static_cast<uint32_t>(carry));
+  }
+  std::vector<uint8_t> bytes;
+  bytes.reserve(mag.size() * 4 + 1);
+  for (uint32_t limb : mag) {
+    for (int s = 0; s < 32; s += 8) bytes.push_back(static_cast<uint8_t>(limb >> s));
+  }
+  return IntFromMagnitude(std::move(bytes), negative);
+}
+
+Value* ValueArena::IntFromMagnitude(std::vector<uint8_t> bytes, bool negative) {
+  bytes.push_back(0);  // room for the sign bit
+  if (negative) {
+    unsigned carry = 1;
+    for (auto& b : bytes) {
+      const unsigned v = static_cast<uint8_t>(~b) + carry;
+      b = static_cast<uint8_t>(v);
+      carry = v >> 8;
+    }
+  }
+  return BigInt(std::move(bytes));
+}
+
 Value* ValueArena::Float(double d) {
   Value* v = New(ValueKind::kFloat);
   v->real = d;

@@ -60,7 +60,11 @@ CheckReport CheckShards(const std::string& path, CheckReport (*check)(const std:
     CheckReport part = check(shard);
     report.entries_checked += part.entries_checked;
     report.bytes_checked += part.bytes_checked;
-    for (auto& f : part.findings) report.Add(f.severity, f.entry.empty() ? name : name + "/" + f.entry, f.offset, f.message, f.key_path);
+    report.bytes_without_checksum += part.bytes_without_checksum;
+    for (auto& f : part.findings) {
+      report.Add(f.severity, f.entry.empty() ? name : name + "/" + f.entry, f.offset, f.message, f.key_path);
+      report.findings.back().call = f.call;
+    }
     for (auto& g : part.globals) report.globals.push_back({name + "/" + g.entry, g.name, g.offset, g.allowed, g.policy_class});
   }
   CheckStructure(report, ops::Detect(path));
@@ -100,6 +104,7 @@ CheckReport Verify(const std::string& path) {
   if (CodeFileNotZip(report, d)) return report;
   if (format == Format::kPskd) {
     VerifyPskdFile(report, d.file);
+    report.bytes_without_checksum = report.bytes_checked;  // .psk.d has no checksum
     return report;
   }
   if (IsZipFormat(format)) {
@@ -115,6 +120,7 @@ CheckReport Verify(const std::string& path) {
       try {
         if (!zip->CheckCrc(e)) {
           if (e.crc32 == 0) {
+            report.bytes_without_checksum += e.compressed_size;
             report.Add(Severity::kInfo, e.name, e.data_offset, "no CRC-32 recorded (0); bytes unchecked");
           } else {
             report.Add(Severity::kMedium, e.name, e.data_offset, "CRC-32 mismatch: the bytes differ from what was written");
@@ -137,8 +143,10 @@ CheckReport Verify(const std::string& path) {
                  unknown.front().key);
     }
     if (!IsZipFormat(format)) {
+      // Legacy .pt, tensordict directories, .safetensors: formats without checksums.
       report.entries_checked += doc.records.size();
       report.bytes_checked += doc.file_size;
+      report.bytes_without_checksum += doc.file_size;
     }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw;
@@ -176,7 +184,7 @@ CheckReport Scan(const std::string& path) {
                                     " bytes further on than torch's reader (it takes them for data before the "
                                     "archive) and sees " + std::to_string(entries) + " entries there; scanned as "
                                     "'zipfile view'",
-                                {}});
+                                {}, {}});
       }
     }
     std::shared_ptr<const ZipReader> zip = d.zip;

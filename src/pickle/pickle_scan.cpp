@@ -1,8 +1,11 @@
 #include "pickle/pickle_scan.h"
 
+#include <map>
+#include <set>
 #include <unordered_set>
 #include <vector>
 
+#include "core/float_text.h"
 #include "pickle/global_class.h"
 #include "trove/document.h"
 #include "trove/error.h"
@@ -38,12 +41,12 @@ Finding GlobalFinding(const std::string& entry, const PickleGlobal& g, const std
     return {Severity::kCritical, entry, g.offset,
             "copyreg extension code " + std::to_string(g.extension_code) +
                 ": a global chosen at run time from the extension registry (can be any callable)" + where,
-            {}};
+            {}, {}};
   }
   if (g.via == PickleGlobalVia::kComputed) {
     return {Severity::kHigh, entry, g.offset,
             "STACK_GLOBAL whose module and name are computed, not literal: the global it reaches is unknown" + where,
-            {}};
+            {}, {}};
   }
   const GlobalVerdict v = ClassifyGlobal(dotted);
   std::string message = "global '" + dotted + "' is not in the allowlist";
@@ -113,6 +116,168 @@ class ScanResolver : public PickleResolver {
   PickleResolver& inner_;
 };
 
+// Caps (reasons): the walk that finds where a refused global is used visits at most this many
+// nodes (a real pickle's tree is far smaller; a memo DAG could make the walk exponential), and a
+// call's text is cut at this length (enough to read a shell command; a report is not a dump).
+constexpr uint64_t kMaxCallSiteVisits = uint64_t{1} << 20;
+constexpr size_t kMaxCallTextBytes = 240;
+constexpr int kMaxCallTextDepth = 6;
+
+// Python-like text of a call's arguments, bounded: "'echo hi'", "b'\x80...'", "(1, 2.0)".
+void AppendArgText(const Value& v, int depth, std::string& out) {
+  if (out.size() > kMaxCallTextBytes) return;
+  if (depth > kMaxCallTextDepth) {
+    out += "...";
+    return;
+  }
+  auto quoted = [&](std::string_view s, const char* prefix) {
+    out += prefix;
+    out += '\'';
+    for (unsigned char c : s) {
+      if (out.size() > kMaxCallTextBytes) {
+        out += "...";
+        break;
+      }
+      if (c == '\'' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c == '\n') {
+        out += "\\n";
+      } else if (c < 32 || c == 127 || (c >= 128 && *prefix == 'b')) {
+        static const char kHex[] = "0123456789abcdef";
+        out += "\\x";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    out += '\'';
+  };
+  auto items = [&](const std::vector<Value*>& list, const char* open, const char* close, bool tuple) {
+    out += open;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (i) out += ", ";
+      if (out.size() > kMaxCallTextBytes) {
+        out += "...";
+        break;
+      }
+      AppendArgText(*list[i], depth + 1, out);
+    }
+    if (tuple && list.size() == 1) out += ',';
+    out += close;
+  };
+  switch (v.kind) {
+    case ValueKind::kNone: out += "None"; return;
+    case ValueKind::kBool: out += v.boolean ? "True" : "False"; return;
+    case ValueKind::kInt: out += v.IntToString(); return;
+    case ValueKind::kFloat: AppendFloatText(v.real, out); return;
+    case ValueKind::kComplex: out += ComplexText(v.real, v.imag); return;
+    case ValueKind::kStr: quoted(v.text, ""); return;
+    case ValueKind::kBytes: quoted(v.text, "b"); return;
+    case ValueKind::kList: items(v.items, "[", "]", false); return;
+    case ValueKind::kTuple: items(v.items, "(", ")", true); return;
+    case ValueKind::kSet: case ValueKind::kFrozenSet: items(v.items, "{", "}", false); return;
+    case ValueKind::kDict: {
+      out += '{';
+      for (size_t i = 0; i < v.entries.size(); ++i) {
+        if (i) out += ", ";
+        if (out.size() > kMaxCallTextBytes) {
+          out += "...";
+          break;
+        }
+        AppendArgText(*v.entries[i].first, depth + 1, out);
+        out += ": ";
+        AppendArgText(*v.entries[i].second, depth + 1, out);
+      }
+      out += '}';
+      return;
+    }
+    case ValueKind::kTensor: out += "tensor"; return;
+    case ValueKind::kGlobal: out += v.type_name; return;
+    case ValueKind::kObject:
+      out += v.type_name;
+      if (v.args && v.args->kind == ValueKind::kTuple) items(v.args->items, "(", ")", false);
+      else out += "(...)";
+      return;
+  }
+}
+
+// "posix.system('echo hi')" for a call node; the bare name for a global used as a value.
+std::string CallText(const Value& node) {
+  std::string out = node.type_name;
+  if (node.kind == ValueKind::kObject) {
+    if (node.args && node.args->kind == ValueKind::kTuple) {
+      out += '(';
+      for (size_t i = 0; i < node.args->items.size(); ++i) {
+        if (i) out += ", ";
+        AppendArgText(*node.args->items[i], 1, out);
+        if (out.size() > kMaxCallTextBytes) break;
+      }
+      out += ')';
+    } else if (node.args) {
+      out += "(*";
+      AppendArgText(*node.args, 1, out);
+      out += ')';
+    }
+    if (node.state) out += " then BUILD with state";
+  }
+  return out;
+}
+
+struct CallSite {
+  std::string key_path;
+  std::string call;
+};
+
+// Where the tree uses each name in `names` (a call node, or the global itself as a value), in tree
+// order, with key paths as ForEachLeaf spells them (objects are looked through: state, then args).
+std::map<std::string, std::vector<CallSite>> CallSites(const Value* root, const std::set<std::string>& names) {
+  std::map<std::string, std::vector<CallSite>> sites;
+  if (root == nullptr || names.empty()) return sites;
+  struct Frame {
+    const Value* v;
+    std::string path;
+  };
+  std::vector<Frame> stack{{root, ""}};
+  uint64_t visits = 0;
+  auto child = [](const std::string& path, const std::string& component) {
+    return path.empty() ? component : path + "/" + component;
+  };
+  while (!stack.empty() && visits++ < kMaxCallSiteVisits) {
+    Frame f = std::move(stack.back());
+    stack.pop_back();
+    const Value& v = *f.v;
+    if ((v.kind == ValueKind::kObject || v.kind == ValueKind::kGlobal) && names.count(v.type_name)) {
+      sites[v.type_name].push_back({f.path, CallText(v)});
+    }
+    std::vector<Frame> children;
+    switch (v.kind) {
+      case ValueKind::kDict:
+        for (const auto& [k, val] : v.entries) {
+          std::string component;
+          try {
+            component = EncodeKeyComponent(KeyComponentText(*k));
+          } catch (const Error&) {
+            component = "?";  // a key too deep or too long to spell: its subtree is still searched
+          }
+          children.push_back({val, child(f.path, component)});
+        }
+        break;
+      case ValueKind::kList: case ValueKind::kTuple: case ValueKind::kSet: case ValueKind::kFrozenSet:
+        for (size_t i = 0; i < v.items.size(); ++i) children.push_back({v.items[i], child(f.path, std::to_string(i))});
+        break;
+      case ValueKind::kObject:
+        if (v.state) children.push_back({v.state, f.path});
+        if (v.args) children.push_back({v.args, f.path});
+        break;
+      default: break;
+    }
+    for (auto it = children.rbegin(); it != children.rend(); ++it) stack.push_back(std::move(*it));
+  }
+  return sites;
+}
+
 }  // namespace
 
 bool LooksLikePickle(const uint8_t* data, uint64_t size) {
@@ -141,12 +306,35 @@ PickleScan ScanPickle(CheckReport& report, const std::string& entry, const uint8
     if (v.kind == ValueKind::kObject && v.unknown_class) objects.insert(v.type_name);
     if (v.kind == ValueKind::kDict) dicts.insert(v.type_name);
   });
+  std::set<std::string> refused;
+  for (const auto& g : u.globals()) {
+    if (!g.allowed && g.via == PickleGlobalVia::kName) refused.insert(GlobalText(g));
+  }
+  // The k-th finding of a name is placed at the k-th place the tree uses it: its key path and the
+  // call with its arguments, what the pickle would run.
+  std::map<std::string, std::vector<CallSite>> sites;
+  try {
+    sites = CallSites(root, refused);
+  } catch (const Error&) {
+    // Placing findings is best effort: the findings themselves stand.
+  }
+  std::map<std::string, size_t> placed;
   for (const auto& g : u.globals()) {
     std::string dotted = GlobalText(g);
     const bool as_dict = dicts.count(dotted) > 0 && objects.count(dotted) == 0;
     const bool made = objects.count(dotted) > 0 || as_dict;
     report.globals.push_back({entry, dotted, g.offset, g.allowed, std::string(PolicyClass(g, ClassifyGlobal(dotted), made))});
-    if (!g.allowed) report.findings.push_back(GlobalFinding(entry, g, dotted, made, as_dict));
+    if (g.allowed) continue;
+    Finding f = GlobalFinding(entry, g, dotted, made, as_dict);
+    if (auto it = sites.find(dotted); it != sites.end() && g.via == PickleGlobalVia::kName) {
+      size_t& k = placed[dotted];
+      if (k < it->second.size()) {
+        f.key_path = it->second[k].key_path;
+        f.call = it->second[k].call;
+      }
+      ++k;
+    }
+    report.findings.push_back(std::move(f));
   }
   if (!u.lexical_stop().empty()) {
     report.Add(Severity::kMedium, entry, 0,

@@ -463,59 +463,28 @@ class Machine {
   // An int from Python's text forms (see ParsePythonInt), as little-endian two's complement.
   Value* MakeInt(const IntText& t) {
     const std::string& d = t.digits;
-    std::vector<uint8_t> bytes;
     if (t.base == 10) {
       if (d.size() > kMaxPickleIntDigits) {
         Fail(ErrorCode::kLimit, OpName() + " has " + std::to_string(d.size()) + " digits, more than " +
                                     std::to_string(kMaxPickleIntDigits) + " (kMaxPickleIntDigits)");
       }
-      // Magnitude in base 2^32 limbs: mag = mag * 10^k + chunk, 9 digits at a time.
-      std::vector<uint32_t> mag;
-      for (size_t i = 0; i < d.size();) {
-        size_t k = std::min<size_t>(9, d.size() - i);
-        uint32_t chunk = 0, scale = 1;
-        for (size_t j = 0; j < k; ++j, ++i) {
-          chunk = chunk * 10 + static_cast<uint32_t>(d[i] - '0');
-          scale *= 10;
-        }
-        uint64_t carry = chunk;
-        for (auto& limb : mag) {
-          uint64_t cur = uint64_t{limb} * scale + carry;
-          limb = static_cast<uint32_t>(cur);
-          carry = cur >> 32;
-        }
-        if (carry != 0) mag.push_back(static_cast<uint32_t>(carry));
-      }
-      bytes.reserve(mag.size() * 4 + 1);
-      for (uint32_t limb : mag) {
-        for (int s = 0; s < 32; s += 8) bytes.push_back(static_cast<uint8_t>(limb >> s));
-      }
-    } else {
-      // Power-of-two bases (2, 8, 16): each digit is a fixed number of bits, packed from the end.
-      const unsigned bits = t.base == 2 ? 1 : t.base == 8 ? 3 : 4;
-      if (d.size() > kMaxPickleIntBytes * 8 / bits) {
-        Fail(ErrorCode::kLimit, OpName() + " has more than " + std::to_string(kMaxPickleIntBytes) +
-                                    " bytes of digits (kMaxPickleIntBytes)");
-      }
-      bytes.assign((d.size() * bits + 7) / 8, 0);
-      uint64_t bit = 0;
-      for (size_t i = d.size(); i-- > 0; bit += bits) {
-        auto v = static_cast<unsigned>(DigitValue(d[i]));
-        for (unsigned b = 0; b < bits; ++b) {
-          if (v >> b & 1u) bytes[(bit + b) / 8] |= static_cast<uint8_t>(1u << ((bit + b) % 8));
-        }
+      return arena_.IntFromDecimal(d, t.negative);
+    }
+    // Power-of-two bases (2, 8, 16): each digit is a fixed number of bits, packed from the end.
+    const unsigned bits = t.base == 2 ? 1 : t.base == 8 ? 3 : 4;
+    if (d.size() > kMaxPickleIntBytes * 8 / bits) {
+      Fail(ErrorCode::kLimit, OpName() + " has more than " + std::to_string(kMaxPickleIntBytes) +
+                                  " bytes of digits (kMaxPickleIntBytes)");
+    }
+    std::vector<uint8_t> magnitude((d.size() * bits + 7) / 8, 0);
+    uint64_t bit = 0;
+    for (size_t i = d.size(); i-- > 0; bit += bits) {
+      auto v = static_cast<unsigned>(DigitValue(d[i]));
+      for (unsigned b = 0; b < bits; ++b) {
+        if (v >> b & 1u) magnitude[(bit + b) / 8] |= static_cast<uint8_t>(1u << ((bit + b) % 8));
       }
     }
-    bytes.push_back(0);  // room for the sign bit
-    if (t.negative) {
-      unsigned carry = 1;
-      for (auto& b : bytes) {
-        unsigned v = static_cast<uint8_t>(~b) + carry;
-        b = static_cast<uint8_t>(v);
-        carry = v >> 8;
-      }
-    }
-    return arena_.BigInt(std::move(bytes));
+    return arena_.IntFromMagnitude(std::move(magnitude), t.negative);
   }
   // INT: strtol(s, 0) first, then int(s, 0); a 2-character line of value 0 or 1 is a bool
   // (Python 2's "I00"/"I01", and so also "+1", "-0").

@@ -4,7 +4,8 @@
 // half opens documents, turns value trees into Python objects, hands out each storage's bytes as a
 // uint8 numpy array over a private copy-on-write mapping of the file (zero-copy; writes stay in
 // this process), builds documents from Python objects for the writers, and wraps verify, scan,
-// convert, diff and stats. The Python half (__init__.py) makes numpy arrays and torch tensors of
+// convert, diff and stats, and serves .psk.d datasets' batches (PyDataset, for trove.data). The
+// Python half (__init__.py, data.py) makes numpy arrays and torch tensors of
 // the right dtype, shape and strides over those storages.
 //
 // Every call into the library runs under trove's SIGBUS guard (RunGuardingTruncation), most with
@@ -48,6 +49,9 @@
 #include "trove/dtype.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "trove/pipeline.h"
+#include "trove/pskd.h"
+#include "trove/pskd_dataset.h"
 #include "trove/safetensors.h"
 #include "trove/shared_bytes.h"
 #include "trove/tensor.h"
@@ -207,6 +211,24 @@ struct PrivateMap {
 
 // Maps `path` privately when it is still the file (device, inode) the library mapped. Null when
 // it is not (replaced meanwhile), or cannot be mapped: the caller copies instead.
+// Enters a private mapping in the SIGBUS table (a truncation under it then raises trove.IoError).
+void RegisterPrivateMap(PrivateMap& map) {
+  std::lock_guard<std::mutex> lock(g_slot_mutex);
+  for (int i = 0; i < kSlots; ++i) {
+    if (g_slots[i].start.load() == 0 && g_slot_paths[i].empty()) {
+      g_slot_paths[i] = map.path;
+      g_slots[i].changed.store(0);
+      g_slots[i].end.store(reinterpret_cast<uintptr_t>(map.base) + map.size);
+      g_slots[i].start.store(reinterpret_cast<uintptr_t>(map.base));
+      map.slot = i;
+      return;
+    }
+  }
+  // without a slot (4096 live mappings) a truncation still ends the process
+}
+
+// Maps `path` privately when it is still the file (device, inode) the library mapped. Null when
+// it is not (replaced meanwhile), or cannot be mapped: the caller copies instead.
 std::shared_ptr<PrivateMap> MapPrivately(const std::string& path, uint64_t dev_major, uint64_t dev_minor, uint64_t inode) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
@@ -223,18 +245,8 @@ std::shared_ptr<PrivateMap> MapPrivately(const std::string& path, uint64_t dev_m
   map->base = static_cast<uint8_t*>(m);
   map->size = static_cast<uint64_t>(st.st_size);
   map->path = path;
-  std::lock_guard<std::mutex> lock(g_slot_mutex);
-  for (int i = 0; i < kSlots; ++i) {
-    if (g_slots[i].start.load() == 0 && g_slot_paths[i].empty()) {
-      g_slot_paths[i] = path;
-      g_slots[i].changed.store(0);
-      g_slots[i].end.store(reinterpret_cast<uintptr_t>(m) + map->size);
-      g_slots[i].start.store(reinterpret_cast<uintptr_t>(m));
-      map->slot = i;
-      break;
-    }
-  }
-  return map;  // without a slot (4096 live mappings) a truncation still ends the process
+  RegisterPrivateMap(*map);
+  return map;
 }
 
 // One line of /proc/self/maps that maps a file.
@@ -621,6 +633,292 @@ struct FromPython {
 };
 
 // ---------------------------------------------------------------------------------------------
+// trove.data: a .psk.d dataset and its batches as numpy arrays (src/python/trove/data.py).
+
+// numpy's spelling of a leaf's on-disk element type; bfloat16 as its bits (data.py views them).
+const char* NumpyDTypeOf(const trove::pskd::Leaf& leaf) {
+  switch (leaf.dtype()) {
+    case trove::DType::kUInt8: return "u1";
+    case trove::DType::kUInt16: return "<u2";
+    case trove::DType::kUInt32: return "<u4";
+    case trove::DType::kUInt64: return "<u8";
+    case trove::DType::kFloat32: return "<f4";
+    case trove::DType::kBFloat16: return "<u2";
+    default: return "<f8";
+  }
+}
+
+// An index leaf handed to torch as int64 (torch 1.13 has no uint16/32/64, and embeddings and
+// losses take int64); a width-8 leaf already is int64's bits, its values being below a bound <= 2^63.
+bool Widened(const trove::pskd::Leaf& leaf, bool widen) { return widen && leaf.kind == trove::pskd::LeafKind::kIndex; }
+
+void RequireInt64Bound(const trove::pskd::Leaf& leaf, size_t k) {
+  if (leaf.bound > (uint64_t{1} << 63)) {
+    trove::Fail(ErrorCode::kUnsupported, "leaf " + std::to_string(k) + " (" + leaf.TypeText() +
+                                             "): its indices do not all fit torch.int64");
+  }
+}
+
+// Bytes handed to numpy that need no zeroing (every byte is written before they are handed out).
+struct HeapBytes {
+  std::unique_ptr<uint8_t[]> data;
+  explicit HeapBytes(uint64_t size) : data(new uint8_t[size]) {}
+};
+
+// n index elements of `width` bytes each to int64.
+HeapBytes WidenIndices(const uint8_t* src, uint64_t n, uint32_t width) {
+  HeapBytes out(n * 8);
+  int64_t* dst = reinterpret_cast<int64_t*>(out.data.get());
+  auto convert = [&](auto zero) {
+    using T = decltype(zero);
+    for (uint64_t i = 0; i < n; ++i) {
+      T v;
+      std::memcpy(&v, src + i * sizeof(T), sizeof(T));
+      dst[i] = static_cast<int64_t>(v);
+    }
+  };
+  switch (width) {
+    case 1: convert(uint8_t{}); break;
+    case 2: convert(uint16_t{}); break;
+    case 4: convert(uint32_t{}); break;
+    default: std::memcpy(dst, src, n * 8); break;
+  }
+  return out;
+}
+
+uint8_t* DataOf(std::vector<uint8_t>& v) { return v.data(); }
+uint8_t* DataOf(HeapBytes& b) { return b.data.get(); }
+
+std::vector<py::ssize_t> BatchShape(uint64_t n, const trove::pskd::Leaf& leaf) {
+  std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(n)};
+  for (int64_t d : leaf.shape()) shape.push_back(static_cast<py::ssize_t>(d));
+  return shape;
+}
+
+// Strides in bytes of a leaf's dims inside one sample (row-major), after the batch axis's.
+std::vector<py::ssize_t> BatchStrides(uint64_t batch_stride, const trove::pskd::Leaf& leaf, uint64_t element) {
+  const std::vector<int64_t> dims = leaf.shape();
+  std::vector<py::ssize_t> strides(dims.size() + 1);
+  strides[0] = static_cast<py::ssize_t>(batch_stride);
+  py::ssize_t acc = static_cast<py::ssize_t>(element);
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i + 1] = acc;
+    acc *= static_cast<py::ssize_t>(dims[i]);
+  }
+  return strides;
+}
+
+// A C-contiguous array owning `bytes` (a std::vector or HeapBytes, moved: no copy).
+template <class Bytes>
+py::array OwningArray(Bytes&& bytes, const char* dtype, uint64_t n, const trove::pskd::Leaf& leaf) {
+  auto* owned = new std::decay_t<Bytes>(std::move(bytes));
+  py::capsule base(owned, [](void* p) { delete static_cast<std::decay_t<Bytes>*>(p); });
+  py::dtype dt(dtype);
+  const uint64_t element = static_cast<uint64_t>(dt.itemsize());
+  return py::array(dt, BatchShape(n, leaf), BatchStrides(leaf.elements * element, leaf, element), DataOf(*owned), base);
+}
+
+class PyDataset {
+ public:
+  explicit PyDataset(trove::pskd::Dataset data) : data_(data), loader_(std::move(data)) {}
+
+  const trove::pskd::Dataset& data() const { return data_; }
+
+  // The samples at `indices` stacked, one array per leaf ([n, dims...]). Consecutive samples of one
+  // shard are views of a private mapping of just their bytes, made for this batch, where the
+  // elements are aligned: no copy (the pages are the page cache's until written), and a write into
+  // the batch changes neither the file nor any other batch, as with a copy. Other batches are
+  // gathered by the batch loader, prefetching `next`. Index leaves are int64 with `widen`, else
+  // their on-disk unsigned type. E9003/E9004 as the loader.
+  py::list Batch(const std::vector<uint64_t>& indices, const std::vector<uint64_t>& next, bool widen) {
+    const trove::pskd::SampleType& type = data_.type();
+    if (widen) {
+      for (size_t k = 0; k < type.leaves.size(); ++k) RequireInt64Bound(type.leaves[k], k);
+    }
+    py::list out;
+    if (!indices.empty() && Consecutive(indices)) {
+      const auto [shard, local] = data_.Locate(indices.front());
+      const auto last = data_.Locate(indices.back());
+      if (last.first == shard && ViewableBytes(shard, local, indices.size(), widen) >= kMinViewBytes) {
+        const uint8_t* first = nullptr;
+        if (std::shared_ptr<PrivateMap> map = MapBatch(shard, local, indices.size(), &first)) {
+          return Views(map, first, shard, local, indices, widen);
+        }
+      }
+    }
+    // The gather buffers are kept per thread; leaves handed out as they are leave with their buffer.
+    thread_local trove::pskd::Batch batch;
+    std::vector<std::optional<HeapBytes>> widened(type.leaves.size());
+    Released([&] {
+      loader_.Load(indices, batch, next);
+      for (size_t k = 0; k < type.leaves.size(); ++k) {
+        const trove::pskd::Leaf& leaf = type.leaves[k];
+        if (Widened(leaf, widen) && leaf.element_bytes != 8) {
+          widened[k] = WidenIndices(batch.leaves[k].data(), indices.size() * leaf.elements, leaf.element_bytes);
+        }
+      }
+    });
+    for (size_t k = 0; k < type.leaves.size(); ++k) {
+      const trove::pskd::Leaf& leaf = type.leaves[k];
+      const char* dtype = Widened(leaf, widen) ? "<i8" : NumpyDTypeOf(leaf);
+      out.append(widened[k] ? OwningArray(std::move(*widened[k]), dtype, indices.size(), leaf)
+                            : OwningArray(std::move(batch.leaves[k]), dtype, indices.size(), leaf));
+    }
+    return out;
+  }
+
+ private:
+  // A batch is mapped only when its views would hold this much: below it, mapping it (open, mmap,
+  // munmap: some 30 µs on the benchmark machine) costs more than copying it (a 16 KiB batch: twice
+  // the time of the gather; a 256 KiB one: a tenth).
+  static constexpr uint64_t kMinViewBytes = uint64_t{64} << 10;
+
+  // A leaf of samples starting at `at` (an address, or a file offset: mappings are page-aligned)
+  // can be handed out as a strided view: its elements aligned, and in the type handed out.
+  bool Viewable(const trove::pskd::Leaf& leaf, uintptr_t at, bool widen) const {
+    const uint64_t element = leaf.element_bytes;
+    return (!Widened(leaf, widen) || element == 8) && data_.type().sample_bytes % element == 0 &&
+           (at + leaf.offset) % element == 0;
+  }
+
+  uint64_t ViewableBytes(size_t shard, uint64_t local, uint64_t n, bool widen) {
+    const trove::pskd::PskdFile& file = *Released([&] { return &data_.Shard(shard); });
+    const uint64_t offset = file.header().data_offset + local * data_.type().sample_bytes;
+    uint64_t bytes = 0;
+    for (const trove::pskd::Leaf& leaf : data_.type().leaves)
+      if (Viewable(leaf, offset, widen)) bytes += n * leaf.bytes;
+    return bytes;
+  }
+
+  static bool Consecutive(const std::vector<uint64_t>& indices) {
+    for (size_t i = 1; i < indices.size(); ++i)
+      if (indices[i] != indices[0] + i) return false;
+    return true;
+  }
+
+  // Samples local .. local + n - 1 of one shard, from their private mapping (`first`: the first one).
+  py::list Views(const std::shared_ptr<PrivateMap>& map, const uint8_t* first, size_t shard, uint64_t local,
+                 const std::vector<uint64_t>& indices, bool widen) {
+    const trove::pskd::SampleType& type = data_.type();
+    const uint64_t n = indices.size(), sample = type.sample_bytes;
+    auto viewable = [&](const trove::pskd::Leaf& leaf) {
+      return Viewable(leaf, reinterpret_cast<uintptr_t>(first), widen);
+    };
+    std::vector<std::optional<HeapBytes>> copies(type.leaves.size());
+    Released([&] {
+      for (size_t k = 0; k < type.leaves.size(); ++k) {
+        const trove::pskd::Leaf& leaf = type.leaves[k];
+        if (leaf.kind == trove::pskd::LeafKind::kIndex) {
+          for (uint64_t b = 0; b < n; ++b) {
+            // What is checked is what is handed out: the private mapping's bytes.
+            if (trove::pskd::MaxIndex(leaf, first + b * sample + leaf.offset, leaf.elements) >= leaf.bound) {
+              data_.CheckIndices(indices[b]);  // names the sample, leaf and element
+              trove::pskd::FailPskd(trove::pskd::PskdCode::kBadValue,
+                                    data_.shards()[shard].path + ": sample " + std::to_string(local + b) +
+                                        ", leaf " + std::to_string(k) + ": an index is not below " +
+                                        std::to_string(leaf.bound));
+            }
+          }
+        }
+        if (viewable(leaf)) continue;
+        HeapBytes gathered(n * leaf.bytes);
+        for (uint64_t b = 0; b < n; ++b) std::memcpy(gathered.data.get() + b * leaf.bytes, first + b * sample + leaf.offset, leaf.bytes);
+        copies[k] = Widened(leaf, widen) && leaf.element_bytes != 8
+                        ? WidenIndices(gathered.data.get(), n * leaf.elements, leaf.element_bytes)
+                        : std::move(gathered);
+      }
+    });
+    if (map->changed()) trove::FailChangedWhileRead(map->path);
+    py::list out;
+    for (size_t k = 0; k < type.leaves.size(); ++k) {
+      const trove::pskd::Leaf& leaf = type.leaves[k];
+      const char* dtype = Widened(leaf, widen) ? "<i8" : NumpyDTypeOf(leaf);
+      if (!viewable(leaf)) {
+        out.append(OwningArray(std::move(*copies[k]), dtype, n, leaf));
+        continue;
+      }
+      auto* holder = new std::shared_ptr<PrivateMap>(map);
+      py::capsule base(holder, [](void* p) { delete static_cast<std::shared_ptr<PrivateMap>*>(p); });
+      out.append(py::array(py::dtype(dtype), BatchShape(n, leaf), BatchStrides(sample, leaf, leaf.element_bytes),
+                           first + leaf.offset, base));
+    }
+    return out;
+  }
+
+  // A private mapping of samples local .. local + n - 1 of shard k, for one batch (`first` set to
+  // the first one), or null when the shard is not the file the dataset read (the batch is then
+  // gathered, and the loader says what changed). The first time, the file's size and header bytes
+  // must be the library mapping's; later, it must be that same file (device, inode, size).
+  std::shared_ptr<PrivateMap> MapBatch(size_t k, uint64_t local, uint64_t n, const uint8_t** first) {
+    const trove::pskd::PskdFile& file = *Released([&] { return &data_.Shard(k); });
+    const std::string& path = data_.shards()[k].path;
+    // Non-blocking: a pipe put in the shard's place since must not hold the open up (fstat refuses it).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return nullptr;
+    struct stat st {};
+    Identity& id = identity_[k];
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !id.checked) {
+      id.checked = true;
+      const uint64_t header = file.header().data_offset;
+      std::vector<uint8_t> head(header);
+      id.ok = static_cast<uint64_t>(st.st_size) == file.bytes().size() &&
+              ::pread(fd, head.data(), header, 0) == static_cast<ssize_t>(header) &&
+              Guarded([&] { return std::memcmp(head.data(), file.bytes().data(), header) == 0; });
+      id.dev = st.st_dev;
+      id.ino = st.st_ino;
+    }
+    if (!id.ok || st.st_dev != id.dev || st.st_ino != id.ino || static_cast<uint64_t>(st.st_size) != file.bytes().size()) {
+      ::close(fd);
+      return nullptr;
+    }
+    const uint64_t offset = file.header().data_offset + local * data_.type().sample_bytes;
+    const uint64_t start = offset / g_page * g_page, length = offset - start + n * data_.type().sample_bytes;
+    void* m = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
+    ::close(fd);
+    if (m == MAP_FAILED) return nullptr;
+    auto map = std::make_shared<PrivateMap>();
+    map->base = static_cast<uint8_t*>(m);
+    map->size = length;
+    map->path = path;
+    RegisterPrivateMap(*map);
+    *first = map->base + (offset - start);
+    return map;
+  }
+
+  struct Identity {
+    bool checked = false, ok = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
+
+  trove::pskd::Dataset data_;
+  trove::pskd::BatchLoader loader_;
+  std::map<size_t, Identity> identity_;  // by shard, once a batch of it was viewed
+};
+
+py::object LeafTree(const trove::pskd::SampleType& type, uint32_t node, int depth) {
+  const trove::pskd::TypeNode& n = type.nodes.at(node);
+  if (!n.is_tuple) return py::int_(n.leaf);
+  if (depth > static_cast<int>(trove::pskd::kMaxTypeDepth)) trove::Fail(ErrorCode::kLimit, "a sample type nested too deep");
+  py::list children;
+  for (uint32_t c : n.children) children.append(LeafTree(type, c, depth + 1));
+  return children;
+}
+
+trove::pskd::PipelineSpec SpecOf(uint64_t batch, std::optional<uint64_t> seed, std::optional<uint64_t> take) {
+  trove::pskd::PipelineSpec spec;
+  spec.batch = batch;
+  spec.shuffle_seed = seed;
+  spec.take = take;
+  return spec;
+}
+
+std::vector<uint64_t> IndicesOf(const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& a) {
+  if (a.ndim() != 1) trove::Fail(ErrorCode::kUsage, "sample indices must be a 1-D array");
+  return std::vector<uint64_t>(a.data(), a.data() + a.size());
+}
+
+// ---------------------------------------------------------------------------------------------
 // Reports as dicts (__init__.py wraps them in small classes).
 
 py::dict ReportToDict(const trove::CheckReport& r) {
@@ -632,6 +930,7 @@ py::dict ReportToDict(const trove::CheckReport& r) {
     d["offset"] = f.offset;
     d["message"] = f.message;
     d["key"] = f.key_path;
+    d["call"] = f.call;
     findings.append(d);
   }
   py::list globals;
@@ -648,6 +947,7 @@ py::dict ReportToDict(const trove::CheckReport& r) {
   out["format"] = r.format;
   out["entries_checked"] = r.entries_checked;
   out["bytes_checked"] = r.bytes_checked;
+  out["bytes_without_checksum"] = r.bytes_without_checksum;
   out["findings"] = findings;
   out["globals"] = globals;
   return out;
@@ -681,7 +981,14 @@ py::dict Metadata(const Document& doc) {
     unknown.append(u);
   }
   py::dict props;
-  for (const auto& [k, v] : doc.properties) props[py::str(k)] = v;
+  // Typed as `trove info --json` writes them: counts as int, flags as bool, the rest as str.
+  for (const auto& [k, v] : doc.properties) {
+    switch (v.type) {
+      case trove::PropertyValue::Type::kInteger: props[py::str(k)] = py::int_(v.integer); break;
+      case trove::PropertyValue::Type::kBoolean: props[py::str(k)] = py::bool_(v.boolean); break;
+      case trove::PropertyValue::Type::kText: props[py::str(k)] = v.text; break;
+    }
+  }
   py::list records;
   for (const auto& r : doc.records) {
     py::dict d;
@@ -729,6 +1036,22 @@ py::dict Metadata(const Document& doc) {
   out["warnings"] = py::cast(doc.warnings);
   out["unknown_objects"] = unknown;
   return out;
+}
+
+// max_shard_size of save and convert: None, a positive number of bytes, or a size such as "5GB"
+// (the CLI's --max-shard-size); only the formats with a shard index take it.
+std::optional<uint64_t> MaxShardBytes(py::handle max_shard_size, trove::Format target) {
+  if (max_shard_size.is_none()) return std::nullopt;
+  if (target != trove::Format::kSafetensors && target != trove::Format::kPt) {
+    trove::Fail(ErrorCode::kUsage, "max_shard_size needs the 'safetensors' or 'pt' format");
+  }
+  if (PyUnicode_Check(max_shard_size.ptr())) return trove::ParseShardSize(max_shard_size.cast<std::string>());
+  if (PyLong_Check(max_shard_size.ptr()) && !PyBool_Check(max_shard_size.ptr())) {
+    const long long n = max_shard_size.cast<long long>();
+    if (n <= 0) trove::Fail(ErrorCode::kUsage, "max_shard_size must be positive");
+    return static_cast<uint64_t>(n);
+  }
+  trove::Fail(ErrorCode::kUsage, "max_shard_size takes a number of bytes or a size such as '5GB'");
 }
 
 // The writer settings save and convert share: the callbacks, forwarded to Python callables
@@ -843,9 +1166,12 @@ PYBIND11_MODULE(_trove, m) {
   }, py::arg("path"), py::arg("policy") = "default");
 
   m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type, bool force,
-                    py::object progress, py::object note, const std::string& compression, py::object metadata) {
+                    py::object progress, py::object note, const std::string& compression, py::object metadata,
+                    py::object max_shard_size) {
     trove::ConvertOptions options;
     SetWriteSettings(options, progress, note, compression, metadata);
+    const trove::Format target = trove::TargetFormat(path, format);
+    options.max_shard_bytes = MaxShardBytes(max_shard_size, target);
     Document doc;
     doc.format = "python";
     doc.path = "<python objects>";
@@ -853,11 +1179,10 @@ PYBIND11_MODULE(_trove, m) {
     doc.root = conv.Convert(tree, 0);
     doc.tensors = trove::CollectTensors(doc.root);
     if (force) options.replace = trove::Replace::kAnything;
-    const trove::Format target = trove::TargetFormat(path, format);
     Released([&] { trove::ConvertDocument(doc, path, target, options); });
   }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"), py::arg("force") = false,
      py::arg("progress") = py::none(), py::arg("note") = py::none(), py::arg("compression") = "",
-     py::arg("metadata") = py::none());
+     py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none());
 
   m.def("_verify", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Verify(path); })); });
   m.def("_scan", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Scan(path); })); });
@@ -871,18 +1196,8 @@ PYBIND11_MODULE(_trove, m) {
     if (keep_unknown && drop_unknown) trove::Fail(ErrorCode::kUsage, "keep_unknown and drop_unknown exclude each other");
     options.keep_unknown = keep_unknown;
     options.drop_unknown = drop_unknown;
-    if (!max_shard_size.is_none()) {
-      if (to != "safetensors" && to != "pt") trove::Fail(ErrorCode::kUsage, "max_shard_size needs to='safetensors' or to='pt'");
-      if (PyUnicode_Check(max_shard_size.ptr())) {
-        options.max_shard_bytes = trove::ParseShardSize(max_shard_size.cast<std::string>());
-      } else if (PyLong_Check(max_shard_size.ptr()) && !PyBool_Check(max_shard_size.ptr())) {
-        const long long n = max_shard_size.cast<long long>();
-        if (n <= 0) trove::Fail(ErrorCode::kUsage, "max_shard_size must be positive");
-        options.max_shard_bytes = static_cast<uint64_t>(n);
-      } else {
-        trove::Fail(ErrorCode::kUsage, "max_shard_size takes a number of bytes or a size such as '5GB'");
-      }
-    }
+    const trove::Format target = trove::TargetFormat(dst, to);
+    options.max_shard_bytes = MaxShardBytes(max_shard_size, target);
     options.drop_values = drop_values;
     options.keys = std::move(keys);
     if (!dtype.empty()) {
@@ -891,7 +1206,6 @@ PYBIND11_MODULE(_trove, m) {
       options.floating_dtype = *d;
     }
     if (force) options.replace = trove::Replace::kAnything;
-    const trove::Format target = trove::TargetFormat(dst, to);
     Released([&] { trove::Convert(src, dst, target, options); });
   }, py::arg("src"), py::arg("dst"), py::arg("to"), py::arg("keys"), py::arg("dtype"), py::arg("force"),
      py::arg("drop_values"), py::arg("progress") = py::none(), py::arg("note") = py::none(),
@@ -927,8 +1241,9 @@ PYBIND11_MODULE(_trove, m) {
     for (const auto& v : r.values) {
       py::dict d;
       d["key"] = v.key;
-      d["a"] = v.a;
-      d["b"] = v.b;
+      // None for the side where the key is absent (the JSON's "only_in_a"/"only_in_b").
+      d["a"] = v.a ? py::object(py::str(v.a_text)) : py::object(py::none());
+      d["b"] = v.b ? py::object(py::str(v.b_text)) : py::object(py::none());
       values.append(d);
     }
     py::dict out;
@@ -966,4 +1281,51 @@ PYBIND11_MODULE(_trove, m) {
     for (size_t i = 0; i < names.size(); ++i) out[py::str(names[i])] = StatsToDict(stats[i]);
     return py::make_tuple(out, skipped);
   });
+
+  py::class_<PyDataset, std::shared_ptr<PyDataset>>(m, "PskdDataset")
+      .def_property_readonly("count", [](const PyDataset& d) { return d.data().count(); })
+      .def_property_readonly("type", [](const PyDataset& d) { return d.data().type().text; })
+      .def("leaves", [](const PyDataset& d) {
+        py::list out;
+        for (const trove::pskd::Leaf& leaf : d.data().type().leaves) {
+          const bool index = leaf.kind == trove::pskd::LeafKind::kIndex;
+          py::dict x;
+          x["type"] = leaf.TypeText();
+          x["dtype"] = DTypeText(leaf.dtype());
+          x["shape"] = py::tuple(py::cast(leaf.shape()));
+          x["kind"] = index ? "index" : "real";
+          x["bound"] = index ? py::object(py::int_(leaf.bound)) : py::object(py::none());
+          x["encoding"] = std::string(trove::pskd::EncodingName(leaf.encoding));
+          out.append(x);
+        }
+        return out;
+      })
+      .def("tree", [](const PyDataset& d) { return LeafTree(d.data().type(), 0, 0); })
+      .def("shards", [](const PyDataset& d) {
+        py::list out;
+        for (const trove::pskd::ShardInfo& s : d.data().shards()) out.append(py::make_tuple(s.path, s.count, s.first));
+        return out;
+      })
+      .def("batch", [](PyDataset& d, const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& indices,
+                       const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& next, bool widen) {
+        return d.Batch(IndicesOf(indices), IndicesOf(next), widen);
+      }, py::arg("indices"), py::arg("next"), py::arg("widen"))
+      .def("order", [](const PyDataset& d, uint64_t batch, std::optional<uint64_t> seed, uint64_t epoch,
+                       std::optional<uint64_t> take, uint64_t rank, uint64_t world_size, uint64_t worker, uint64_t workers) {
+        const trove::pskd::Pipeline pipeline(d.data().count(), SpecOf(batch, seed, take));
+        const trove::pskd::Partition part{rank, world_size, worker, workers};
+        auto* order = new std::vector<uint64_t>(Released([&] { return pipeline.Order(epoch, part); }));
+        py::capsule base(order, [](void* p) { delete static_cast<std::vector<uint64_t>*>(p); });
+        const py::ssize_t rows = static_cast<py::ssize_t>(order->size() / batch), cols = static_cast<py::ssize_t>(batch);
+        return py::array_t<uint64_t>({rows, cols}, {cols * 8, py::ssize_t{8}}, order->data(), base);
+      }, py::arg("batch"), py::arg("seed"), py::arg("epoch"), py::arg("take"), py::arg("rank"), py::arg("world_size"),
+         py::arg("worker"), py::arg("workers"))
+      .def("batches_per_rank", [](const PyDataset& d, uint64_t batch, std::optional<uint64_t> take, uint64_t world_size) {
+        return trove::pskd::Pipeline(d.data().count(), SpecOf(batch, std::nullopt, take)).batches_per_rank(world_size);
+      }, py::arg("batch"), py::arg("take"), py::arg("world_size"));
+
+  m.def("_data_open", [](const std::vector<std::string>& sources) {
+    trove::pskd::Dataset data = Released([&] { return trove::pskd::Dataset::Open(sources); });
+    return std::make_shared<PyDataset>(std::move(data));
+  }, py::arg("sources"));
 }

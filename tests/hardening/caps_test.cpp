@@ -262,6 +262,31 @@ TEST(Caps, MetaJsonDepth) {
   EXPECT_NE(e.message().find("kMaxMetaJsonDepth"), std::string::npos) << e.message();
 }
 
+TEST(Caps, MetaJsonIntDigits) {
+  // At the cap an integer is read exactly (as Python's json would); one digit more is refused.
+  const std::string at_cap = "[-" + std::string(tensordict::kMaxMetaJsonIntDigits, '7') + ", 1e300, 2.5]";
+  tensordict::Json json = tensordict::ParseMetaJson(at_cap, "meta.json");
+  ValueArena arena;
+  const Value* v = tensordict::JsonToValue(json, arena);
+  EXPECT_EQ(v->items[0]->IntToString(), "-" + std::string(tensordict::kMaxMetaJsonIntDigits, '7'));
+  EXPECT_EQ(v->items[1]->kind, ValueKind::kFloat);  // nlohmann's inf: not an integer literal
+  EXPECT_EQ(tensordict::DumpCompact(tensordict::Json::array({json[0], json[2]})),
+            "[-" + std::string(tensordict::kMaxMetaJsonIntDigits, '7') + ",2.5]");
+  // One digit more, as a number below a double's limit and as one beyond it.
+  for (const char lead : {'1', '9'}) {
+    const std::string over = "[" + std::string(tensordict::kMaxMetaJsonIntDigits + 1, lead) + "]";
+    Error e = ErrorOf([&] { tensordict::ParseMetaJson(over, "meta.json"); });
+    EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+    EXPECT_NE(e.message().find("kMaxMetaJsonIntDigits"), std::string::npos) << e.message();
+  }
+  // The writer refuses what the reader would.
+  Error w = ErrorOf([&] {
+    tensordict::ValueToJson(*arena.IntFromDecimal(std::string(tensordict::kMaxMetaJsonIntDigits + 1, '3'), false), "cfg");
+  });
+  EXPECT_EQ(w.code(), ErrorCode::kUnsupported) << w.message();
+  EXPECT_NE(w.message().find("cfg"), std::string::npos) << w.message();
+}
+
 TEST(Caps, TensordictLevelDepth) {
   TempDir dir;
   fs::path p = dir.path();

@@ -27,8 +27,8 @@ def test_cat_reaches_scalars_strings_lists_and_subtrees(trove, ck):
     assert r.text.splitlines()[:4] == ["epoch = 7", "optimizer/param_groups/0/lr = 0.0003",
                                        "config/name = 'tiny'", "losses:"]
     r = trove("cat", ck, "config", "--json")
-    assert r.code == 0 and json.loads(r.out) == {"key": "config", "value": {"lr": 0.001, "name": "tiny",
-                                                                               "betas": [0.9, 0.999]}}
+    assert r.code == 0 and json.loads(r.out) == {"schema_version": 1, "command": "cat", "key": "config",
+                                                 "value": {"lr": 0.001, "name": "tiny", "betas": {"$tuple": [0.9, 0.999]}}}
 
 
 def test_cat_globs_and_slices(trove, ck):
@@ -50,13 +50,13 @@ def test_cat_summarises_a_large_tensor_like_numpy(trove, ck):
     r = trove("cat", ck, "model/blocks.0.attn.weight")
     lines = r.text.splitlines()
     assert r.code == 0 and lines[0] == "model/blocks.0.attn.weight: float32 [1024, 1024]"
-    assert lines[1] == "[[0, 1, 2, ..., 1021, 1022, 1023],"
+    assert lines[1] == "[[0.0, 1.0, 2.0, ..., 1021.0, 1022.0, 1023.0],"  # floats read as floats
     assert lines[4] == " ...,"
-    assert lines[-1].endswith("1048573, 1048574, 1048575]]") and len(lines) == 8
+    assert lines[-1].endswith("1048573.0, 1048574.0, 1048575.0]]") and len(lines) == 8
     r = trove("cat", ck, "model/blocks.0.attn.weight", "--head", "4")
-    assert r.text.splitlines()[1] == "[[0, 1, 2, 3, ...]]"
+    assert r.text.splitlines()[1] == "[[0.0, 1.0, 2.0, 3.0, ...]]"
     full = trove("cat", ck, "model/blocks.0.attn.bias", "--full")
-    assert full.text.splitlines()[1] == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+    assert full.text.splitlines()[1] == "[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]"
 
 
 def test_cat_raw_of_a_value_is_refused(trove, ck):

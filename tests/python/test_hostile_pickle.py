@@ -69,7 +69,7 @@ def assert_refused_naming(tmp_path, path, name):
 
 def assert_scanned_critical(tmp_path, path, name):
     r = run_hostile("trove", "scan", path, "--json", watch=tmp_path, expect={1})
-    report = json.loads(r.out)
+    report = json.loads(r.out)["files"][0]
     crit = [f for f in report["findings"] if f["severity"] == "critical" and name in f["message"]]
     assert crit, report["findings"]
     return report
@@ -150,7 +150,7 @@ def test_computed_stack_global_is_a_finding(tmp_path):
            tup(s("true")) + REDUCE + STOP)
     path = torch_zip(tmp_path / "computed.pt", pkl)
     r = run_hostile("trove", "scan", path, "--json", watch=tmp_path, expect={1})
-    report = json.loads(r.out)
+    report = json.loads(r.out)["files"][0]
     assert any(f["severity"] == "high" and "STACK_GLOBAL whose module and name are computed" in f["message"]
                for f in report["findings"]), report["findings"]
 
@@ -160,6 +160,6 @@ def test_lexical_pass_stop_is_reported(tmp_path):
     pkl = b"\x80\x02" + b"I12a\n" + POP + b"\xff" + payload("true") + EMPTY_DICT + STOP
     path = torch_zip(tmp_path / "lexstop.pt", pkl)
     r = run_hostile("trove", "scan", path, "--json", watch=tmp_path, expect={1})
-    report = json.loads(r.out)
+    report = json.loads(r.out)["files"][0]
     assert any("lexical pass" in f["message"] and "unknown opcode 0xff" in f["message"]
                for f in report["findings"]), report["findings"]

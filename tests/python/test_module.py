@@ -219,6 +219,30 @@ def test_load_equals_weights_only(plain_sd):
         trove.load(plain_sd, weights_only=False)
 
 
+def test_load_map_location_callable(ckpt):
+    """A callable map_location gets each storage once with its saved location, as torch.load calls
+    it; what it returns is what the tensors view (shared storages stay shared)."""
+    def calls_of(loader):
+        seen = []
+
+        def relocate(storage, location):
+            seen.append((storage.nbytes(), location))
+            return storage.clone()  # a copy: the result must view it, not the file
+        return loader(ckpt, map_location=relocate), sorted(seen)
+    mine, mine_calls = calls_of(trove.load)
+    ref, ref_calls = calls_of(torch.load)
+    assert mine_calls == ref_calls
+    assert_same_tree(mine, ref)
+    m = mine["model"]
+    assert storage_ptr(m["embed.weight"]) == storage_ptr(m["head.weight"])
+    with trove.open(ckpt, framework="pt") as f:
+        assert storage_ptr(f.get_tensor("model/embed.weight")) != storage_ptr(m["embed.weight"])
+    assert isinstance(mine["param"], torch.nn.Parameter) and mine["param"].requires_grad
+    # None keeps the storage; a device string and {"cpu": "cpu"} are the identity on this machine.
+    for where in (lambda s, loc: None, "cpu", torch.device("cpu"), {"cpu": "cpu"}):
+        assert_same_tree(trove.load(ckpt, map_location=where), ref)
+
+
 def test_load_other_formats(ckpt, tmp_path):
     ref = torch.load(ckpt)["model"]
     flat = {k: v for k, v in ref.items() if k not in ("proj_t", "row", "head.weight")}
@@ -510,6 +534,36 @@ def test_convert_max_shard_size(tmp_path):
     assert any(n.endswith(".bin.index.json") for n in os.listdir(str(tmp_path / "pts")))
     with pytest.raises(trove.UsageError):
         trove.convert(src, str(tmp_path / "x"), max_shard_size="10MB")
+
+
+def test_save_max_shard_size(tmp_path):
+    """save writes shards and their index straight from Python objects; the shards are read with
+    the tests' own safetensors reader and torch.load, the index with json."""
+    import json
+    import safetensors_spec
+    sd = _big_sd()
+    out = tmp_path / "st"
+    trove.save(sd, out, format="safetensors", max_shard_size="10MB")
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    got = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        tensors, _ = safetensors_spec.read((out / shard).read_bytes())
+        assert os.path.getsize(out / shard) <= 10_000_000 + 1024 or len(tensors) == 1
+        got.update({k: (shard, v) for k, v in tensors.items()})
+    assert {k: s for k, (s, _) in got.items()} == index["weight_map"]
+    assert index["metadata"]["total_size"] == sum(t.numel() * t.element_size() for t in sd.values())
+    for k, t in sd.items():
+        assert got[k][1][2] == t.numpy().tobytes(), k
+    pts = tmp_path / "pts"
+    trove.save(sd, pts, format="pt", max_shard_size=10 << 20)
+    index = json.loads((pts / "pytorch_model.bin.index.json").read_text())
+    loaded = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        loaded.update(torch.load(pts / shard, weights_only=True))
+    assert set(loaded) == set(sd) and all(torch.equal(loaded[k], sd[k]) for k in sd)
+    with pytest.raises(trove.UsageError, match="max_shard_size"):
+        trove.save(sd, tmp_path / "x.tdz", max_shard_size="10MB")
+    assert not (tmp_path / "x.tdz").exists()
 
 
 def test_verify_convert_diff_stats(ckpt, tmp_path):

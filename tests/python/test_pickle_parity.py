@@ -113,7 +113,7 @@ def trove_scan(tmp_path, streams):
         r = run_tool("trove", "scan", "--json", *paths, limit=True)
         assert r.code in (0, 1), r
         j = json.loads(r.out)
-        reports.extend(j["files"] if "files" in j else [j])
+        reports.extend(j["files"])
         for p in paths:
             os.unlink(p)
     return reports

@@ -23,6 +23,21 @@ import ptfiles
 from realfiles import (LEGACY_MAGIC, MARKER, Call, Config, Evil, MyDict, MyOrderedDict, Pid, array_bytes, flatten,
                        legacy_file, torchscript_2019, training_checkpoint)
 
+def plain(v):
+    """A value of trove's JSON (docs/json.md) as Python: tagged dicts and tuples untagged."""
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    if not isinstance(v, dict):
+        return v
+    if "$tuple" in v:
+        return tuple(plain(x) for x in v["$tuple"])
+    if "$dict" in v:
+        return {plain(k): plain(x) for k, x in v["$dict"]}
+    if any(k.startswith("$") for k in v):
+        return v
+    return {k: plain(x) for k, x in v.items()}
+
+
 def info(trove, path, *flags):
     r = trove("info", path, "--json", *flags)
     assert r.code == 0, r
@@ -77,10 +92,10 @@ def test_training_checkpoint_reads_as_torch_loads_it(trove, files, case):
     assert doc["format"] == ("pt" if case == "zip" else "pt-legacy")
     values = doc["values"]
     assert values["hyper_parameters"]["torch_version"] == str(torch.__version__)
-    assert values["hyper_parameters"]["optimizer"] == {"global": "torch.optim.adam.Adam"}
-    assert values["hparams"] == {"lr": 0.1, "layers": 3}
-    assert values["shape"] == {"size": [2, 3]}
-    scalars = values["optimizer_states"][0]["state"]["0"]
+    assert values["hyper_parameters"]["optimizer"] == {"$global": "torch.optim.adam.Adam"}
+    assert plain(values["hparams"]) == {"lr": 0.1, "layers": 3}
+    assert values["shape"] == {"$tuple": [2, 3], "$class": "torch.Size"}
+    scalars = plain(values["optimizer_states"][0]["state"])[0]
     assert scalars["np_scalar_int"] == 7 and scalars["np_scalar_float"] == 0.25 and scalars["np_scalar_half"] == 1.5
     # No object of an unknown class (the dict subclasses are dicts): no warning, verify is clean.
     r = trove("info", path)
@@ -150,7 +165,7 @@ def test_unknown_objects_read_and_convert_only_when_asked(trove, files, tmp_path
     doc, err = info(trove, src)
     assert err.count("\n") == 1 and "warning" in err and "Config" in err, err
     assert "config/extra" in [t["key"] for t in doc["tensors"]]
-    assert doc["values"]["config"]["object"].endswith("Config")
+    assert doc["values"]["config"]["$object"].endswith("Config")
     r = trove("cat", src, "config/extra", "--raw")
     assert r.code == 0 and r.out == ptfiles.tensor_bytes(want["config"].extra)
     assert trove("stats", src, "config/extra").code == 0
@@ -206,13 +221,13 @@ def test_dangerous_globals_refuse_the_file_by_name(trove, files, tmp_path):
     assert r.code == 0 and "posix.system" in r.errtext, r
     assert not os.path.exists(MARKER)
     r = trove("scan", path, "--json")
-    classes = {g["name"]: g["class"] for g in json.loads(r.out)["globals"]}
+    classes = {g["name"]: g["class"] for g in json.loads(r.out)["files"][0]["globals"]}
     assert classes["posix.system"] == "dangerous" and classes["torch._utils._rebuild_tensor_v2"] == "data"
 
 
 def test_scan_shows_the_class_of_each_global(trove, files):
     r = trove("scan", files["object"], "--json")
-    classes = {g["name"]: g["class"] for g in json.loads(r.out)["globals"]}
+    classes = {g["name"]: g["class"] for g in json.loads(r.out)["files"][0]["globals"]}
     assert classes["torch.optim.adam.Adam"] == "name"
     assert classes["realfiles.Config"] == "unknown"
     assert classes["realfiles.MyDict"] == "unknown"

@@ -220,7 +220,7 @@ def test_sharded_checkpoint_reads_as_one(trove, tmp_path, kind):
         assert r.code == 0, r
         info = json.loads(r.out)
         assert {t["key"] for t in info["tensors"]} == set(sd)
-        assert info["properties"]["shards"] == "2" and not info["warnings"]
+        assert info["properties"]["shards"] == 2 and not info["warnings"]
     assert trove("cat", tmp_path, "half", "--raw").out == raw(sd["half"])
     assert trove("verify", tmp_path).code == 0
     assert trove("convert", tmp_path, tmp_path / "whole.pt").code == 0

@@ -34,7 +34,7 @@ def scan(trove, *paths, extra=()):
     assert r.code < 128, f"killed by a signal: {r}"
     assert r.code in (0, 1), r
     j = json.loads(r.out)
-    return r, (j["files"] if "files" in j else [j])
+    return r, j["files"]
 
 
 def findings_text(reports):

@@ -276,7 +276,7 @@ def trove_view(path, permissive=True):
 def scan_report(path):
     p = subprocess.run([f"{BIN_DIR}/trove", "scan", "--json", str(path)], capture_output=True, timeout=60)
     assert p.returncode in (0, 1), (p.returncode, p.stderr)
-    return p.returncode, json.loads(p.stdout)
+    return p.returncode, json.loads(p.stdout)["files"][0]
 
 
 def pickle_globals(data):

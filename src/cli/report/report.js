@@ -30,11 +30,14 @@
     if (parent) parent.appendChild(e);
     return e;
   }
-  function num(v) {  // JSON numbers, or "NaN"/"Infinity"/"-Infinity" as trove writes non-finite ones
+  function num(v) {  // JSON numbers, or the tags trove writes for others (docs/json.md)
     if (typeof v === "number") return v;
-    if (v === "Infinity") return Infinity;
-    if (v === "-Infinity") return -Infinity;
-    if (v === "NaN") return NaN;
+    if (v !== null && typeof v === "object") {
+      if (v.$float === "inf") return Infinity;
+      if (v.$float === "-inf") return -Infinity;
+      if (v.$float === "nan") return NaN;
+      if (typeof v.$int === "string") return Number(v.$int);
+    }
     return null;
   }
   function fmt(v) {
@@ -355,15 +358,51 @@
   });
 
   // --- the value tree ---------------------------------------------------------------------------------
+  // Values come in trove's JSON encoding (docs/json.md): plain JSON where it is unambiguous, a
+  // one-member object tagged "$..." otherwise.
   function isTensor(v) {
-    return v !== null && typeof v === "object" && !Array.isArray(v) && v.tensor && typeof v.tensor === "object" &&
-           Object.keys(v).length === 1 && Array.isArray(v.tensor.shape);
+    return v !== null && typeof v === "object" && !Array.isArray(v) && v.$tensor && typeof v.$tensor === "object" &&
+           Array.isArray(v.$tensor.shape);
   }
   function leafText(v) {
     if (v === null) return "None";
+    if (v === true) return "True";
+    if (v === false) return "False";
     if (typeof v === "string") return JSON.stringify(v);
-    if (typeof v === "object") return JSON.stringify(v);
-    return String(v);
+    if (typeof v === "object" && !Array.isArray(v)) {
+      if ("$float" in v) return String(v.$float);
+      if ("$int" in v) return String(v.$int);
+      if ("$complex" in v) return "(" + leafText(v.$complex[0]) + "+" + leafText(v.$complex[1]) + "j)";
+      if ("$bytes" in v) return "b<" + ("$length" in v ? v.$length : Math.floor(v.$bytes.length * 3 / 4)) + " bytes>";
+      if ("$global" in v) return String(v.$global);
+      if ("$elided" in v) return "\u2026";
+    }
+    return JSON.stringify(v);
+  }
+  // A container's kind and children ({label, v}), or null for a leaf.
+  function containerOf(v) {
+    if (v === null || typeof v !== "object") return null;
+    var items = function (list, kind) {
+      return { kind: kind, children: list.map(function (x, i) { return { label: String(i), v: x }; }) };
+    };
+    if (Array.isArray(v)) return items(v, "list");
+    if (Array.isArray(v.$tuple)) return items(v.$tuple, "tuple");
+    if (Array.isArray(v.$set)) return items(v.$set, "set");
+    if (Array.isArray(v.$frozenset)) return items(v.$frozenset, "frozenset");
+    if (Array.isArray(v.$dict)) {
+      return { kind: v.$class || "dict", children: v.$dict.map(function (p) {
+        return Array.isArray(p) ? { label: leafText(p[0]), v: p[1] } : { label: "\u2026", v: p };
+      }) };
+    }
+    if (typeof v.$object === "string") {
+      var parts = [];
+      if ("$args" in v) parts.push({ label: "args", v: v.$args });
+      if ("$state" in v) parts.push({ label: "state", v: v.$state });
+      return { kind: v.$object, children: parts };
+    }
+    var keys = Object.keys(v);
+    if (keys.length && keys[0].charAt(0) === "$") return null;  // a tagged scalar
+    return { kind: "dict", children: keys.map(function (k) { return { label: k, v: v[k] }; }) };
   }
 
   part(function () {
@@ -380,24 +419,23 @@
       var label = f.label === null ? "" : f.label + ": ";
       if (isTensor(v)) {
         li.appendChild(el("span", "k", label));
-        li.appendChild(el("span", "t", "tensor " + v.tensor.dtype + shape(v.tensor.shape)));
+        li.appendChild(el("span", "t", "tensor " + v.$tensor.dtype + shape(v.$tensor.shape)));
         continue;
       }
-      if (v === null || typeof v !== "object") {
+      var c = containerOf(v);
+      if (c === null) {
         li.appendChild(el("span", "k", label));
         li.appendChild(el("span", null, leafText(v)));
         continue;
       }
-      var isArray = Array.isArray(v), keys = isArray ? null : Object.keys(v), n = isArray ? v.length : keys.length;
-      var children = [], tensors = 0;
+      var n = c.children.length, children = [], tensors = 0;
       for (var i = 0; i < n; i++) {
-        var child = isArray ? v[i] : v[keys[i]];
-        if (isTensor(child)) tensors++;
-        else children.push({ label: isArray ? String(i) : keys[i], v: child });
+        if (isTensor(c.children[i].v)) tensors++;
+        else children.push(c.children[i]);
       }
       var details = el("details"), summary = el("summary");
       summary.appendChild(el("span", "k", label));
-      summary.appendChild(el("span", "t", (isArray ? "list of " : "dict of ") + n + (tensors ? " (" + tensors + " tensors: see the table)" : "")));
+      summary.appendChild(el("span", "t", c.kind + " of " + n + (tensors ? " (" + tensors + " tensors: see the table)" : "")));
       details.appendChild(summary);
       details.open = f.depth < 3 && children.length <= 200;
       li.appendChild(details);

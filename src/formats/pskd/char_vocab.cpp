@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "formats/pskd/text_output.h"
 #include "formats/pskd/pskd_text.h"
 #include "formats/pskd/text_input.h"
 #include "trove/atomic_file.h"
@@ -131,7 +132,7 @@ CharVocabulary LoadCharVocabulary(const std::string& path) {
 // Output through a local buffer: AtomicFile::Write per token would dominate the encode loop.
 class BufferedOutput {
  public:
-  explicit BufferedOutput(AtomicFile& file) : file_(file) { buffer_.reserve(kFlushBytes + 64); }
+  explicit BufferedOutput(TextOutput& file) : file_(file) { buffer_.reserve(kFlushBytes + 64); }
   void Append(const char* p, size_t n) {
     buffer_.append(p, n);
     if (buffer_.size() >= kFlushBytes) Flush();
@@ -143,7 +144,7 @@ class BufferedOutput {
 
  private:
   static constexpr size_t kFlushBytes = size_t{1} << 20;
-  AtomicFile& file_;
+  TextOutput& file_;
   std::string buffer_;
 };
 
@@ -189,7 +190,7 @@ CharsResult WriteCharVocabulary(const std::string& input, const std::string& out
   }
   result.vocabulary = vocab.size();
   std::string text = vocab.dump(-1, ' ', false) + "\n";
-  AtomicFile out(output);
+  TextOutput out(output);
   out.Write(text.data(), text.size());
   out.Commit();
   return result;
@@ -208,7 +209,7 @@ EncodeResult EncodeText(const std::string& input, const std::string& vocab_path,
   for (uint32_t c = 0; c < 128; ++c) ascii_token[c] = c < vocab.token_of.size() ? vocab.token_of[c] : kNoToken;
 
   TextInput in(input, TextInput::Cut::kUtf8);
-  AtomicFile file(output);
+  TextOutput file(output);
   BufferedOutput out(file);
   EncodeResult result;
   result.vocabulary = vocab.size;

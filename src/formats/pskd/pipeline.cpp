@@ -6,6 +6,19 @@
 
 namespace trove::pskd {
 
+void Partition::Validate() const {
+  if (world_size == 0) Fail(ErrorCode::kUsage, "a world of 0 ranks");
+  if (rank >= world_size) {
+    Fail(ErrorCode::kUsage, "rank " + std::to_string(rank) + " of a world of " + std::to_string(world_size) +
+                                " (ranks are 0 to " + std::to_string(world_size - 1) + ")");
+  }
+  if (workers == 0) Fail(ErrorCode::kUsage, "0 loader workers");
+  if (worker >= workers) {
+    Fail(ErrorCode::kUsage, "worker " + std::to_string(worker) + " of " + std::to_string(workers) +
+                                " (workers are 0 to " + std::to_string(workers - 1) + ")");
+  }
+}
+
 Pipeline::Pipeline(uint64_t sample_count, PipelineSpec spec) : count_(sample_count), spec_(spec) {
   if (spec_.batch == 0) Fail(ErrorCode::kUsage, "batch(B = 0): a batch holds at least one sample");
 }
@@ -15,7 +28,24 @@ uint64_t Pipeline::batches_per_epoch() const {
   return spec_.take ? std::min(full, *spec_.take) : full;
 }
 
-std::vector<uint64_t> Pipeline::Order(uint64_t epoch) const {
+uint64_t Pipeline::batches_per_rank(uint64_t world_size) const {
+  if (world_size == 0) Fail(ErrorCode::kUsage, "a world of 0 ranks");
+  return batches_per_epoch() / world_size;
+}
+
+std::vector<uint64_t> Pipeline::BatchPositions(const Partition& part) const {
+  part.Validate();
+  const uint64_t per_rank = batches_per_rank(part.world_size);
+  std::vector<uint64_t> positions;
+  positions.reserve(per_rank / part.workers + 1);
+  // Rank r's j-th batch is the epoch's batch j*W + r; j*W + r < per_rank*W, which is at most the
+  // epoch's batches: no overflow.
+  for (uint64_t j = part.worker; j < per_rank; j += part.workers) positions.push_back(j * part.world_size + part.rank);
+  return positions;
+}
+
+std::vector<uint64_t> Pipeline::Order(uint64_t epoch, const Partition& part) const {
+  const std::vector<uint64_t> positions = BatchPositions(part);
   std::vector<uint64_t> order;
   if (spec_.shuffle_seed) {
     order = ShufflePermutation(count_, *spec_.shuffle_seed, epoch);
@@ -23,14 +53,22 @@ std::vector<uint64_t> Pipeline::Order(uint64_t epoch) const {
     order.resize(count_);
     for (uint64_t i = 0; i < count_; ++i) order[i] = i;
   }
-  order.resize(batches_per_epoch() * spec_.batch);
-  return order;
+  const uint64_t b = spec_.batch;
+  if (positions.size() == batches_per_epoch()) {  // the whole epoch: its batches in place
+    order.resize(positions.size() * b);
+    return order;
+  }
+  std::vector<uint64_t> share;
+  share.reserve(positions.size() * b);
+  for (uint64_t p : positions) share.insert(share.end(), order.begin() + static_cast<ptrdiff_t>(p * b),
+                                            order.begin() + static_cast<ptrdiff_t>((p + 1) * b));
+  return share;
 }
 
-std::vector<std::vector<uint64_t>> Pipeline::Batches(uint64_t epoch) const {
-  std::vector<uint64_t> order = Order(epoch);
+std::vector<std::vector<uint64_t>> Pipeline::Batches(uint64_t epoch, const Partition& part) const {
+  std::vector<uint64_t> order = Order(epoch, part);
   std::vector<std::vector<uint64_t>> batches;
-  batches.reserve(batches_per_epoch());
+  batches.reserve(order.size() / spec_.batch);
   for (uint64_t start = 0; start < order.size(); start += spec_.batch) {
     batches.emplace_back(order.begin() + static_cast<ptrdiff_t>(start),
                          order.begin() + static_cast<ptrdiff_t>(start + spec_.batch));
@@ -38,12 +76,13 @@ std::vector<std::vector<uint64_t>> Pipeline::Batches(uint64_t epoch) const {
   return batches;
 }
 
-BatchLoader::BatchLoader(const PskdFile& file, bool check_indices) : file_(&file), check_indices_(check_indices) {
-  file.RequireLayout();
-}
+BatchLoader::BatchLoader(const PskdFile& file, bool check_indices)
+    : data_(Dataset::Of(file)), check_indices_(check_indices) {}
+
+BatchLoader::BatchLoader(Dataset data, bool check_indices) : data_(std::move(data)), check_indices_(check_indices) {}
 
 void BatchLoader::Load(std::span<const uint64_t> indices, Batch& batch, std::span<const uint64_t> next) const {
-  const SampleType& type = file_->type();
+  const SampleType& type = data_.type();
   const uint64_t n = indices.size();
   for (const Leaf& leaf : type.leaves) {
     // A batch is held in memory: its size is bounded by the address space, not by a file claim.
@@ -65,15 +104,15 @@ void BatchLoader::Load(std::span<const uint64_t> indices, Batch& batch, std::spa
   const uint64_t prefetch_bytes = std::min(sample_bytes, kPrefetchLines * kCacheLine);
   auto prefetch = [&](uint64_t position) {
     const uint64_t index = position < n ? indices[position] : next[position - n];
-    if (index >= file_->count()) return;  // reported when it is loaded
-    const uint8_t* p = file_->Sample(index).data();
+    if (index >= data_.count()) return;  // reported when it is loaded
+    const uint8_t* p = data_.Sample(index).data();
     for (uint64_t at = 0; at < prefetch_bytes; at += kCacheLine) __builtin_prefetch(p + at);
   };
   const uint64_t prefetchable = n + std::min<uint64_t>(next.size(), kPrefetchAhead);
   for (uint64_t b = 0; b < std::min(n, kPrefetchAhead); ++b) prefetch(b);
   for (uint64_t b = 0; b < n; ++b) {
     if (b + kPrefetchAhead < prefetchable) prefetch(b + kPrefetchAhead);
-    const uint8_t* sample = file_->Sample(indices[b]).data();
+    const uint8_t* sample = data_.Sample(indices[b]).data();
     for (size_t k = 0; k < type.leaves.size(); ++k) {
       const Leaf& leaf = type.leaves[k];
       if (leaf.bytes != 0) std::memcpy(batch.leaves[k].data() + b * leaf.bytes, sample + leaf.offset, leaf.bytes);
@@ -84,12 +123,12 @@ void BatchLoader::Load(std::span<const uint64_t> indices, Batch& batch, std::spa
   for (size_t k = 0; k < type.leaves.size(); ++k) {
     const Leaf& leaf = type.leaves[k];
     if (leaf.kind != LeafKind::kIndex || MaxIndex(leaf, batch.leaves[k].data(), n * leaf.elements) < leaf.bound) continue;
-    for (uint64_t b = 0; b < n; ++b) file_->CheckIndices(indices[b]);
+    for (uint64_t b = 0; b < n; ++b) data_.CheckIndices(indices[b]);
   }
 }
 
 TensorView BatchLoader::LeafTensor(const Batch& batch, size_t leaf_index) const {
-  const Leaf& leaf = file_->type().leaves.at(leaf_index);
+  const Leaf& leaf = data_.type().leaves.at(leaf_index);
   TensorView view;
   view.dtype = leaf.dtype();
   view.shape.push_back(static_cast<int64_t>(batch.size));

@@ -79,11 +79,11 @@ Document ReadPskd(std::shared_ptr<MappedFile> file, const ReadOptions& /*options
   std::string encodings;
   for (size_t k = 0; k < type.leaves.size(); ++k) {
     if (k > 0) encodings += ", ";
-    encodings += pskd::EncodingName(type.leaves[k].encoding);
+    encodings += pskd::LeafStorageName(type.leaves[k]);
   }
   doc.properties = {{"type", type.text},
-                    {"count", std::to_string(pskd.count())},
-                    {"version", std::to_string(pskd.header().version)},
+                    {"count", PropertyValue::Integer(static_cast<int64_t>(pskd.count()))},
+                    {"version", PropertyValue::Integer(pskd.header().version)},
                     {"encodings", encodings}};
   ContainerRecord header;
   header.name = "header";

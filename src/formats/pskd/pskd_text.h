@@ -51,11 +51,13 @@ bool PackLine(std::string_view line, uint64_t line_number, SampleEncoder& encode
 uint64_t PackFile(const std::string& input, const SampleType& type, const std::string& output);
 
 // A sample as text: tuples "(a, b)", tensors nested lists "[1, 2]", scalars bare, reals in
-// shortest round-trip form ("0.5", "1.0", "NaN", "Infinity"). Json: tuples become lists too.
+// shortest round-trip form at the leaf's precision ("0.5", "1.0", "nan", "inf";
+// core/float_text.h). Json (export's form): tuples become lists too, reals at double precision,
+// non-finite ones as Python's json writes them (NaN, Infinity, -Infinity).
 // Leaves of more than max_leaf_elements elements print as "<N elements>" (0: no limit).
 void AppendSampleText(const SampleType& type, std::span<const uint8_t> sample, bool json, uint64_t max_leaf_elements,
                       std::string& out);
-void AppendReal(double value, std::string& out);
+void AppendReal(double value, std::string& out);  // export's JSON form
 
 // `export`: every sample as one JSON array. Returns the sample count.
 uint64_t ExportJson(const PskdFile& file, const std::string& output);

@@ -2,33 +2,41 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/float_text.h"
 #include "formats/pskd/pskd_text.h"
+#include "formats/pskd/text_output.h"
 #include "trove/atomic_file.h"
 
 namespace trove::pskd {
 namespace {
 
-void AppendElement(const Leaf& leaf, const uint8_t* p, std::string& out) {
+// Text at the leaf's precision (core/float_text.h: an f32 or bf16 leaf as the float32 it is);
+// export's JSON at the double's, which is what its readers hold.
+void AppendElement(const Leaf& leaf, const uint8_t* p, bool json, std::string& out) {
   if (leaf.kind == LeafKind::kIndex) {
     char buf[24];
     auto r = std::to_chars(buf, buf + sizeof buf, LoadIndex(p, leaf.element_bytes));
     out.append(buf, r.ptr);
-  } else {
+  } else if (json) {
     AppendReal(LoadReal(p, leaf.encoding), out);
+  } else if (leaf.encoding == Encoding::kF64) {
+    AppendFloatText(LoadReal(p, leaf.encoding), out);
+  } else {
+    AppendFloatText(static_cast<float>(LoadReal(p, leaf.encoding)), out);
   }
 }
 
 // Elements [*element, ...) of dims[axis...] as nested lists.
-void AppendTensor(const Leaf& leaf, const uint8_t* base, size_t axis, uint64_t& element, std::string& out) {
+void AppendTensor(const Leaf& leaf, const uint8_t* base, size_t axis, bool json, uint64_t& element, std::string& out) {
   if (axis == leaf.dims.size()) {
-    AppendElement(leaf, base + element * leaf.element_bytes, out);
+    AppendElement(leaf, base + element * leaf.element_bytes, json, out);
     ++element;
     return;
   }
   out += '[';
   for (uint64_t i = 0; i < leaf.dims[axis].size; ++i) {
     if (i > 0) out += ", ";
-    AppendTensor(leaf, base, axis + 1, element, out);
+    AppendTensor(leaf, base, axis + 1, json, element, out);
   }
   out += ']';
 }
@@ -52,7 +60,7 @@ void AppendNode(const SampleType& type, uint32_t node, std::span<const uint8_t> 
     return;
   }
   uint64_t element = 0;
-  AppendTensor(leaf, sample.data() + leaf.offset, 0, element, out);
+  AppendTensor(leaf, sample.data() + leaf.offset, 0, json, element, out);
 }
 
 bool SameLayout(const SampleType& a, const SampleType& b) {
@@ -74,6 +82,7 @@ bool SameLayout(const SampleType& a, const SampleType& b) {
 }  // namespace
 
 void AppendReal(double value, std::string& out) {
+  // export's files are read with Python's json module, which reads these three words.
   if (std::isnan(value)) {
     out += "NaN";
     return;
@@ -82,12 +91,7 @@ void AppendReal(double value, std::string& out) {
     out += value < 0 ? "-Infinity" : "Infinity";
     return;
   }
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, value);
-  std::string_view text(buf, static_cast<size_t>(r.ptr - buf));
-  out += text;
-  // A real reads as a real: "1.0", not "1" (the form of an index).
-  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+  AppendFloatText(value, out);  // "1.0", not "1" (the form of an index)
 }
 
 void AppendSampleText(const SampleType& type, std::span<const uint8_t> sample, bool json, uint64_t max_leaf_elements,
@@ -97,7 +101,7 @@ void AppendSampleText(const SampleType& type, std::span<const uint8_t> sample, b
 
 uint64_t ExportJson(const PskdFile& file, const std::string& output) {
   file.RequireLayout();
-  AtomicFile out(output);
+  TextOutput out(output);
   std::string text = "[";
   // Flushed at this size so that memory stays bounded whatever the file's size.
   constexpr size_t kFlushBytes = size_t{1} << 20;

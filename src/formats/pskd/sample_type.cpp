@@ -8,6 +8,7 @@ namespace trove::pskd {
 namespace {
 
 constexpr std::string_view kRealSign = "\xE2\x84\x9D";  // ℝ in UTF-8
+constexpr std::string_view kEllipsisSign = "\xE2\x80\xA6";  // … in UTF-8, as the spec writes an open prefix
 
 bool IsIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
@@ -78,7 +79,7 @@ class TypeParser {
     pos_ += w.size();
     return w;
   }
-  bool AtEllipsis() const { return text_.substr(pos_, 3) == "..."; }
+  bool AtEllipsis() const { return text_.substr(pos_, 3) == "..." || text_.substr(pos_, kEllipsisSign.size()) == kEllipsisSign; }
 
   uint64_t ParseLiteral(std::string_view what) {
     SkipSpace();
@@ -165,6 +166,16 @@ class TypeParser {
     }
     if (AtEllipsis()) Fail("an open prefix '...' is not a closed data type");
     std::string_view word = PeekWord();
+    // ℝ's ASCII spellings, for keyboards and shells without it.
+    if (word == "R" || word == "real") {
+      ConsumeWord();
+      ascii_spelled_ = true;
+      Leaf leaf;
+      leaf.kind = LeafKind::kReal;
+      leaf.dims = ParseDims();
+      AddLeaf(node, std::move(leaf));
+      return;
+    }
     if (word == "idx") {
       ConsumeWord();
       Expect('[');
@@ -196,6 +207,9 @@ class TypeParser {
   std::string_view text_;
   size_t pos_ = 0;
   SampleType* type_ = nullptr;
+
+ public:
+  bool ascii_spelled_ = false;  // some real leaf was written R or real
 };
 
 void AppendNodeText(const SampleType& type, uint32_t node, std::string& out) {
@@ -229,6 +243,16 @@ std::optional<Encoding> EncodingFromName(std::string_view name) {
   if (name == "f32") return Encoding::kF32;
   if (name == "bf16") return Encoding::kBF16;
   return std::nullopt;
+}
+
+std::string_view LeafStorageName(const Leaf& leaf) {
+  if (leaf.kind == LeafKind::kReal) return EncodingName(leaf.encoding);
+  switch (leaf.element_bytes) {
+    case 1: return "u8";
+    case 2: return "u16";
+    case 4: return "u32";
+    default: return "u64";
+  }
 }
 
 uint32_t IndexElementBytes(uint64_t bound) {
@@ -340,5 +364,12 @@ std::string SampleType::CanonicalText() const {
 }
 
 SampleType ParseSampleType(std::string_view text) { return TypeParser(text).Parse(); }
+
+SampleType ParseSampleTypeArgument(std::string_view text) {
+  TypeParser parser(text);
+  SampleType type = parser.Parse();
+  if (parser.ascii_spelled_) type.text = type.CanonicalText();
+  return type;
+}
 
 }  // namespace trove::pskd

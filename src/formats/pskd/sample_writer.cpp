@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/float_text.h"
 #include "core/little_endian.h"
 #include "trove/atomic_file.h"
 #include "trove/pskd.h"
@@ -9,11 +10,7 @@
 namespace trove::pskd {
 namespace {
 
-std::string RealText(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+std::string RealText(double v) { return FloatText(v); }
 
 }  // namespace
 

@@ -184,7 +184,7 @@ void ScanPolyglot(CheckReport& report, const std::shared_ptr<MappedFile>& file, 
                          {Severity::kHigh, "", first == UINT64_MAX ? prefix : prefix + first,
                           "polyglot: the file is also a zip archive (" + std::to_string(entries) +
                               " entries) that zip readers see instead of what its first bytes say",
-                          {}});
+                          {}, {}});
 }
 
 // A pre-0.4 tar checkpoint. torch.load tries Python's tarfile on every file that is not a zip

@@ -113,17 +113,18 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
     }
   }
   ByteOrder order = ByteOrder::kLittle;
-  std::string byteorder_text = "little (assumed: no byteorder record)";
-  if (auto bo = text_record("byteorder")) {
+  // torch.save writes no byteorder record before torch 1.10; torch then reads little-endian.
+  const auto bo = text_record("byteorder");
+  if (bo) {
     if (*bo == "little") order = ByteOrder::kLittle;
     else if (*bo == "big") order = ByteOrder::kBig;
     else Fail(ErrorCode::kCorrupt, "record '" + prefix + "/byteorder' is '" + *bo + "', expected 'little' or 'big'");
-    byteorder_text = *bo;
   }
-  doc.properties.emplace_back("byteorder", byteorder_text);
-  if (auto fv = text_record(".format_version")) doc.properties.emplace_back("format_version", *fv);
-  if (auto sa = text_record(".storage_alignment")) doc.properties.emplace_back("storage_alignment", *sa);
-  doc.properties.emplace_back("version", *version);
+  doc.properties.emplace_back("byteorder", order == ByteOrder::kBig ? "big" : "little");
+  doc.properties.emplace_back("byteorder_assumed", PropertyValue::Boolean(!bo));
+  if (auto fv = text_record(".format_version")) doc.properties.emplace_back("format_version", PropertyValue::IntegerOrText(*fv));
+  if (auto sa = text_record(".storage_alignment")) doc.properties.emplace_back("storage_alignment", PropertyValue::IntegerOrText(*sa));
+  doc.properties.emplace_back("version", PropertyValue::IntegerOrText(*version));
   if (auto id = text_record(".data/serialization_id")) doc.properties.emplace_back("serialization_id", *id);
 
   TorchResolver resolver(options.pickle_policy);
@@ -131,7 +132,7 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
   SharedBytes pickle = WithEntry(pkl->name, [&] { return zip.Read(*pkl); });
   Unpickler unpickler(pickle.data(), pickle.size(), *doc.arena, resolver);
   doc.root = WithEntry(pkl->name, [&] { return unpickler.Load(); });
-  doc.properties.emplace_back("pickle_protocol", std::to_string(unpickler.protocol()));
+  doc.properties.emplace_back("pickle_protocol", PropertyValue::Integer(unpickler.protocol()));
   if (unpickler.consumed() != pickle.size()) {
     doc.warnings.push_back(pkl->name + ": " + std::to_string(pickle.size() - unpickler.consumed()) +
                            " bytes after the pickle's STOP are ignored");
@@ -177,7 +178,9 @@ Document ReadLegacyPt(std::shared_ptr<MappedFile> file, const ReadOptions& optio
   }
   uint64_t sys_info_offset = offset;
   Value* sys_info = LoadPickleAt(*file, offset, *doc.arena, plain);
-  if (const Value* le = sys_info->Find("little_endian"); le && le->kind == ValueKind::kBool && !le->boolean) {
+  const Value* le = sys_info->Find("little_endian");
+  const bool recorded_little = le && le->kind == ValueKind::kBool && le->boolean;
+  if (le && le->kind == ValueKind::kBool && !le->boolean) {
     doc.warnings.push_back("sys_info says the writer was big-endian; torch reads these files as little-endian too");
   }
   doc.records.push_back({"pickle: magic, protocol, sys_info", 0, sys_info_offset, sys_info_offset, "pickle", 0});
@@ -192,8 +195,9 @@ Document ReadLegacyPt(std::shared_ptr<MappedFile> file, const ReadOptions& optio
   doc.records.push_back({"pickle: storage keys", keys_offset, offset - keys_offset, offset - keys_offset, "pickle", 0});
   if (keys->kind != ValueKind::kList) Fail(ErrorCode::kCorrupt, "storage key list is not a list");
   doc.properties.emplace_back("byteorder", "little");
-  doc.properties.emplace_back("version", "1001");
-  doc.properties.emplace_back("pickle_protocol", std::to_string(protocol));
+  doc.properties.emplace_back("byteorder_assumed", PropertyValue::Boolean(!recorded_little));
+  doc.properties.emplace_back("version", PropertyValue::Integer(kLegacyProtocolVersion));
+  doc.properties.emplace_back("pickle_protocol", PropertyValue::Integer(protocol));
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < resolver.storages().size(); ++i) index.emplace(resolver.storages()[i].key, i);
   ByteReader reader(file->data(), file->size());

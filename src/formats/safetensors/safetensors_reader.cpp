@@ -253,8 +253,8 @@ Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& /*
   }
   doc.root = root;
   doc.tensors = CollectTensors(root);
-  doc.properties.emplace_back("tensors", std::to_string(handler.tensors.size()));
-  doc.properties.emplace_back("header bytes", std::to_string(n));
+  doc.properties.emplace_back("tensors", PropertyValue::Integer(static_cast<int64_t>(handler.tensors.size())));
+  doc.properties.emplace_back("header bytes", PropertyValue::Integer(static_cast<int64_t>(n)));
   std::sort(handler.metadata.begin(), handler.metadata.end());
   for (auto& [k, v] : handler.metadata) doc.properties.emplace_back("metadata." + k, v);
   ContainerRecord head;

@@ -171,8 +171,8 @@ Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions&
   doc.format = "sharded " + (kind.empty() ? std::string("checkpoint") : kind);
   doc.root = root;
   doc.tensors = CollectTensors(root);
-  doc.properties.emplace_back("shards", std::to_string(listed.size()));
-  doc.properties.emplace_back("tensors", std::to_string(seen.size()));
+  doc.properties.emplace_back("shards", PropertyValue::Integer(static_cast<int64_t>(listed.size())));
+  doc.properties.emplace_back("tensors", PropertyValue::Integer(static_cast<int64_t>(seen.size())));
   if (index.contains("metadata") && index["metadata"].is_object()) {
     for (const auto& [k, v] : index["metadata"].items()) {
       doc.properties.emplace_back("metadata." + k, v.is_string() ? v.get<std::string>() : v.dump());

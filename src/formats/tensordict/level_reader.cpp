@@ -416,7 +416,7 @@ class LevelReader {
     }
     std::vector<int64_t> dims;
     for (const auto& d : shape) {
-      if (d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(INT64_MAX))
+      if ((d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(INT64_MAX)) || d.is_binary())
         Fail(ErrorCode::kCorrupt, what + " has a size beyond 64 bits");
       if (!d.is_number_integer()) Fail(ErrorCode::kCorrupt, what + " holds " + d.dump() + ", not an integer");
       int64_t v = d.get<int64_t>();

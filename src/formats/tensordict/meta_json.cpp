@@ -62,7 +62,18 @@ class MetaJsonBuilder {
   bool boolean(bool b) { return Add(Json(b)); }
   bool number_integer(Json::number_integer_t n) { return Add(Json(n)); }
   bool number_unsigned(Json::number_unsigned_t n) { return Add(Json(n)); }
-  bool number_float(Json::number_float_t d, const Json::string_t&) { return Add(Json(d)); }
+  // nlohmann reads an integer beyond 64 bits as a double; Python's json reads it exactly, and so
+  // do we: its digits travel as a binary value of subtype kBigIntSubtype (the parser makes no
+  // binary values of its own).
+  bool number_float(Json::number_float_t d, const Json::string_t& token) {
+    if (token.find_first_of(".eE") != std::string::npos) return Add(Json(d));
+    const size_t digits = token.size() - (token[0] == '-' ? 1 : 0);
+    if (digits > kMaxMetaJsonIntDigits) {
+      Fail(ErrorCode::kLimit, name_ + ": an integer of " + std::to_string(digits) + " digits, more than " +
+                                  std::to_string(kMaxMetaJsonIntDigits) + " (kMaxMetaJsonIntDigits)");
+    }
+    return Add(BigIntJson(token));
+  }
   bool string(Json::string_t& text) { return Add(Json(std::move(text))); }
   bool binary(Json::binary_t& b) { return Add(Json::binary(std::move(b))); }
   bool start_object(std::size_t) { return Open(Json(Json::value_t::object)); }
@@ -75,6 +86,10 @@ class MetaJsonBuilder {
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) {
+    if (e.id == 406) {  // number overflow: beyond a double, so beyond kMaxMetaJsonIntDigits as an integer
+      Fail(ErrorCode::kLimit, name_ + ": a number beyond a double's range (integers are read exactly up to " +
+                                  std::to_string(kMaxMetaJsonIntDigits) + " digits, kMaxMetaJsonIntDigits)");
+    }
     // nlohmann's message names the byte position and the token ("syntax error while parsing ...").
     Fail(ErrorCode::kCorrupt, name_ + ": malformed JSON: " + e.what());
   }
@@ -166,6 +181,12 @@ Value* JsonToValue(const Json& root, ValueArena& arena) {
         break;
       }
       case Json::value_t::number_float: v = arena.Float(j.get<double>()); break;
+      case Json::value_t::binary: {
+        const std::string text = BigIntText(j);
+        const bool negative = text[0] == '-';
+        v = arena.IntFromDecimal(std::string_view(text).substr(negative ? 1 : 0), negative);
+        break;
+      }
       case Json::value_t::string: v = arena.Str(j.get<std::string>()); break;
       case Json::value_t::array: {
         v = arena.List();
@@ -185,7 +206,7 @@ Value* JsonToValue(const Json& root, ValueArena& arena) {
         }
         break;
       }
-      default: v = arena.None(); break;  // binary / discarded: never produced by the parser
+      default: v = arena.None(); break;  // discarded: never produced by the parser
     }
     *p.slot = v;
   }
@@ -216,7 +237,14 @@ class JsonOfValue {
       case ValueKind::kNone: return nullptr;
       case ValueKind::kBool: return value.boolean;
       case ValueKind::kInt:
-        if (value.is_big_int()) Refuse("an int beyond 64 bits (" + value.IntToString() + ")");
+        if (value.is_big_int()) {
+          const std::string digits = value.IntToString();
+          if (digits.size() - (digits[0] == '-') > kMaxMetaJsonIntDigits) {
+            Refuse("an int of " + std::to_string(digits.size()) + " digits, more than trove reads back (" +
+                   std::to_string(kMaxMetaJsonIntDigits) + ", kMaxMetaJsonIntDigits),");
+          }
+          return BigIntJson(digits);
+        }
         return value.integer;
       case ValueKind::kFloat:
         if (!std::isfinite(value.real)) Refuse("a non-finite float");
@@ -275,9 +303,68 @@ bool JsonCanHold(const Value& value) {
   }
 }
 
+namespace {
+
+// nlohmann's compact form, with big ints written as their digits. Depth is bounded by
+// kMaxMetaJsonDepth (the parser and ValueToJson refuse deeper values).
+void DumpWithBigInts(const Json& json, std::string& out) {
+  switch (json.type()) {
+    case Json::value_t::binary: out += BigIntText(json); return;
+    case Json::value_t::array: {
+      out += '[';
+      for (size_t i = 0; i < json.size(); ++i) {
+        if (i) out += ',';
+        DumpWithBigInts(json[i], out);
+      }
+      out += ']';
+      return;
+    }
+    case Json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (auto it = json.begin(); it != json.end(); ++it) {
+        if (!first) out += ',';
+        first = false;
+        out += Json(it.key()).dump();
+        out += ':';
+        DumpWithBigInts(*it, out);
+      }
+      out += '}';
+      return;
+    }
+    default: out += json.dump();
+  }
+}
+
+bool HoldsBigInt(const Json& json) {
+  if (json.is_binary()) return true;
+  if (json.is_array() || json.is_object()) {
+    for (const auto& child : json)
+      if (HoldsBigInt(child)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Json BigIntJson(std::string_view decimal) {
+  return Json::binary(std::vector<uint8_t>(decimal.begin(), decimal.end()), kBigIntSubtype);
+}
+
+std::string BigIntText(const Json& json) {
+  const auto& bytes = json.get_binary();
+  if (!bytes.has_subtype() || bytes.subtype() != kBigIntSubtype || bytes.empty()) {
+    Fail(ErrorCode::kUnsupported, "a binary JSON value that is not a big int");
+  }
+  return std::string(bytes.begin(), bytes.end());
+}
+
 std::string DumpCompact(const Json& json) {
   try {
-    return json.dump();
+    if (!HoldsBigInt(json)) return json.dump();
+    std::string out;
+    DumpWithBigInts(json, out);
+    return out;
   } catch (const nlohmann::json::exception& e) {
     Fail(ErrorCode::kUnsupported, std::string("cannot write JSON: ") + e.what());
   }

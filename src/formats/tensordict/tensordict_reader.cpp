@@ -12,10 +12,10 @@ namespace trove {
 namespace {
 
 void AddTreeProperties(Document& doc, const tensordict::TreeStats& stats) {
-  doc.properties.emplace_back("format_version", std::to_string(stats.root_format_version));
+  doc.properties.emplace_back("format_version", PropertyValue::Integer(static_cast<int64_t>(stats.root_format_version)));
   doc.properties.emplace_back("class", stats.root_class);
-  doc.properties.emplace_back("leaves", std::to_string(stats.leaves));
-  doc.properties.emplace_back("levels", std::to_string(stats.levels));
+  doc.properties.emplace_back("leaves", PropertyValue::Integer(static_cast<int64_t>(stats.leaves)));
+  doc.properties.emplace_back("levels", PropertyValue::Integer(static_cast<int64_t>(stats.levels)));
 }
 
 // fn() with `path` noted as the file of any error it throws, whose text names it already.
@@ -61,8 +61,8 @@ Document ReadTdzFromZip(std::shared_ptr<const ZipReader> zip, const std::string&
   doc.records = std::move(source->records());
   doc.tensors = CollectTensors(doc.root);
   AddTreeProperties(doc, stats);
-  doc.properties.emplace_back("leaves_in_place", std::to_string(stats.leaves - stats.copied_leaves));
-  doc.properties.emplace_back("leaves_copied", std::to_string(stats.copied_leaves));
+  doc.properties.emplace_back("leaves_in_place", PropertyValue::Integer(static_cast<int64_t>(stats.leaves - stats.copied_leaves)));
+  doc.properties.emplace_back("leaves_copied", PropertyValue::Integer(static_cast<int64_t>(stats.copied_leaves)));
   for (const auto& a : zip->anomalies()) doc.warnings.push_back((a.entry.empty() ? "" : a.entry + ": ") + a.message);
   return doc;
 }

@@ -18,6 +18,8 @@ the file share memory, and writing into one changes this process's copy only, ne
 Big-endian, compressed (.tdz) and otherwise encoded storages are copied once per storage.
 If another program truncates the file while its tensors are alive, reading past the new end gives
 zeros and raises trove.IoError ("...: changed while being read") instead of killing the process.
+trove.data is the .psk.d training pipeline: batches as `presk data batches` forms them, split among
+the ranks of a torch.distributed run and their loader workers (trove.data.TorchDataset).
 See docs/python.md.
 """
 
@@ -34,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from . import _trove
 
 __all__ = [
-    "open", "load", "save", "verify", "scan", "convert", "diff", "stats",
+    "open", "load", "save", "verify", "scan", "convert", "diff", "stats", "data",
     "File", "Slice", "TensorRef", "Global", "Object", "Report", "Finding", "DiffReport",
     "Error", "UsageError", "IoError", "NotFoundError", "CorruptError", "RefusedError",
     "UnsupportedError", "LimitError", "UnknownObjectsWarning",
@@ -509,29 +511,53 @@ def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool =
 
 
 def _move(tree: Any, map_location: Any) -> Any:
+    """torch.load's map_location, applied per storage as torch applies it: a callable gets each
+    storage (untyped) and the location it was saved at ("cpu": every storage trove reads is on the
+    CPU) and returns the storage to use, or None to keep it; a dict maps location names; a str or
+    device is the target. Tensors that shared a storage share the moved one."""
     torch = _pt()
-    if isinstance(map_location, dict):
-        target = map_location.get("cpu", "cpu")
-    elif callable(map_location):
-        return tree  # a callable gets (storage, location): every storage trove reads is on the CPU already
+    if callable(map_location) and not isinstance(map_location, (str, torch.device)):
+        def place(storage):
+            moved = map_location(storage, "cpu")
+            return storage if moved is None else moved
     else:
-        target = map_location
-    device = torch.device(target)
-    if device.type == "cpu":
-        return tree
+        target = map_location.get("cpu", "cpu") if isinstance(map_location, dict) else map_location
+        device = torch.device(target)
+        if device.type == "cpu":
+            return tree
+
+        def place(storage):
+            whole = torch.empty(0, dtype=torch.uint8).set_(
+                torch.storage.TypedStorage(wrap_storage=storage, dtype=torch.uint8))
+            return whole.to(device).storage().untyped()
     memo: dict = {}
+    storages: dict = {}
+
+    def moved_tensor(t):
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
+        key = (storage.data_ptr(), storage.nbytes(), str(storage.device))
+        if key not in storages:
+            storages[key] = place(storage)
+        target = storages[key]
+        out = torch.empty(0, dtype=t.dtype, device=target.device).set_(
+            torch.storage.TypedStorage(wrap_storage=target, dtype=t.dtype), t.storage_offset(), t.size(), t.stride())
+        if t.requires_grad:
+            out.requires_grad_(True)
+        if isinstance(t, torch.nn.Parameter):
+            out = torch.nn.Parameter(out, requires_grad=t.requires_grad)
+        return out
 
     def walk(o: Any) -> Any:
         if id(o) in memo:
             return memo[id(o)]
         if isinstance(o, torch.Tensor):
-            out = o.to(device)
-            if isinstance(o, torch.nn.Parameter):
-                out = torch.nn.Parameter(out, requires_grad=o.requires_grad)
+            out = moved_tensor(o)
         elif isinstance(o, dict):
             out = type(o)()
             for k, v in o.items():
                 out[k] = walk(v)
+            if hasattr(o, "_metadata"):
+                out._metadata = o._metadata
         elif isinstance(o, list):
             out = [walk(v) for v in o]
         elif isinstance(o, tuple):
@@ -642,7 +668,8 @@ def _to_specs(obj: Any) -> tuple:
 
 def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force: bool = False,  # noqa: A002
          progress: Optional[Callable[[int, int], Any]] = None, note: Optional[Callable[[str], Any]] = None,
-         compression: Optional[str] = None, metadata: Optional[dict[str, str]] = None) -> None:
+         compression: Optional[str] = None, metadata: Optional[dict[str, str]] = None,
+         max_shard_size: Optional[int | str] = None) -> None:
     """Writes nested dicts/lists/tuples of torch tensors, numpy arrays and plain values.
 
     format: "pt", "safetensors", "tensordict", "tdz" or "pskd"; None: from the name (.pt .pth .bin
@@ -656,10 +683,13 @@ def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force:
     call is (total, total)); note(text): the writer's remarks. Either may be called from another
     thread; an exception either raises abandons the write (nothing appears at `path`) and is
     raised here. compression: the .tdz payloads' method ("stored", "deflate", "bzip2", "lzma").
-    metadata: a .safetensors file's "__metadata__" (str to str).
+    metadata: a .safetensors file's "__metadata__" (str to str). max_shard_size: bytes or "5GB"
+    (with format "safetensors" or "pt"): `path` is a directory of shards and their index, named and
+    filled as the Hugging Face tools do.
     """
     tree, keep = _to_specs(obj)
-    _trove._save(tree, os.fspath(path), format or "", _TensorSpec, force, progress, note, compression or "", metadata)
+    _trove._save(tree, os.fspath(path), format or "", _TensorSpec, force, progress, note, compression or "", metadata,
+                 max_shard_size)
     del keep
 
 
@@ -667,12 +697,14 @@ def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force:
 
 class Finding:
     """One finding of verify or scan: severity ("info", "medium", "high", "critical"), the entry
-    inside the container, the byte offset, the message and the key path involved (or "")."""
+    inside the container, the byte offset, the message, the key path involved (or "") and, for a
+    call the pickle asks for, that call with its arguments in Python-like text (or "")."""
 
-    __slots__ = ("severity", "entry", "offset", "message", "key")
+    __slots__ = ("severity", "entry", "offset", "message", "key", "call")
 
-    def __init__(self, severity: str, entry: str, offset: int, message: str, key: str) -> None:
+    def __init__(self, severity: str, entry: str, offset: int, message: str, key: str, call: str = "") -> None:
         self.severity, self.entry, self.offset, self.message, self.key = severity, entry, offset, message, key
+        self.call = call
 
     def __repr__(self) -> str:
         where = f"{self.entry} @ {self.offset}: " if self.entry else ""
@@ -687,6 +719,7 @@ class Report:
         self.format: str = d["format"]
         self.entries_checked: int = d["entries_checked"]
         self.bytes_checked: int = d["bytes_checked"]
+        self.bytes_without_checksum: int = d["bytes_without_checksum"]
         self.findings: list = [Finding(**f) for f in d["findings"]]
         self.globals: list = d["globals"]
 
@@ -767,3 +800,8 @@ def stats(path: str | os.PathLike, keys: Optional[Iterable[str] | str] = None, t
         keys = [keys]
     out, _skipped = _trove._stats(os.fspath(path), list(keys or []), threads)
     return out
+
+
+# --- the data pipeline (trove.data: needs the names above) --------------------------------------
+
+from . import data  # noqa: E402

@@ -2,6 +2,8 @@
 import os
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
+from . import data as data
+
 _Path = Union[str, os.PathLike[str]]
 
 class UnknownObjectsWarning(UserWarning): ...
@@ -75,12 +77,14 @@ class Finding:
     offset: int
     message: str
     key: str
+    call: str
 
 class Report:
     path: str
     format: str
     entries_checked: int
     bytes_checked: int
+    bytes_without_checksum: int
     findings: list[Finding]
     globals: list[dict[str, Any]]
     @property
@@ -99,7 +103,8 @@ def load(path: _Path, map_location: Any = ..., weights_only: bool = ..., framewo
          strict: bool = ...) -> Any: ...
 def save(obj: Any, path: _Path, format: Optional[str] = ..., force: bool = ...,
          progress: Optional[Callable[[int, int], Any]] = ..., note: Optional[Callable[[str], Any]] = ...,
-         compression: Optional[str] = ..., metadata: Optional[dict[str, str]] = ...) -> None: ...
+         compression: Optional[str] = ..., metadata: Optional[dict[str, str]] = ...,
+         max_shard_size: Optional[int | str] = ...) -> None: ...
 def verify(path: _Path) -> Report: ...
 def scan(path: _Path) -> Report: ...
 def convert(src: _Path, dst: _Path, to: Optional[str] = ..., keys: Optional[Union[Iterable[str], str]] = ...,

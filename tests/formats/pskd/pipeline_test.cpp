@@ -1,5 +1,7 @@
 // The pipeline: ChaCha20 against RFC 8439, the shuffle against hand-computed permutations, and
 // batch/take over sample indices.
+#include <algorithm>
+
 #include "pskd_test_support.h"
 #include "trove/pipeline.h"
 
@@ -104,6 +106,72 @@ TEST(PipelineTest, BatchDropsTheIncompleteGroupAndTakeLimits) {
   Pipeline empty(2, {std::nullopt, 3, std::nullopt});
   EXPECT_TRUE(empty.Batches(0).empty());
   EXPECT_THROW(Pipeline(10, {std::nullopt, 0, std::nullopt}), Error);
+}
+
+// 10 batches of 3 over 4 ranks: rank r reads the epoch's batches r, r + 4; batches 8 and 9 go to
+// no rank. The ranks' shares are disjoint, cover the epoch minus its last 10 mod 4 batches, and at
+// step s the ranks read batches 4s .. 4s + 3 together.
+TEST(PartitionTest, BatchIToRankIModWorldSizeRemainderDropped) {
+  Pipeline p(31, {5, 3, std::nullopt});
+  const auto all = p.Batches(2);
+  ASSERT_EQ(all.size(), 10u);
+  EXPECT_EQ(p.Batches(2, {0, 1, 0, 1}), all);  // W = 1: today's batches
+  EXPECT_EQ(p.Order(2, {0, 1, 0, 1}), p.Order(2));
+  EXPECT_EQ(p.batches_per_rank(4), 2u);
+  std::vector<uint64_t> seen;
+  for (uint64_t r = 0; r < 4; ++r) {
+    const auto mine = p.Batches(2, {r, 4, 0, 1});
+    ASSERT_EQ(mine.size(), 2u);
+    EXPECT_EQ(mine[0], all[r]);
+    EXPECT_EQ(mine[1], all[4 + r]);
+    EXPECT_EQ(p.BatchPositions({r, 4, 0, 1}), (std::vector<uint64_t>{r, 4 + r}));
+    for (const auto& b : mine) seen.insert(seen.end(), b.begin(), b.end());
+  }
+  std::vector<uint64_t> expected;
+  for (size_t i = 0; i < 8; ++i) expected.insert(expected.end(), all[i].begin(), all[i].end());
+  std::sort(seen.begin(), seen.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(seen, expected);
+  EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+}
+
+TEST(PartitionTest, TakeComesBeforeTheSplit) {
+  Pipeline p(100, {std::nullopt, 2, 5});
+  EXPECT_EQ(p.Batches(0, {0, 2, 0, 1}), (std::vector<std::vector<uint64_t>>{{0, 1}, {4, 5}}));
+  EXPECT_EQ(p.Batches(0, {1, 2, 0, 1}), (std::vector<std::vector<uint64_t>>{{2, 3}, {6, 7}}));
+  // Fewer batches than ranks: every rank takes no step (none takes one more than another).
+  Pipeline few(100, {std::nullopt, 10, 3});
+  for (uint64_t r = 0; r < 4; ++r) EXPECT_TRUE(few.Batches(0, {r, 4, 0, 1}).empty());
+}
+
+// A rank's batches go to its workers in turn; taking one batch from each worker in turn (what
+// torch's DataLoader does) gives back the rank's order, whatever the worker count.
+TEST(PartitionTest, WorkersSplitTheRankShareRoundRobin) {
+  Pipeline p(1000, {9, 4, 23});
+  for (uint64_t workers : {1u, 2u, 3u, 4u, 7u, 8u}) {
+    const auto rank = p.Batches(1, {1, 3, 0, 1});
+    ASSERT_EQ(rank.size(), 7u);
+    std::vector<std::vector<std::vector<uint64_t>>> shares;
+    for (uint64_t w = 0; w < workers; ++w) shares.push_back(p.Batches(1, {1, 3, w, workers}));
+    std::vector<std::vector<uint64_t>> merged;
+    for (size_t round = 0; merged.size() < rank.size(); ++round) {
+      for (uint64_t w = 0; w < workers; ++w)
+        if (round < shares[w].size()) merged.push_back(shares[w][round]);
+    }
+    EXPECT_EQ(merged, rank) << workers << " workers";
+  }
+}
+
+TEST(PartitionTest, InvalidPartitionsAreUsageErrors) {
+  Pipeline p(10, {std::nullopt, 1, std::nullopt});
+  for (Partition bad : {Partition{0, 0, 0, 1}, Partition{2, 2, 0, 1}, Partition{0, 1, 0, 0}, Partition{0, 1, 3, 3}}) {
+    try {
+      p.Batches(0, bad);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUsage) << e.message();
+    }
+  }
 }
 
 TEST(BatchLoaderTest, GathersLeavesWithALeadingBatchAxis) {

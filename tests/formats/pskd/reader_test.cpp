@@ -51,7 +51,7 @@ TEST(ReadPskdTest, LeavesAreStridedViewsIntoTheMapping) {
   EXPECT_EQ(*doc.Property("type"), "(ℝ[2], (idx[70000][], ℝ[]))");
   EXPECT_EQ(*doc.Property("count"), "5");
   EXPECT_EQ(*doc.Property("version"), "2");
-  EXPECT_EQ(*doc.Property("encodings"), "f32, f64, f32");
+  EXPECT_EQ(*doc.Property("encodings"), "f32, u32, f32");  // the index leaf by its width
   EXPECT_EQ(doc.root->type_name, "pskd");
   ASSERT_EQ(doc.tensors.size(), 3u);
   EXPECT_EQ(doc.tensors[0].key, "0");

@@ -372,6 +372,8 @@ TEST_F(HostileDirTest, ShortFileMissingFileHugeAndNegativeShapes) {
   ExpectError([&] { Read(); }, ErrorCode::kCorrupt, "overflows");
   Leaf(R"({"device":"cpu","shape":[18446744073709551615],"dtype":"torch.float32"})");
   ExpectError([&] { Read(); }, ErrorCode::kCorrupt, "beyond 64 bits");
+  Leaf(R"({"device":"cpu","shape":[1180591620717411303424],"dtype":"torch.float32"})");
+  ExpectError([&] { Read(); }, ErrorCode::kCorrupt, "beyond 64 bits");
   Leaf(R"({"device":"cpu","shape":[1.5],"dtype":"torch.float32"})");
   ExpectError([&] { Read(); }, ErrorCode::kCorrupt, "not an integer");
   std::string rank = "[";
