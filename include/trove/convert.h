@@ -35,6 +35,10 @@ struct ConvertOptions : WriteOptions {
   // tensor except optimizer state (inside a dict holding both "state" and "param_groups", as
   // torch's Optimizer.state_dict() is) and step counters (a last key component "step").
   std::vector<std::string> cast_keys;
+  // Quantized tensors become float32 tensors of their values (torch's dequantize()), before
+  // floating_dtype. Without it a quantized tensor is written only to .pt (with its quantizer); any
+  // other target is Error(kUnsupported) naming it.
+  bool dequantize = false;
   std::optional<uint64_t> vocab;        // .psk.d: the N of idx[N] for integer leaves (else max+1)
   ZipMethod compression = ZipMethod::kStored;  // .tdz payloads (ZipMethodFromName)
   ReadOptions read;
@@ -61,8 +65,8 @@ struct ConvertOptions : WriteOptions {
 // tensordict). Throws Error(kUsage) when neither says.
 Format TargetFormat(const std::string& destination, const std::string& to);
 
-// Applies keys/exclude/floating_dtype/cast_keys (and drop_unknown) to a document in place and
-// recomputes its tensor list. Returns how many tensors were cast.
+// Applies keys/exclude/dequantize/floating_dtype/cast_keys (and drop_unknown) to a document in
+// place and recomputes its tensor list. Returns how many tensors were cast (not counting dequantized).
 size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options);
 
 bool KeyMatches(const std::string& pattern, const std::string& key);

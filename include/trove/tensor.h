@@ -23,6 +23,7 @@
 #include "trove/dtype.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
+#include "trove/quantizer.h"
 #include "trove/shared_bytes.h"
 
 namespace trove {
@@ -63,10 +64,15 @@ struct TensorView {
   bool requires_grad = false;
   bool is_parameter = false;
   bool has_data = true;           // false for meta tensors (shape only)
+  // A torch storage saved by itself (torch.save(t.untyped_storage())): one dimension, all of its
+  // elements; .pt writes it back as a storage, the other formats as the 1-D tensor it is.
+  bool bare_storage = false;
   // A converting view (trove convert --dtype): no storage of its own; its bytes are
   // `cast_source`'s elements converted to `dtype` as they stream (see CastView).
   std::shared_ptr<const TensorView> cast_source;
   std::shared_ptr<CastLosses> cast_losses;  // set by CastView for a floating target
+  // A quantized dtype's quantizer (trove/quantizer.h), from the reader; none for other dtypes.
+  std::shared_ptr<const Quantizer> quantizer;
 
   int64_t numel() const;
   uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * ElementSize(dtype); }
@@ -151,6 +157,8 @@ struct TensorView {
 // CopyElements (a strided view of deferred bytes produces them whole first: no reader makes
 // one); a converting view reads its source's elements and converts them as ForEachChunk does.
 // The view must outlive the reader; one thread at a time.
+class Dequantizer;  // core/tensor.cpp: a quantized view's values
+
 class ElementReader {
  public:
   explicit ElementReader(const TensorView& view);
@@ -167,11 +175,15 @@ class ElementReader {
   bool swap_ = false;
   std::unique_ptr<ElementReader> source_;     // a converting view's source
   std::vector<uint8_t> scratch_;              // its elements before conversion
+  std::shared_ptr<const Dequantizer> dequantizer_;  // a quantized source's values
 };
 
 // A view of `source`'s elements converted to `dtype` on the fly: contiguous, same shape, no copy
 // of the data until its bytes are streamed. Floating and integer dtypes convert through double
-// (integers exactly up to 2^53); bool and complex only to themselves.
+// (integers exactly up to 2^53); bool and complex only to themselves. A quantized source (with its
+// quantizer) converts to a floating dtype as its values, torch's `dequantize()`:
+// (q - zero_point) * scale, computed as torch's CPU kernels compute it (per tensor in float32, per
+// channel in the scales' dtype).
 TensorView CastView(const TensorView& source, DType dtype);
 
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[2, 3]"

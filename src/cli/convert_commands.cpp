@@ -105,7 +105,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::vector<std::string> keys, exclude, cast_keys, metadata;
   static uint64_t vocab = 0;
   static bool json = false, sync = false, force = false, allow_expand = false, drop_values = false;
-  static bool keep_unknown = false, drop_unknown = false;
+  static bool keep_unknown = false, drop_unknown = false, dequantize = false;
   static PolicyFlags convert_policy, diff_policy;
   static double rtol = 0, atol = 0;
 
@@ -129,6 +129,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_flag("--drop-unknown", drop_unknown,
                     "Leave out objects of classes trove does not know, and what they hold (a note lists them)")
       ->excludes(keep_flag);
+  convert->add_flag("--dequantize", dequantize,
+                    "Quantized tensors become float32 tensors of their values (else only .pt takes them, quantized)");
   convert->add_flag("--sync", sync, kSyncFlagHelp);
   convert->add_flag("--force", force, kForceFlagHelp);
   convert->add_flag("--allow-expand", allow_expand,
@@ -154,6 +156,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.read.pickle_policy = convert_policy.policy();
     opts.keep_unknown = keep_unknown;
     opts.drop_unknown = drop_unknown;
+    opts.dequantize = dequantize;
     opts.durability = DurabilityFromSyncFlag(sync);
     opts.replace = ReplaceFromForceFlag(force);
     opts.allow_expand = allow_expand;

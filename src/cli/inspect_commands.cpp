@@ -53,11 +53,34 @@ std::string TupleText(const std::vector<int64_t>& v) {
 std::string ViewNote(const TensorView& t) {
   std::string note;
   if (!t.has_data) return "no data (meta)";
+  if (t.bare_storage) note = "a storage by itself";
   if (!t.is_contiguous()) note = "strides " + TupleText(t.strides);
   if (t.storage_offset) note += (note.empty() ? "" : ", ") + std::string("offset ") + std::to_string(t.storage_offset);
   if (t.byte_order == ByteOrder::kBig && ElementSize(t.dtype) > 1) note += (note.empty() ? "" : ", ") + std::string("big-endian");
-  if (!Info(t.dtype).readable) note += (note.empty() ? "" : ", ") + std::string("quantized");
+  if (!Info(t.dtype).readable) {
+    note += (note.empty() ? "" : ", ") + std::string("quantized") + (t.quantizer ? " (" + QuantizerText(*t.quantizer) + ")" : "");
+  }
   return note;
+}
+
+// A quantizer as --json shows it; the per-channel scales and zero points (data) only when asked.
+Json QuantizerJson(const Quantizer& q, bool channels) {
+  Json j{{"scheme", QSchemeName(q.scheme)}};
+  if (!q.per_channel()) {
+    j["scale"] = q.scale;
+    j["zero_point"] = q.zero_point;
+    return j;
+  }
+  j["axis"] = q.axis;
+  j["channels"] = q.scales->shape[0];
+  if (channels) {
+    for (const auto& [name, t] : {std::pair{"scales", q.scales}, std::pair{"zero_points", q.zero_points}}) {
+      Json a = Json::array();
+      for (int64_t i = 0; i < t->numel(); ++i) a.push_back(t->At<double>(i));
+      j[name] = std::move(a);
+    }
+  }
+  return j;
 }
 
 // Storage index -> how many listed tensors view it.
@@ -175,11 +198,13 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     out.BeginArray("tensors");
     for (const NamedTensor* t : listed) {
       const TensorView& v = *t->view;
-      out.Element({{"key", t->key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}, {"nbytes", v.nbytes()},
+      Json tensor{{"key", t->key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}, {"nbytes", v.nbytes()},
                    {"strides", v.strides}, {"storage_offset", v.storage_offset}, {"storage", v.storage_key},
                    {"shared", v.storage_index >= 0 && sharing[v.storage_index] > 1}, {"contiguous", v.is_contiguous()},
                    {"byte_order", v.byte_order == ByteOrder::kBig ? "big" : "little"}, {"requires_grad", v.requires_grad},
-                   {"parameter", v.is_parameter}, {"has_data", v.has_data}, {"readable", Info(v.dtype).readable}});
+                   {"parameter", v.is_parameter}, {"has_data", v.has_data}, {"readable", Info(v.dtype).readable}};
+      if (v.quantizer) tensor["quantizer"] = QuantizerJson(*v.quantizer, false);
+      out.Element(tensor);
     }
     out.EndArray();
     out.Member("tensor_bytes", total);
@@ -462,20 +487,39 @@ class TensorText {
 };
 
 struct CatOptions {
-  bool raw = false, json = false, allow_expand = false, full = false;
+  bool raw = false, json = false, allow_expand = false, full = false, dequantize = false;
   uint64_t head = 0;  // 0: not asked
 };
 
-void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o) {
+void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
+               const TensorView* quantized = nullptr);
+
+// `shown` (the integers or the dequantized values of `quantized`) printed as `cat` prints any
+// tensor, headed by the quantizer.
+void CatQuantized(const std::string& key, const TensorView& quantized, const TensorView& shown, const CatOptions& o) {
+  CatOptions plain = o;
+  plain.dequantize = false;
+  CatTensor(key, shown, plain, &quantized);
+}
+
+// `quantized`: the quantized tensor `v` shows (its integers or values), for the header.
+void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o, const TensorView* quantized) {
   const bool raw = o.raw, json = o.json;
   // Every element is printed: a view far larger than its storage is refused unless allowed (the
   // human form prints kMaxHumanElements at most, so it is always summarised).
   if ((raw || json || o.full) && !o.allow_expand) v.CheckExpansion(key);
-  if (!Info(v.dtype).readable) {
-    Fail(ErrorCode::kUnsupported, "tensor '" + key + "' is quantized (" + std::string(Name(v.dtype)) +
-                                      "): reading quantized tensors is not supported");
-  }
   if (!v.has_data) Fail(ErrorCode::kUnsupported, "tensor '" + key + "' has no data (a meta tensor: shape only)");
+  if (!Info(v.dtype).readable) {
+    // A quantized tensor: its stored integers (torch's int_repr()), or with --dequantize its values.
+    if (!v.quantizer || !IntReprDType(v.dtype)) {
+      Fail(ErrorCode::kUnsupported, "tensor '" + key + "' is quantized (" + std::string(Name(v.dtype)) +
+                                        "): trove does not decode " + (v.quantizer ? "packed elements" : "it without its quantizer"));
+    }
+    if (o.dequantize && !raw) return CatQuantized(key, v, CastView(v, DType::kFloat32), o);
+    if (!raw) return CatQuantized(key, v, IntReprView(v), o);
+  } else if (o.dequantize) {
+    Fail(ErrorCode::kUsage, "tensor '" + key + "' is " + std::string(Name(v.dtype)) + ", not quantized: --dequantize has nothing to do");
+  }
   if (raw) {
     const bool normalise_bool = v.dtype == DType::kBool;
     std::vector<uint8_t> scratch;
@@ -500,6 +544,12 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o)
     head["key"] = key;
     head["dtype"] = Name(v.dtype);
     head["shape"] = v.shape;
+    if (quantized) {
+      head["quantizer"] = QuantizerJson(*quantized->quantizer, true);
+      // The integers are the tensor's own elements (its dtype); the values are float32.
+      if (Info(v.dtype).kind == DTypeKind::kFloat) head["dequantized_from"] = Name(quantized->dtype);
+      else head["dtype"] = Name(quantized->dtype);
+    }
     std::string h = DumpJson(head, -1);
     h.pop_back();  // reopen the object to stream "data"
     std::fputs(h.c_str(), stdout);
@@ -508,7 +558,14 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o)
     std::fputs("}\n", stdout);
     return;
   }
-  std::printf("%s: %s %s\n", key.empty() ? "\"\"" : key.c_str(), std::string(Name(v.dtype)).c_str(), ShapeString(v.shape).c_str());
+  if (quantized) {
+    const bool values = Info(v.dtype).kind == DTypeKind::kFloat;
+    std::printf("%s: %s %s, %s: %s\n", key.empty() ? "\"\"" : key.c_str(), std::string(Name(quantized->dtype)).c_str(),
+                ShapeString(v.shape).c_str(), QuantizerText(*quantized->quantizer).c_str(),
+                values ? "its values (float32)" : "the stored integers (--dequantize for the values)");
+  } else {
+    std::printf("%s: %s %s\n", key.empty() ? "\"\"" : key.c_str(), std::string(Name(v.dtype)).c_str(), ShapeString(v.shape).c_str());
+  }
   if (o.head > 0 || v.numel() == 0 || v.shape.empty()) {
     PrintNested(v, false, o.head > 0 ? o.head : kMaxHumanElements, stdout);
   } else {
@@ -638,6 +695,9 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       ->excludes(raw_flag);
   auto* full_flag = cat->add_flag("--full", cat_options.full, "Every element (a large tensor is otherwise summarised: the edges of each axis)");
   cat->add_option("--head", cat_options.head, "The first N elements, in order")->excludes(full_flag);
+  cat->add_flag("--dequantize", cat_options.dequantize,
+                "Quantized tensors: their values, (q - zero_point) * scale as float32 (else the stored integers)")
+      ->excludes(raw_flag);
   cat->add_flag("--force", force, "--raw: write binary bytes to a terminal anyway");
   AddPolicyFlags(cat, cat_policy);
   cat->add_flag("--allow-expand", cat_options.allow_expand,

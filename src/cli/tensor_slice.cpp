@@ -54,6 +54,10 @@ TensorView SliceView(const TensorView& v, std::string_view items) {
     Fail(ErrorCode::kUsage, std::to_string(parts.size()) + " slice items for a tensor of " +
                                 std::to_string(v.shape.size()) + " axes");
   }
+  if (v.quantizer && v.quantizer->per_channel()) {
+    // Its channels follow the unsliced axis: a slice would pair elements with the wrong scales.
+    Fail(ErrorCode::kUnsupported, "a per-channel quantized tensor is printed whole, not sliced");
+  }
   TensorView out = v;
   out.shape.clear();
   out.strides.clear();

@@ -57,6 +57,60 @@ double NumericValue(const ElementValue& e) {
   }
 }
 
+}  // namespace
+
+// torch's arithmetic (its CPU kernels): per tensor in float32, the scale rounded to float first;
+// per channel in the scales' own dtype (float64 for per_channel_affine, float32 for float qparams).
+double Dequantized(double q, double zero_point, double scale, bool in_double) {
+  if (in_double) return (q - zero_point) * scale;
+  return static_cast<double>((static_cast<float>(q) - static_cast<float>(zero_point)) * static_cast<float>(scale));
+}
+
+bool DequantizesInDouble(const Quantizer& q) { return q.per_channel() && q.scales->dtype == DType::kFloat64; }
+
+// The values of a quantized view: (q - zero_point) * scale, a channel's pair for the per-channel
+// schemes. The channel of the i-th element in C order is (i / inner) % channels.
+class Dequantizer {
+ public:
+  explicit Dequantizer(const TensorView& q) {
+    if (!q.quantizer) Fail(ErrorCode::kUnsupported, "a quantized tensor without its quantizer has no values");
+    repr_ = IntReprView(q).dtype;
+    const Quantizer& z = *q.quantizer;
+    in_double_ = DequantizesInDouble(z);
+    if (!z.per_channel()) {
+      scales_.push_back(z.scale);
+      zero_points_.push_back(static_cast<double>(z.zero_point));
+      return;
+    }
+    const size_t axis = static_cast<size_t>(z.axis);
+    channels_ = static_cast<uint64_t>(q.shape[axis]);
+    for (size_t d = axis + 1; d < q.shape.size(); ++d) inner_ *= static_cast<uint64_t>(std::max<int64_t>(q.shape[d], 1));
+    // One double per channel: at most the stored scales' own size, read once per stream.
+    scales_ = Channel(*z.scales);
+    zero_points_ = Channel(*z.zero_points);
+  }
+
+  double Value(const uint8_t* in, uint64_t flat) const {
+    const double v = NumericValue(DecodeElement(repr_, in));
+    const size_t c = channels_ == 0 ? 0 : static_cast<size_t>((flat / inner_) % channels_);
+    return Dequantized(v, zero_points_[c], scales_[c], in_double_);
+  }
+  DType repr() const { return repr_; }
+
+ private:
+  static std::vector<double> Channel(const TensorView& t) {
+    std::vector<double> out(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) out[static_cast<size_t>(i)] = NumericValue(t.Element(std::span<const int64_t>(&i, 1)));
+    return out;
+  }
+  DType repr_ = DType::kInt8;
+  uint64_t inner_ = 1, channels_ = 0;
+  bool in_double_ = false;
+  std::vector<double> scales_, zero_points_;
+};
+
+namespace {
+
 // Streams source's elements converted to dtype, chunk by chunk (bounded memory), counting into
 // `losses` (when given) what the conversion did to the values.
 void ForEachCastChunk(const TensorView& source, DType dtype, const std::function<void(const uint8_t*, size_t)>& fn,
@@ -65,8 +119,11 @@ void ForEachCastChunk(const TensorView& source, DType dtype, const std::function
   std::vector<uint8_t> out;
   std::string carry;
   uint64_t overflowed = 0, underflowed = 0, sign_lost = 0;
+  std::optional<Dequantizer> dequantizer;
+  if (source.quantizer) dequantizer.emplace(source);
+  uint64_t flat = 0;  // the element's index in C order
   auto convert = [&](const uint8_t* in, uint8_t* to) {
-    const double value = NumericValue(DecodeElement(source.dtype, in));
+    const double value = dequantizer ? dequantizer->Value(in, flat++) : NumericValue(DecodeElement(source.dtype, in));
     StoreElement(dtype, value, to);
     if (losses == nullptr || std::isnan(value)) return;
     const double result = NumericValue(DecodeElement(dtype, to));
@@ -108,7 +165,10 @@ void ForEachCastChunk(const TensorView& source, DType dtype, const std::function
 TensorView CastView(const TensorView& source, DType dtype) {
   const auto kind = Info(dtype).kind;
   const auto from = Info(source.dtype).kind;
-  if (!Info(source.dtype).readable) Fail(ErrorCode::kUnsupported, "quantized tensors cannot be converted");
+  if (!Info(source.dtype).readable) {
+    if (!source.quantizer || !IntReprDType(source.dtype)) Fail(ErrorCode::kUnsupported, "quantized tensors without their quantizer cannot be converted");
+    if (kind != DTypeKind::kFloat) Fail(ErrorCode::kUnsupported, "a quantized tensor converts only to a floating dtype (its values)");
+  }
   if (kind != DTypeKind::kFloat && kind != DTypeKind::kInt && kind != DTypeKind::kUInt)
     Fail(ErrorCode::kUnsupported, "cannot convert to " + std::string(Name(dtype)));
   if (from == DTypeKind::kComplex) Fail(ErrorCode::kUnsupported, "cannot convert complex values to " + std::string(Name(dtype)));
@@ -120,6 +180,7 @@ TensorView CastView(const TensorView& source, DType dtype) {
   v.has_data = source.has_data;
   v.requires_grad = source.requires_grad;
   v.is_parameter = source.is_parameter;
+  v.bare_storage = source.bare_storage;
   v.storage_index = source.storage_index;
   v.storage_key = source.storage_key;
   v.cast_source = std::make_shared<TensorView>(source);
@@ -147,7 +208,21 @@ void ByteSwapElements(uint8_t* data, uint64_t count, DType dtype) {
 // that it rounds exactly as the streamed bytes do.
 static ElementValue CastElement(const TensorView& view, std::span<const int64_t> index) {
   uint8_t bytes[16];
-  StoreElement(view.dtype, NumericValue(view.cast_source->Element(index)), bytes);
+  const TensorView& source = *view.cast_source;
+  if (source.quantizer) {
+    // One element: its channel's scale and zero point read in place, not the whole table.
+    const ElementValue q = IntReprView(source).Element(index);
+    const Quantizer& z = *source.quantizer;
+    double scale = z.scale, zero_point = static_cast<double>(z.zero_point);
+    if (z.per_channel()) {
+      const int64_t c = index[static_cast<size_t>(z.axis)];
+      scale = NumericValue(z.scales->Element(std::span<const int64_t>(&c, 1)));
+      zero_point = NumericValue(z.zero_points->Element(std::span<const int64_t>(&c, 1)));
+    }
+    StoreElement(view.dtype, Dequantized(NumericValue(q), zero_point, scale, DequantizesInDouble(z)), bytes);
+    return DecodeElement(view.dtype, bytes);
+  }
+  StoreElement(view.dtype, NumericValue(source.Element(index)), bytes);
   return DecodeElement(view.dtype, bytes);
 }
 
@@ -302,7 +377,9 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
 
 void TensorView::CheckExpansion(const std::string& key) const {
   if (!has_data) return;
-  const TensorView& stored = cast_source ? *cast_source : *this;
+  const TensorView* source = this;  // the stored view under any converting views
+  while (source->cast_source) source = source->cast_source.get();
+  const TensorView& stored = *source;
   const uint64_t allowed = std::max(kExpandFreeBytes, stored.storage.size() > UINT64_MAX / kMaxExpandRatio
                                                           ? UINT64_MAX : stored.storage.size() * kMaxExpandRatio);
   if (nbytes() > allowed) {
@@ -355,6 +432,7 @@ ElementReader::ElementReader(const TensorView& view) : view_(view) {
   numel_ = static_cast<uint64_t>(view.numel());
   if (view.cast_source) {
     source_ = std::make_unique<ElementReader>(*view.cast_source);
+    if (view.cast_source->quantizer) dequantizer_ = std::make_shared<const Dequantizer>(*view.cast_source);
     return;
   }
   if (!view.has_data) Fail(ErrorCode::kUsage, "tensor has no data (meta tensor)");
@@ -376,7 +454,9 @@ void ElementReader::Read(uint64_t count, uint8_t* out) {
       scratch_.resize(static_cast<size_t>(k * in_size));
       source_->Read(k, scratch_.data());
       for (uint64_t i = 0; i < k; ++i) {
-        StoreElement(view_.dtype, NumericValue(DecodeElement(from, scratch_.data() + i * in_size)),
+        const uint8_t* in = scratch_.data() + i * in_size;
+        StoreElement(view_.dtype,
+                     dequantizer_ ? dequantizer_->Value(in, next_ + done + i) : NumericValue(DecodeElement(from, in)),
                      out + (done + i) * out_size);
       }
       done += k;

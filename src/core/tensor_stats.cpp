@@ -894,13 +894,23 @@ void ChunkHistogram(const Walk& w, uint64_t chunk, const Accumulator& acc, doubl
 std::optional<std::string> StatsUnsupportedReason(const TensorView& view) {
   const auto& info = Info(view.dtype);
   if (!view.has_data) return "no data (a meta tensor: shape only)";
-  if (info.kind == DTypeKind::kQuantized) return "quantized (" + std::string(info.name) + "): values need the quantizer";
+  if (info.kind == DTypeKind::kQuantized && (!view.quantizer || !IntReprDType(view.dtype))) {
+    return "quantized (" + std::string(info.name) + (view.quantizer ? "): packed elements" : "): values need the quantizer");
+  }
   if (info.kind == DTypeKind::kBits) return "a bit container (" + std::string(info.name) + "): no numeric values";
   return std::nullopt;
 }
 
-std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> views, const StatsOptions& options,
+std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, const StatsOptions& options,
                                       std::span<const std::string> names) {
+  // A quantized tensor's figures are those of its values, as torch's dequantize() gives them.
+  std::vector<TensorView> dequantized;
+  dequantized.reserve(given.size());
+  std::vector<const TensorView*> chosen(given.begin(), given.end());
+  for (const TensorView*& v : chosen) {
+    if (v->quantizer && IntReprDType(v->dtype) && v->has_data) v = &dequantized.emplace_back(CastView(*v, DType::kFloat32));
+  }
+  const std::span<const TensorView* const> views(chosen);
   if (options.histogram_bins > kMaxStatsHistogramBins) {
     Fail(ErrorCode::kLimit, std::to_string(options.histogram_bins) + " histogram bins: at most kMaxStatsHistogramBins (" +
                                 std::to_string(kMaxStatsHistogramBins) + ")");

@@ -216,6 +216,13 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
     }
     DropValues(doc, [&](const Value* v) { return v->kind == ValueKind::kTensor && !keep.count(v); });
   }
+  if (options.dequantize) {
+    doc.arena->ForEachValue([&](Value& v) {
+      if (v.kind == ValueKind::kTensor && v.tensor->quantizer && IntReprDType(v.tensor->dtype)) {
+        v.tensor = doc.arena->AddTensorView(CastView(*v.tensor, DType::kFloat32));
+      }
+    });
+  }
   size_t cast = 0;
   if (options.floating_dtype) {
     const DType to = *options.floating_dtype;
@@ -264,6 +271,16 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
       Fail(ErrorCode::kUnsupported, std::to_string(unknown.size()) + " object(s) of classes trove does not know would be "
                                     "lost: " + ObjectListing(unknown) + " (--keep-unknown writes them back as they were "
                                     "read, to .pt only; --drop-unknown leaves them out); nothing was written");
+    }
+    // Only .pt holds a quantizer: elsewhere a quantized tensor's integers would lose their meaning.
+    if (target != Format::kPt) {
+      for (const auto& t : doc.tensors) {
+        if (Info(t.view->dtype).kind != DTypeKind::kQuantized) continue;
+        Fail(ErrorCode::kUnsupported, "'" + t.key + "' is a quantized tensor (" + std::string(Name(t.view->dtype)) +
+                                          (t.view->quantizer ? ", " + QuantizerText(*t.view->quantizer) : std::string()) +
+                                          "): " + std::string(FormatName(target)) + " cannot hold its quantizer; "
+                                          "--dequantize writes its values as float32 (.pt keeps it quantized); nothing was written");
+      }
     }
     // .pt keeps a view a view; the other formats have no strides and write each tensor whole.
     if (target != Format::kPt && !options.allow_expand) {

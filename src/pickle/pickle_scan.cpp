@@ -53,17 +53,17 @@ Finding GlobalFinding(const std::string& entry, const PickleGlobal& g, const std
   if (v.klass != GlobalClass::kUnknown) {
     message += "; it resolves to " + v.target + " (" + std::string(GlobalClassName(v.klass)) + ": " +
                std::string(GlobalClassEffect(v.klass)) + "): dangerous, trove refuses the file";
-    return {Severity::kCritical, entry, g.offset, message + where, {}};
+    return {Severity::kCritical, entry, g.offset, message + where, {}, {}};
   }
   if (PolicyClass(g, v, instantiated) == "name") {
     // torch.load imports its module (which runs that module's code) but calls nothing in it.
     return {Severity::kMedium, entry, g.offset,
-            message + "; only referred to, never called: trove reads it as a name" + where, {}};
+            message + "; only referred to, never called: trove reads it as a name" + where, {}, {}};
   }
   return {Severity::kHigh, entry, g.offset,
           message + (as_dict ? "; a dict subclass: trove reads its instances as dicts keeping the class name"
                              : "; trove reads what the pickle makes of it as an inert object") + where,
-          {}};
+          {}, {}};
 }
 
 std::string GlobalText(const PickleGlobal& g) {

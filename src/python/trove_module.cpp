@@ -330,12 +330,27 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
     return arr;
   }
 
-  // (storage array, dtype, shape, strides, offset, requires_grad, is_parameter, storage id,
-  // has_data, zero_copy) for one view.
-  py::tuple TensorInfo(const TensorView& v, bool with_data = true) {
-    if (!trove::Info(v.dtype).readable) {
-      trove::Fail(ErrorCode::kUnsupported, "dtype " + DTypeText(v.dtype) + " is quantized: trove does not read it");
+  // (storage array, dtype, torch dtype, shape, strides, offset, requires_grad, is_parameter,
+  // storage id, has_data, zero_copy, quantizer, bare_storage) for one view. A quantized view gives its integers
+  // (dtype int8/uint8/int32) and its quantizer: (scheme, scale, zero_point) or (scheme, scales
+  // info, zero points info, axis); None for other views.
+  py::tuple TensorInfo(const TensorView& quantized_or_not, bool with_data = true) {
+    const TensorView* shown = &quantized_or_not;
+    std::optional<TensorView> repr;
+    py::object quantizer = py::none();
+    if (!trove::Info(shown->dtype).readable) {
+      if (!shown->quantizer || !trove::IntReprDType(shown->dtype)) {
+        trove::Fail(ErrorCode::kUnsupported, "dtype " + DTypeText(shown->dtype) + " is quantized: trove does not read it");
+      }
+      const trove::Quantizer& q = *shown->quantizer;
+      const std::string scheme(trove::QSchemeName(q.scheme));
+      quantizer = q.per_channel() ? py::object(py::make_tuple(scheme, TensorInfo(*q.scales, with_data),
+                                                             TensorInfo(*q.zero_points, with_data), q.axis))
+                                  : py::object(py::make_tuple(scheme, q.scale, q.zero_point));
+      repr = trove::IntReprView(*shown);
+      shown = &*repr;
     }
+    const TensorView& v = *shown;
     if (v.cast_source) trove::Fail(ErrorCode::kUnsupported, "a converting view");
     py::object storage = py::none();
     bool zero_copy = false;
@@ -343,8 +358,9 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
       storage = StorageArray(v);
       zero_copy = zero_copy_ids_.count(StorageId(v)) > 0;
     }
-    return py::make_tuple(storage, DTypeText(v.dtype), std::string(trove::Info(v.dtype).torch_name), v.shape, v.strides,
-                          v.storage_offset, v.requires_grad, v.is_parameter, StorageId(v), v.has_data, zero_copy);
+    return py::make_tuple(storage, DTypeText(quantized_or_not.dtype), std::string(trove::Info(v.dtype).torch_name), v.shape,
+                          v.strides, v.storage_offset, v.requires_grad, v.is_parameter, StorageId(v), v.has_data, zero_copy,
+                          quantizer, v.bare_storage);
   }
 
   const TensorView& Find(const std::string& key) const {
@@ -1189,8 +1205,10 @@ PYBIND11_MODULE(_trove, m) {
   m.def("_convert", [](const std::string& src, const std::string& dst, const std::string& to,
                        std::vector<std::string> keys, const std::string& dtype, bool force, bool drop_values,
                        py::object progress, py::object note, const std::string& compression, py::object metadata,
-                       py::object max_shard_size, const std::string& policy, bool keep_unknown, bool drop_unknown) {
+                       py::object max_shard_size, const std::string& policy, bool keep_unknown, bool drop_unknown,
+                       bool dequantize) {
     trove::ConvertOptions options;
+    options.dequantize = dequantize;
     SetWriteSettings(options, progress, note, compression, metadata);
     options.read = ReadOpts(policy);
     if (keep_unknown && drop_unknown) trove::Fail(ErrorCode::kUsage, "keep_unknown and drop_unknown exclude each other");
@@ -1210,7 +1228,8 @@ PYBIND11_MODULE(_trove, m) {
   }, py::arg("src"), py::arg("dst"), py::arg("to"), py::arg("keys"), py::arg("dtype"), py::arg("force"),
      py::arg("drop_values"), py::arg("progress") = py::none(), py::arg("note") = py::none(),
      py::arg("compression") = "", py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none(),
-     py::arg("policy") = "default", py::arg("keep_unknown") = false, py::arg("drop_unknown") = false);
+     py::arg("policy") = "default", py::arg("keep_unknown") = false, py::arg("drop_unknown") = false,
+     py::arg("dequantize") = false);
   m.def("_diff", [](const std::string& a, const std::string& b, double rtol, double atol) {
     trove::DiffOptions options;
     options.rtol = rtol;

@@ -50,6 +50,7 @@ std::string TrimRecord(std::string_view v) {
 }
 
 void CollectNamedTensors(Document& doc, TorchResolver& resolver) {
+  resolver.StoragesAsTensors(*doc.arena);
   doc.tensors = CollectTensors(doc.root);
   std::unordered_map<const TensorView*, std::string> names;
   for (const auto& t : doc.tensors) names.emplace(t.view, t.key);

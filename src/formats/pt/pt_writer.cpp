@@ -310,8 +310,8 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
     }
     if (node.kind != ValueKind::kTensor) return std::nullopt;
     const TensorView* v = node.tensor;
-    if (!Info(v->dtype).readable) {
-      Fail(ErrorCode::kUnsupported, "'" + plain.PathOfTensor(&node) + "': quantized tensors cannot be written");
+    if (!Info(v->dtype).readable && !v->quantizer) {
+      Fail(ErrorCode::kUnsupported, "'" + plain.PathOfTensor(&node) + "': a quantized tensor without its quantizer cannot be written");
     }
     PickleOverride o;
     o.module = "torch._utils";
@@ -337,6 +337,29 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
         strides[i] = s;
         s *= std::max<int64_t>(v->shape[i], 1);
       }
+    }
+    if (v->bare_storage) {
+      // A storage saved by itself: its persistent id alone, as torch.save writes one.
+      if (offset != 0 || v->nbytes() != rec.nbytes) {
+        Fail(ErrorCode::kUnsupported, "'" + plain.PathOfTensor(&node) + "': a window of a storage saved by itself cannot be written");
+      }
+      PickleOverride bare;
+      bare.persistent_id = storage_pid.at(placeholder);
+      return bare;
+    }
+    if (v->quantizer) {
+      // _rebuild_qtensor(storage, offset, size, stride, quantizer_params, requires_grad, hooks),
+      // as torch.save writes a quantized tensor; per-channel scales and zero points are tensors.
+      const Quantizer& q = *v->quantizer;
+      // torch writes per_channel_affine for the float-qparams scheme too (the zero points' dtype tells).
+      Value* scheme = arena.Global(q.per_channel() ? "torch.per_channel_affine" : "torch.per_tensor_affine");
+      Value* params = q.per_channel()
+                          ? arena.Tuple({scheme, arena.Tensor(*q.scales), arena.Tensor(*q.zero_points), arena.Int(q.axis)})
+                          : arena.Tuple({scheme, arena.Float(q.scale), arena.Int(q.zero_point)});
+      o.name = "_rebuild_qtensor";
+      o.args = arena.Tuple({placeholder, arena.Int(offset), ints(v->shape), ints(strides), params,
+                            arena.Bool(v->requires_grad), hooks});
+      return o;
     }
     Value* tensor_args = arena.Tuple({placeholder, arena.Int(offset), ints(v->shape), ints(strides),
                                       arena.Bool(v->requires_grad && !v->is_parameter), hooks});

@@ -291,7 +291,9 @@ Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
     if (a.size() != 7) Bad(fn, "wrong number of arguments");
     Value* t = MakeTensor(a[0], a[1], a[2], a[3], std::nullopt, arena, fn.c_str());
     if (Info(t->tensor->dtype).kind != DTypeKind::kQuantized) Bad(fn, "storage is not a quantized type");
-    t->state = a[4];  // quantizer parameters, shown by info
+    if (!IsBool(a[5])) Bad(fn, "requires_grad is not a bool");
+    t->tensor->requires_grad = a[5]->boolean;
+    quantized_.push_back({t->tensor, a[4]});
     return t;
   }
   if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state" ||
@@ -432,6 +434,29 @@ Value* TorchResolver::Build(Value* object, Value* state, ValueArena& arena) {
   return DataResolver::Build(object, state, arena);
 }
 
+void TorchResolver::StoragesAsTensors(ValueArena& arena) {
+  arena.ForEachValue([&](Value& v) {
+    if (v.kind != ValueKind::kObject || v.type_name != kStorageHandle) return;
+    const StorageRef& ref = refs_[static_cast<size_t>(v.integer)];
+    const TorchStorage& s = storages_[ref.storage];
+    TensorView view;
+    view.dtype = s.dtype.value_or(DType::kUInt8);  // an UntypedStorage is bytes
+    const uint64_t esize = ElementSize(view.dtype);
+    view.shape = {ref.numel >= 0 ? ref.numel : static_cast<int64_t>(s.declared_bytes / esize)};
+    view.strides = {1};
+    view.storage_offset = ref.offset;
+    view.storage_index = static_cast<int64_t>(ref.storage);
+    view.storage_key = "data/" + s.key;
+    view.bare_storage = true;
+    v.kind = ValueKind::kTensor;
+    v.type_name.clear();
+    v.args = nullptr;
+    v.integer = 0;
+    v.tensor = arena.AddTensorView(std::move(view));
+    views_.push_back(v.tensor);
+  });
+}
+
 void TorchResolver::Finish(const std::function<std::string(const TensorView*)>& key_of) {
   for (TensorView* view : views_) {
     if (view->has_data) {
@@ -442,6 +467,51 @@ void TorchResolver::Finish(const std::function<std::string(const TensorView*)>& 
     view->byte_order = byte_order;
     WithContext("tensor '" + key_of(view) + "'", [&] { view->Validate(); });
   }
+  for (const auto& [view, params] : quantized_) {
+    WithContext("tensor '" + key_of(view) + "': quantizer", [&] { view->quantizer = ReadQuantizer(*params, *view); });
+  }
+}
+
+// quantizer_params as torch._utils._rebuild_qtensor takes them (trove/quantizer.h):
+//   (torch.per_tensor_affine, scale, zero_point)
+//   (torch.per_channel_affine | torch.per_channel_affine_float_qparams, scales, zero_points, axis)
+std::shared_ptr<const Quantizer> TorchResolver::ReadQuantizer(const Value& params, const TensorView& tensor) {
+  const Value& p = params;
+  if (p.kind != ValueKind::kTuple || p.items.empty() || p.items[0]->kind != ValueKind::kGlobal) {
+    Fail(ErrorCode::kCorrupt, "quantizer_params is not a (qscheme, ...) tuple");
+  }
+  const std::string& name = p.items[0]->type_name;
+  const std::optional<QScheme> scheme = name.starts_with("torch.") ? QSchemeOfName(std::string_view(name).substr(6)) : std::nullopt;
+  if (!scheme) Fail(ErrorCode::kUnsupported, "quantization scheme '" + name + "' is not one trove reads");
+  auto q = std::make_shared<Quantizer>();
+  q->scheme = *scheme;
+  auto number = [](const Value* v, const char* what) {
+    if (v->kind == ValueKind::kFloat) return v->real;
+    if (v->kind == ValueKind::kInt && !v->is_big_int()) return static_cast<double>(v->integer);
+    Fail(ErrorCode::kCorrupt, std::string(what) + " is not a number");
+  };
+  auto integer = [](const Value* v, const char* what) {
+    if (v->kind != ValueKind::kInt || v->is_big_int()) Fail(ErrorCode::kCorrupt, std::string(what) + " is not an int");
+    return v->integer;
+  };
+  if (*scheme == QScheme::kPerTensorAffine) {
+    if (p.items.size() != 3) Fail(ErrorCode::kCorrupt, "per_tensor_affine takes (qscheme, scale, zero_point)");
+    q->scale = number(p.items[1], "scale");
+    q->zero_point = integer(p.items[2], "zero point");
+  } else {
+    if (p.items.size() != 4) Fail(ErrorCode::kCorrupt, name + " takes (qscheme, scales, zero_points, axis)");
+    auto tensor_of = [](const Value* v, const char* what) {
+      if (v->kind != ValueKind::kTensor) Fail(ErrorCode::kCorrupt, std::string(what) + " are not a tensor");
+      return std::make_shared<const TensorView>(*v->tensor);
+    };
+    q->scales = tensor_of(p.items[1], "scales");
+    q->zero_points = tensor_of(p.items[2], "zero points");
+    q->axis = integer(p.items[3], "axis");
+    // torch pickles both per-channel schemes as per_channel_affine; float zero points say which.
+    if (Info(q->zero_points->dtype).kind == DTypeKind::kFloat) q->scheme = QScheme::kPerChannelAffineFloatQParams;
+  }
+  ValidateQuantizer(*q, tensor);
+  return q;
 }
 
 }  // namespace trove

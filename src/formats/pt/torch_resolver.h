@@ -46,12 +46,16 @@ class TorchResolver : public DataResolver {
   Value* PersistentLoad(Value* pid, ValueArena& arena) override;
 
   std::vector<TorchStorage>& storages() { return storages_; }
+  // Makes every storage the pickle holds by itself (not inside a rebuild call) a tensor node: a
+  // 1-D view of all its elements, marked bare_storage. Before the tensors are collected.
+  void StoragesAsTensors(ValueArena& arena);
   // Gives every tensor view its storage bytes and validates it; `key_of` names a view for errors.
   void Finish(const std::function<std::string(const TensorView*)>& key_of);
   bool legacy_persistent_ids = false;  // the legacy format adds a 6th element (view metadata)
   ByteOrder byte_order = ByteOrder::kLittle;  // of every storage (the zip's `byteorder` record)
 
  private:
+  static std::shared_ptr<const Quantizer> ReadQuantizer(const Value& params, const TensorView& tensor);
   Value* MakeTensor(Value* storage, Value* offset, Value* size, Value* stride, std::optional<DType> dtype,
                     ValueArena& arena, const char* fn);
   // What a storage handle refers to: a storage, or (legacy files of torch < 0.4) a window of one,
@@ -66,6 +70,8 @@ class TorchResolver : public DataResolver {
   std::map<std::string, size_t> storage_by_key_;
   std::map<std::string, size_t> view_by_key_;  // legacy storage views: view key -> refs_ index
   std::vector<TensorView*> views_;  // every view made, to receive its bytes in Finish()
+  // Quantized tensors and their quantizer_params, read into a Quantizer once views have bytes.
+  std::vector<std::pair<TensorView*, const Value*>> quantized_;
 };
 
 }  // namespace trove

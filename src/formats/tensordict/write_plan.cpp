@@ -58,10 +58,12 @@ void CheckWritableDType(DType dtype, const std::string& where) {
   }
 }
 
-// A converting view (trove convert --dtype) has no storage of its own: its source is what must
-// lie inside its bytes.
+// A converting view (trove convert --dtype, --dequantize) has no storage of its own: its source
+// (a dequantized view's, for a cast of one) is what must lie inside its bytes.
 void ValidateSource(const TensorView& t, const std::string& path) {
-  WithContext(Display(path), [&] { (t.cast_source ? *t.cast_source : t).Validate(); });
+  const TensorView* stored = &t;
+  while (stored->cast_source) stored = stored->cast_source.get();
+  WithContext(Display(path), [&] { stored->Validate(); });
 }
 
 bool IsScalar(const Value& v) {

@@ -178,9 +178,14 @@ def _pt():
 
 
 def _numpy_array(info: tuple, raw: bool, key: str):
-    storage, dtype, _torch_name, shape, strides, offset, _rg, _param, _sid, has_data, _zc = info
+    storage, dtype, torch_name, shape, strides, offset, _rg, _param, _sid, has_data, _zc, quantizer, _bare = info
     if not has_data:
         raise _error("unsupported", f"{key}: a meta tensor has no data")
+    if quantizer is not None:
+        if not raw:
+            raise _error("unsupported", f"{key}: a quantized tensor ({dtype}, {quantizer[0]}): numpy has no such dtype "
+                                        "(framework='pt' gives the quantized tensor, raw=True its stored integers)")
+        dtype = torch_name
     np = _np()
     spelled = _NUMPY_DTYPES.get(dtype)
     if spelled is None:
@@ -203,7 +208,8 @@ class _TorchStorages:
         self.by_id: dict = {}
 
     def tensor(self, info: tuple, key: str, parameters: bool = True):
-        storage, dtype, torch_name, shape, strides, offset, requires_grad, is_parameter, sid, has_data, _zc = info
+        (storage, dtype, torch_name, shape, strides, offset, requires_grad, is_parameter, sid, has_data, _zc, quantizer,
+         bare_storage) = info
         torch = _pt()
         tdt = getattr(torch, torch_name, None)
         if tdt is None:
@@ -218,6 +224,16 @@ class _TorchStorages:
             size = tdt.itemsize if hasattr(tdt, "itemsize") else torch.empty((), dtype=tdt).element_size()
             usable = base if base.numel() % size == 0 else base[: base.numel() - base.numel() % size]
             t = usable.view(tdt).as_strided(tuple(shape), tuple(strides), offset)
+        if quantizer is not None:
+            # The stored integers made a quantized tensor again, as torch's _rebuild_qtensor does.
+            if quantizer[0] == "per_tensor_affine":
+                t = torch._make_per_tensor_quantized_tensor(t, quantizer[1], quantizer[2])
+            else:
+                scales = self.tensor(quantizer[1], key + " (scales)", False)
+                zero_points = self.tensor(quantizer[2], key + " (zero points)", False)
+                t = torch._make_per_channel_quantized_tensor(t, scales, zero_points, quantizer[3])
+        if bare_storage:  # a storage saved by itself, as torch.load gives it back
+            return t.storage()
         if parameters and is_parameter:
             return torch.nn.Parameter(t, requires_grad=requires_grad)
         if requires_grad:
@@ -317,6 +333,9 @@ def _object_for(framework: Optional[str]):
     def convert(type_name: str, args: Any, state: Any):
         if type_name == "torch.Size" and isinstance(args, tuple) and args and isinstance(args[0], tuple):
             return _pt().Size(args[0]) if framework == "pt" else tuple(args[0])
+        if (type_name == "torch.device" and framework == "pt" and isinstance(args, tuple) and 1 <= len(args) <= 2
+                and isinstance(args[0], str) and all(isinstance(a, int) for a in args[1:])):
+            return _pt().device(*args)  # a device is data: torch.device("cuda", 0)
         if type_name in ("builtins.set", "builtins.frozenset") and isinstance(args, tuple) and args:
             return set(args[0]) if type_name == "builtins.set" else frozenset(args[0])
         return Object(type_name, args, state)
@@ -751,7 +770,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
             note: Optional[Callable[[str], Any]] = None, compression: Optional[str] = None,
             metadata: Optional[dict[str, str]] = None, max_shard_size: Optional[int | str] = None,
             strict: bool = False, permissive: bool = False, keep_unknown: bool = False,
-            drop_unknown: bool = False) -> None:
+            drop_unknown: bool = False, dequantize: bool = False) -> None:
     """`trove convert`: between any formats, streaming, written atomically; keys are key-path globs
     of the tensors to keep, dtype casts floating tensors ("bfloat16", "float16"...), drop_values
     leaves out values a .safetensors file cannot hold instead of refusing. The GIL is released.
@@ -759,12 +778,13 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     max_shard_size: bytes or "5GB" (`--max-shard-size`, with to="safetensors" or "pt"): dst is a
     directory of shards and their index. strict, permissive: the read policy (as for open);
     objects of classes trove does not know are an error unless keep_unknown (to .pt: written back
-    as read) or drop_unknown (left out, with what they hold; note says which)."""
+    as read) or drop_unknown (left out, with what they hold; note says which). dequantize: quantized
+    tensors become float32 tensors of their values (`--dequantize`; else only .pt takes them)."""
     if isinstance(keys, str):
         keys = [keys]
     _trove._convert(os.fspath(src), os.fspath(dst), to or "", list(keys or []), dtype or "", force, drop_values,
                     progress, note, compression or "", metadata, max_shard_size, _policy(strict, permissive),
-                    keep_unknown, drop_unknown)
+                    keep_unknown, drop_unknown, dequantize)
 
 
 class DiffReport:
