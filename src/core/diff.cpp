@@ -89,7 +89,8 @@ bool SameLayoutAndStorage(const TensorView& a, const TensorView& b) {
 }
 
 // Which dtypes compare by value with which: real numbers with real numbers, complex with complex;
-// float4_e2m1fn_x2 (two values an element), bits and quantized types only with themselves.
+// float4_e2m1fn_x2 (two values an element), bits and quantized types only with themselves
+// (quantized ones with their quantizers by their values).
 enum class Family { kReal, kComplex, kOwn };
 
 Family FamilyOf(DType d) {
@@ -233,7 +234,12 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
     d.b_shape = vb.shape;
     d.comparable = va.shape == vb.shape && ValuesComparable(va.dtype, vb.dtype);
     d.elements = static_cast<uint64_t>(va.numel());
-    if (d.comparable) {
+    const auto dequantizable = [](const TensorView& v) { return v.quantizer && IntReprDType(v.dtype) && v.has_data; };
+    if (d.comparable && dequantizable(va) && dequantizable(vb)) {
+      // Quantized tensors compare by their values (what torch's dequantize() gives).
+      WithContext("tensor '" + key + "'", [&] { Compare(CastView(va, DType::kFloat32), CastView(vb, DType::kFloat32), options, d); });
+      r.bytes_compared += va.nbytes();
+    } else if (d.comparable) {
       if (!Info(va.dtype).readable || !Info(vb.dtype).readable || !va.has_data || !vb.has_data) {
         d.within_tolerance = !va.has_data && !vb.has_data;
         d.identical = d.within_tolerance && va.dtype == vb.dtype;

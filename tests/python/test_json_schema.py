@@ -273,3 +273,19 @@ def test_floats_print_as_python_repr_prints_them(tmp_path):
     r = run_tool("trove", "cat", tmp_path / "f.pt", "t", "--json")
     text = r.text[r.text.index('"data":[') + len('"data":['):r.text.rindex("]")]
     assert text.split(", ") == [repr(x) for x in t.tolist()]
+
+
+def test_quantized_tensors_and_their_quantizers(tmp_path):
+    torch.manual_seed(0)
+    x = torch.randn(4, 3)
+    path = str(tmp_path / "q.pt")
+    torch.save({"q": torch.quantize_per_tensor(x, 0.05, 3, torch.qint8),
+                "qc": torch.quantize_per_channel(x, torch.tensor([0.1, 0.2, 0.05, 0.3], dtype=torch.double),
+                                                 torch.tensor([0, 1, 7, 2]), 0, torch.quint8)}, path)
+    doc = run_json("trove", "info", path, "--json", command="info")
+    assert {t["key"]: t["quantizer"]["scheme"] for t in doc["tensors"]} == {
+        "q": "per_tensor_affine", "qc": "per_channel_affine"}
+    for flags in ((), ("--dequantize",)):
+        for key in ("q", "qc"):
+            run_json("trove", "cat", path, key, "--json", *flags, command="cat")
+    run_json("trove", "stats", path, "--json", command="stats")

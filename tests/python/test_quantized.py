@@ -135,6 +135,21 @@ def test_convert_to_pt_writes_them_as_torch_does(trove, files, layout):
     assert back["qt"].untyped_storage().data_ptr() == back["q"].untyped_storage().data_ptr() if hasattr(
         back["q"], "untyped_storage") else True
     assert trove("verify", out).code == 0
+    # Compared by their values: the same tensors; a changed scale is a difference.
+    r = trove("diff", files[layout], out)
+    assert r.code == 0, r
+    r = trove("diff", files[layout], str(files["dir"] / f"back-{layout}.pt"), "--keys", "q")
+    assert r.code == 0, r
+
+
+def test_diff_compares_values(trove, files, tmp_path):
+    obj = dict(files["obj"])
+    obj["q"] = torch.quantize_per_tensor(obj["w"], 0.06, 3, torch.qint8)
+    other = ptfiles.save(obj, str(tmp_path / "other.pt"))
+    r = trove("diff", files["zip"], other, "--json")
+    assert r.code == 1, r
+    changed = {t["key"]: t for t in json.loads(r.out)["tensors"] if not t["identical"]}
+    assert list(changed) == ["q"] and changed["q"]["max_abs"] > 0, changed
 
 
 def test_other_formats_refuse_them_by_name_or_take_their_values(trove, files):

@@ -467,8 +467,8 @@ void TorchResolver::Finish(const std::function<std::string(const TensorView*)>& 
     view->byte_order = byte_order;
     WithContext("tensor '" + key_of(view) + "'", [&] { view->Validate(); });
   }
-  for (const auto& [view, params] : quantized_) {
-    WithContext("tensor '" + key_of(view) + "': quantizer", [&] { view->quantizer = ReadQuantizer(*params, *view); });
+  for (const auto& q : quantized_) {  // (a lambda cannot capture a structured binding in clang 14)
+    WithContext("tensor '" + key_of(q.first) + "': quantizer", [&] { q.first->quantizer = ReadQuantizer(*q.second, *q.first); });
   }
 }
 
