@@ -3,6 +3,7 @@
 #include "trove/tensor_stats.h"
 
 #include <algorithm>
+#include <deque>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -904,8 +905,7 @@ std::optional<std::string> StatsUnsupportedReason(const TensorView& view) {
 std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, const StatsOptions& options,
                                       std::span<const std::string> names) {
   // A quantized tensor's figures are those of its values, as torch's dequantize() gives them.
-  std::vector<TensorView> dequantized;
-  dequantized.reserve(given.size());
+  std::deque<TensorView> dequantized;  // only the quantized ones; a deque keeps their addresses
   std::vector<const TensorView*> chosen(given.begin(), given.end());
   for (const TensorView*& v : chosen) {
     if (v->quantizer && IntReprDType(v->dtype) && v->has_data) v = &dequantized.emplace_back(CastView(*v, DType::kFloat32));
