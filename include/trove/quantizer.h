@@ -54,7 +54,7 @@ TensorView IntReprView(const TensorView& quantized);
 // Throws Error(kCorrupt) naming what is wrong.
 void ValidateQuantizer(const Quantizer& q, const TensorView& quantized);
 
-// "per_tensor_affine, scale 0.05, zero point 3" / "per_channel_affine along axis 0 (4 channels)".
+// "per_tensor_affine, scale 0.05, zero point 3" / "per_channel_affine along axis 0, 4 channels".
 std::string QuantizerText(const Quantizer& q);
 
 }  // namespace trove

@@ -605,6 +605,7 @@ struct CatItem {
   std::string key;
   std::optional<TensorView> tensor;
   const Value* value = nullptr;
+  bool from_glob = false;  // matched by a pattern, not named
 };
 
 std::vector<CatItem> ResolveCatKey(const Document& doc, const std::string& key) {
@@ -622,8 +623,8 @@ std::vector<CatItem> ResolveCatKey(const Document& doc, const std::string& key) 
     std::vector<CatItem> items;
     ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
       if (!KeyMatches(key, path)) return;
-      if (leaf.kind == ValueKind::kTensor) items.push_back({path, *leaf.tensor, nullptr});
-      else items.push_back({path, std::nullopt, &leaf});
+      if (leaf.kind == ValueKind::kTensor) items.push_back({path, *leaf.tensor, nullptr, true});
+      else items.push_back({path, std::nullopt, &leaf, true});
     });
     if (items.empty()) FailNoKey(doc, key, "key path matching");
     return items;
@@ -718,7 +719,10 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       for (CatItem& item : ResolveCatKey(doc, k)) items.push_back(std::move(item));
     }
     for (const CatItem& item : items) {
-      if (item.tensor) CatTensor(item.key, *item.tensor, cat_options);
+      CatOptions o = cat_options;
+      // --dequantize names what to do with quantized tensors; a glob's other tensors print as they are.
+      if (item.from_glob && item.tensor && Info(item.tensor->dtype).readable) o.dequantize = false;
+      if (item.tensor) CatTensor(item.key, *item.tensor, o);
       else CatValue(item.key, *item.value, cat_options);
     }
     *exit_code = kExitOk;

@@ -92,8 +92,8 @@ std::string QuantizerText(const Quantizer& q) {
            std::to_string(q.zero_point);
   }
   const int64_t channels = q.scales && !q.scales->shape.empty() ? q.scales->shape[0] : 0;
-  return std::string(QSchemeName(q.scheme)) + " along axis " + std::to_string(q.axis) + " (" +
-         std::to_string(channels) + " channels)";
+  return std::string(QSchemeName(q.scheme)) + " along axis " + std::to_string(q.axis) + ", " +
+         std::to_string(channels) + " channels";
 }
 
 }  // namespace trove

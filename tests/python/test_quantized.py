@@ -98,6 +98,9 @@ def test_cat_gives_the_integers_and_the_values_as_torch_does(trove, files, layou
     assert r.code == 2 and "per-channel" in r.errtext, r
     r = trove("cat", path, "w", "--dequantize")
     assert r.code == 2 and "not quantized" in r.errtext, r
+    # A glob's other tensors print as they are.
+    r = trove("cat", path, "*", "--dequantize", "--json")
+    assert r.code == 0 and len(r.text.splitlines()) == len(files["obj"]), r
 
 
 def test_stats_are_the_figures_of_the_values(trove, files):
