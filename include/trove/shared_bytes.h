@@ -62,6 +62,11 @@ class SharedBytes {
 
   // Bytes of `size` produced by `source` only when asked for (see the top of this file).
   static SharedBytes Deferred(std::shared_ptr<const DeferredSource> source, uint64_t size);
+  // Bytes of a file mapped only when first asked for: `source` maps the file (Produce returns the
+  // mapping's bytes) and its Open is never used. Unlike Deferred bytes they are cheap to ask for
+  // whole, so deferred() is false and mapped() true: every reader treats them as the mapped bytes
+  // they become. A sharded checkpoint's shards are mapped this way, when a tensor's bytes are read.
+  static SharedBytes LazyMapped(std::shared_ptr<const DeferredSource> source, uint64_t size);
 
   // For deferred bytes, produces them all first (once; may throw as any read).
   const uint8_t* data() const { return deferred_ ? DeferredData() : data_; }
@@ -90,7 +95,7 @@ class SharedBytes {
 
   // True when the bytes are a view of a file mapping (so their pages can be released after a
   // streaming pass and fault back in from the page cache).
-  bool mapped() const { return mapped_; }
+  bool mapped() const;
   // Tells the kernel that [offset, offset+length) will not be needed soon: for mapped bytes the
   // pages leave this process's resident set (they stay in the page cache); otherwise a no-op.
   void Release(uint64_t offset, uint64_t length) const;
@@ -213,6 +218,19 @@ void ThrowIfMappedFileChanged();
 // whose source is a mapping truncated under it fails with EFAULT instead of raising SIGBUS;
 // callers that write mapped bytes out use this to say which file was truncated.
 std::string MappedFileAt(const void* address);
+// The file behind mapped bytes, for a caller that maps the same pages again in another way (the
+// Python module maps a file privately, copy-on-write, to hand out writable views): when `address`
+// lies in a live MappedFile that kept its descriptor, a new descriptor of that same file (the
+// caller closes it), the offset of `address` in the file, and the mapped bytes from there on;
+// nullopt otherwise (no file behind it, or its descriptor closed). No path is opened again, so
+// the answer cannot be another file that took the path meanwhile.
+struct MappedFileDescriptor {
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t length = 0;  // of the mapping from `address` to its end
+  std::string path;
+};
+std::optional<MappedFileDescriptor> DuplicateMappedFile(const void* address);
 // Writing mapped bytes out without touching them: when [data, +size) lies in one live
 // MappedFile, the kernel copies it from that file to out_fd's current position
 // (copy_file_range), page cache to page cache, without faulting the pages into this process.

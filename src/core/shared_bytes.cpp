@@ -32,10 +32,19 @@ SharedBytes SharedBytes::CopyOf(const void* data, uint64_t size) {
 
 struct SharedBytes::DeferredState {
   std::shared_ptr<const DeferredSource> source;
+  bool lazy_mapping = false;  // LazyMapped: the source maps a file
   std::once_flag once;
   std::atomic<bool> produced{false};
   SharedBytes bytes;
 };
+
+SharedBytes SharedBytes::LazyMapped(std::shared_ptr<const DeferredSource> source, uint64_t size) {
+  SharedBytes b = Deferred(std::move(source), size);
+  b.deferred_->lazy_mapping = true;
+  return b;
+}
+
+bool SharedBytes::mapped() const { return mapped_ || (deferred_ && deferred_->lazy_mapping); }
 
 SharedBytes SharedBytes::Deferred(std::shared_ptr<const DeferredSource> source, uint64_t size) {
   auto state = std::make_shared<DeferredState>();
@@ -47,7 +56,7 @@ SharedBytes SharedBytes::Deferred(std::shared_ptr<const DeferredSource> source, 
   return b;
 }
 
-bool SharedBytes::deferred() const { return deferred_ && !deferred_->produced.load(); }
+bool SharedBytes::deferred() const { return deferred_ && !deferred_->lazy_mapping && !deferred_->produced.load(); }
 
 const uint8_t* SharedBytes::DeferredData() const {
   DeferredState& s = *deferred_;
@@ -81,8 +90,14 @@ SharedBytes SharedBytes::Slice(uint64_t offset, uint64_t length) const {
 }
 
 void SharedBytes::Release(uint64_t offset, uint64_t length) const {
-  if (!mapped_ || offset >= size_) return;
+  if (offset >= size_) return;
   length = std::min(length, size_ - offset);
+  if (deferred_) {
+    // A lazy mapping made already releases as the mapping it is; one not made has no pages.
+    if (deferred_->lazy_mapping && deferred_->produced.load()) deferred_->bytes.Release(deferred_offset_ + offset, length);
+    return;
+  }
+  if (!mapped_) return;
   // Only whole pages inside the range: neighbours may still be in use.
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   uintptr_t begin = reinterpret_cast<uintptr_t>(data_ + offset);
@@ -303,14 +318,32 @@ void SharedBytes::Reader::Skip(uint64_t n) {
 void SharedBytes::Reader::ReleaseReadPages() {
   // Up to the last page boundary read past, so that the next read's first page stays mapped.
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t end = reinterpret_cast<uintptr_t>(bytes_.data_ + at_) / page * page;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes_.data_ + released_);
+  const uint8_t* base = bytes_.data();  // mapped bytes (a lazy mapping is made by the read)
+  const uintptr_t end = reinterpret_cast<uintptr_t>(base + at_) / page * page;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(base + released_);
   if (end <= begin || end - begin < kReleaseBatchBytes) return;
   bytes_.Release(released_, end - begin);
   released_ += end - begin;
 }
 
 std::string MappedFileAt(const void* address) { return FileAtAddress(reinterpret_cast<uintptr_t>(address)); }
+
+std::optional<MappedFileDescriptor> DuplicateMappedFile(const void* address) {
+  MappingRegistry& r = Registry();
+  std::lock_guard<std::mutex> lock(r.mutex);  // the descriptor stays open while we duplicate it
+  uintptr_t start = 0;
+  const MappedRange* range = RangeAt(r, reinterpret_cast<uintptr_t>(address), &start);
+  if (range == nullptr || range->fd < 0) return std::nullopt;
+  const int fd = ::fcntl(range->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  MappedFileDescriptor out;
+  out.fd = fd;
+  // A MappedFile maps its whole file from offset 0.
+  out.offset = reinterpret_cast<uintptr_t>(address) - start;
+  out.length = range->length - out.offset;
+  out.path = range->path;
+  return out;
+}
 
 std::shared_ptr<const void> OwnMapping(void* address, uint64_t length, std::string path) {
   {

@@ -229,6 +229,18 @@ void RegisterPrivateMap(PrivateMap& map) {
 
 // Maps `path` privately when it is still the file (device, inode) the library mapped. Null when
 // it is not (replaced meanwhile), or cannot be mapped: the caller copies instead.
+// The whole file behind `fd` (of `size` bytes) mapped privately; null when it cannot be.
+std::shared_ptr<PrivateMap> MapDescriptorPrivately(int fd, uint64_t size, const std::string& path) {
+  void* m = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (m == MAP_FAILED) return nullptr;
+  auto map = std::make_shared<PrivateMap>();
+  map->base = static_cast<uint8_t*>(m);
+  map->size = size;
+  map->path = path;
+  RegisterPrivateMap(*map);
+  return map;
+}
+
 std::shared_ptr<PrivateMap> MapPrivately(const std::string& path, uint64_t dev_major, uint64_t dev_minor, uint64_t inode) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
@@ -238,14 +250,8 @@ std::shared_ptr<PrivateMap> MapPrivately(const std::string& path, uint64_t dev_m
     ::close(fd);
     return nullptr;
   }
-  void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  auto map = MapDescriptorPrivately(fd, static_cast<uint64_t>(st.st_size), path);
   ::close(fd);
-  if (m == MAP_FAILED) return nullptr;
-  auto map = std::make_shared<PrivateMap>();
-  map->base = static_cast<uint8_t*>(m);
-  map->size = static_cast<uint64_t>(st.st_size);
-  map->path = path;
-  RegisterPrivateMap(*map);
   return map;
 }
 
@@ -389,18 +395,38 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
   }
 
   py::object ZeroCopy(const trove::SharedBytes& bytes) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(bytes.data());
-    const MapsLine* line = FindLine(a);
-    if (line == nullptr || a + bytes.size() > line->end) return py::object();
-    const uint64_t file_offset = line->offset + (a - line->start);
     std::shared_ptr<PrivateMap> map;
-    const auto key = std::make_pair(line->dev_major << 32 | line->dev_minor, line->inode);
-    if (auto it = by_file_.find(key); it != by_file_.end()) {
-      map = it->second;
+    uint64_t file_offset = 0;
+    if (auto file = trove::DuplicateMappedFile(bytes.data())) {
+      // The library's own descriptor of the file (a MappedFile): no need to find it by address.
+      struct stat st {};
+      if (::fstat(file->fd, &st) == 0 && S_ISREG(st.st_mode) && bytes.size() <= file->length) {
+        file_offset = file->offset;
+        const auto key = std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+        if (auto it = by_file_.find(key); it != by_file_.end()) {
+          map = it->second;
+        } else {
+          map = MapDescriptorPrivately(file->fd, static_cast<uint64_t>(st.st_size), file->path);
+          by_file_.emplace(key, map);
+          if (map) maps_.push_back(map);
+        }
+      }
+      ::close(file->fd);
     } else {
-      map = MapPrivately(line->path, line->dev_major, line->dev_minor, line->inode);
-      by_file_.emplace(key, map);
-      if (map) maps_.push_back(map);
+      // A mapping made outside MappedFile (a tensordict leaf mapped by its prefix): found by its
+      // address in /proc/self/maps, then opened again by path and checked to be the same file.
+      const uintptr_t a = reinterpret_cast<uintptr_t>(bytes.data());
+      const MapsLine* line = FindLine(a);
+      if (line == nullptr || a + bytes.size() > line->end) return py::object();
+      file_offset = line->offset + (a - line->start);
+      const auto key = std::make_pair(static_cast<uint64_t>(makedev(line->dev_major, line->dev_minor)), line->inode);
+      if (auto it = by_file_.find(key); it != by_file_.end()) {
+        map = it->second;
+      } else {
+        map = MapPrivately(line->path, line->dev_major, line->dev_minor, line->inode);
+        by_file_.emplace(key, map);
+        if (map) maps_.push_back(map);
+      }
     }
     if (!map || file_offset + bytes.size() > map->size) return py::object();
     // The array's base is a capsule owning the mapping (and, through this document, the file).
@@ -1154,6 +1180,12 @@ PYBIND11_MODULE(_trove, m) {
       })
       .def("contains", [](PyDocument& d, const std::string& key) { return d.doc().FindTensor(key) != nullptr; })
       .def("metadata", [](PyDocument& d) { return Metadata(d.doc()); })
+      // What the warning of an open names, without building the whole metadata (trove.load's time).
+      .def("unknown_classes", [](PyDocument& d) {
+        std::vector<std::string> classes;
+        for (const trove::UnknownObject& o : trove::FindUnknownObjects(d.doc())) classes.push_back(o.node->type_name);
+        return classes;
+      })
       .def("tensor_info", [](PyDocument& d, const std::string& key) {
         d.CheckChanged();
         py::tuple t = Guarded([&] { return d.TensorInfo(d.Find(key)); });

@@ -5,6 +5,7 @@ truncation under a view, errors. Skipped only when the module was not built (no 
 import collections
 import glob
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -534,6 +535,42 @@ def test_convert_max_shard_size(tmp_path):
     assert any(n.endswith(".bin.index.json") for n in os.listdir(str(tmp_path / "pts")))
     with pytest.raises(trove.UsageError):
         trove.convert(src, str(tmp_path / "x"), max_shard_size="10MB")
+
+
+def _mapped_paths():
+    with open("/proc/self/maps") as f:
+        return {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+
+
+def test_safetensors_shards_are_mapped_when_first_read(tmp_path):
+    """A sharded checkpoint's .safetensors shards are read header-only at open and mapped when a
+    tensor's bytes are first read: only the shard holding the tensor asked for; a shard changed
+    since the open is an error when it is mapped, not a view of other bytes."""
+    src = str(tmp_path / "src.pt")
+    sd = _big_sd()
+    trove.save(sd, src)
+    out = tmp_path / "shards"
+    trove.convert(src, str(out), to="safetensors", max_shard_size="10MB")
+    shards = sorted(str(p.resolve()) for p in out.glob("*.safetensors"))
+    assert len(shards) == 2
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    with trove.open(str(out), framework="pt") as f:
+        assert set(f.keys()) == set(sd)
+        assert not _mapped_paths() & set(shards)  # opened: nothing mapped
+        key = next(k for k, v in index["weight_map"].items() if v == os.path.basename(shards[1]))
+        assert torch.equal(f[key], sd[key])
+        assert _mapped_paths() & set(shards) == {shards[1]}
+    # A shard rewritten under the open document (another header) is refused when first mapped.
+    with trove.open(str(out), framework="pt") as f:
+        other = next(k for k, v in index["weight_map"].items() if v == os.path.basename(shards[0]))
+        with open(shards[0], "r+b") as w:  # same size, the header's first name changed
+            head = bytearray(w.read(64))
+            i = head.index(b'"', 9)
+            head[i + 1] = ord("Z") if head[i + 1] != ord("Z") else ord("Y")
+            w.seek(0)
+            w.write(head)
+        with pytest.raises(trove.IoError, match="changed since"):
+            f[other].sum()
 
 
 def test_save_max_shard_size(tmp_path):

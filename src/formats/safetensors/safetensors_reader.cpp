@@ -12,6 +12,7 @@
 #include "formats/safetensors/safetensors_dtypes.h"
 #include "trove/error.h"
 #include "trove/safetensors.h"
+#include "formats/safetensors/safetensors_reader.h"
 
 namespace trove {
 namespace {
@@ -154,18 +155,27 @@ bool LooksLikeSafetensors(std::string_view head, uint64_t file_size) {
   return n >= 2 && n <= kMaxSafetensorsHeaderBytes && n <= file_size - 8 && head[8] == '{';
 }
 
-Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& /*options*/) {
-  const uint64_t size = file->size();
-  if (size < 8) Fail(ErrorCode::kCorrupt, "too short for a safetensors header length (" + std::to_string(size) + " bytes)");
-  const uint64_t n = LoadLe64(file->data());
+uint64_t SafetensorsHeaderLength(const uint8_t* first8, uint64_t file_size) {
+  if (file_size < 8) Fail(ErrorCode::kCorrupt, "too short for a safetensors header length (" + std::to_string(file_size) + " bytes)");
+  const uint64_t n = LoadLe64(first8);
   if (n > kMaxSafetensorsHeaderBytes) {
     Fail(ErrorCode::kLimit, "header length " + std::to_string(n) + " exceeds the " + std::to_string(kMaxSafetensorsHeaderBytes) +
                                 "-byte cap (kMaxSafetensorsHeaderBytes)");
   }
-  if (n > size - 8) {
-    Fail(ErrorCode::kCorrupt, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes)");
+  if (n > file_size - 8) {
+    Fail(ErrorCode::kCorrupt, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
   }
-  const char* header = reinterpret_cast<const char*>(file->data() + 8);
+  return n;
+}
+
+Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
+  return ReadSafetensorsParts(file->path(), file->size(), file->data(), file->bytes(), options);
+}
+
+Document ReadSafetensorsParts(const std::string& path, uint64_t size, const uint8_t* prefix, const SharedBytes& whole,
+                              const ReadOptions& /*options*/) {
+  const uint64_t n = SafetensorsHeaderLength(prefix, size);
+  const char* header = reinterpret_cast<const char*>(prefix + 8);
   if (n == 0 || header[0] != '{') Fail(ErrorCode::kCorrupt, "header @ 8: does not start with '{'");
   HeaderHandler handler;
   nlohmann::json::sax_parse(header, header + n, &handler, nlohmann::json::input_format_t::json, /*strict=*/true);
@@ -233,10 +243,10 @@ Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& /*
 
   Document doc;
   doc.format = "safetensors";
-  doc.path = file->path();
+  doc.path = path;
   doc.file_size = size;
   Value* root = doc.arena->Dict("dict");
-  const SharedBytes data = file->Slice(data_start, data_size);
+  const SharedBytes data = whole.Slice(data_start, data_size);
   int64_t index = 0;
   for (size_t i : order) {
     const TensorEntry& t = handler.tensors[i];

@@ -1,7 +1,14 @@
 // Sharded checkpoints: an index (model.safetensors.index.json, pytorch_model.bin.index.json)
-// naming the shard file of each tensor. The shards are opened and their tensors gathered into one
-// document; every shard is opened (views need their mapping), which costs a header parse each.
+// naming the shard file of each tensor. Every shard's header is read and its tensors gathered
+// into one document; a .safetensors shard is mapped only when a tensor's bytes are first read.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/safetensors/sharded_reader.h"
+#include "formats/safetensors/safetensors_reader.h"
 #include "trove/error.h"
 #include "formats/pt/pt_reader.h"
 #include "trove/safetensors.h"
@@ -20,17 +28,93 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A .safetensors shard's bytes, mapped when a tensor's bytes are first read: opening a sharded
+// checkpoint reads each shard's header (pread) and maps nothing, so `info` of a hundred shards
+// holds no mapping and no descriptor, and `cat` of one tensor maps one shard.
+class ShardMapping : public DeferredSource {
+ public:
+  ShardMapping(std::string path, uint64_t size, std::string_view header)
+      : path_(std::move(path)), size_(size), header_hash_(std::hash<std::string_view>()(header)), header_bytes_(header.size()) {}
+
+  SharedBytes Produce() const override {
+    return WithFile(path_, [&] {
+      auto file = MappedFile::Open(path_);
+      // The views were made from the header read at open: the file mapped now must still have it.
+      if (file->size() != size_ || file->size() < header_bytes_ ||
+          std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(file->data()), header_bytes_)) != header_hash_) {
+        Fail(ErrorCode::kIo, "changed since the sharded checkpoint was opened (its size or header differs)");
+      }
+      return file->bytes();
+    });
+  }
+
+  // Lazy mappings are read through Produce's mapping; this reader only serves a caller that
+  // asks for one anyway.
+  std::unique_ptr<DeferredReader> Open(uint64_t offset) const override {
+    class Copier : public DeferredReader {
+     public:
+      Copier(SharedBytes bytes, uint64_t at) : bytes_(std::move(bytes)), at_(at) {}
+      void Read(uint8_t* out, size_t n) override {
+        std::memcpy(out, bytes_.data() + at_, n);
+        at_ += n;
+      }
+      void Skip(uint64_t n) override { at_ += n; }
+
+     private:
+      SharedBytes bytes_;
+      uint64_t at_;
+    };
+    return std::make_unique<Copier>(Produce(), offset);
+  }
+
+ private:
+  std::string path_;
+  uint64_t size_;
+  size_t header_hash_;
+  uint64_t header_bytes_;
+};
+
+// Reads exactly n bytes at offset (Error naming the reason otherwise).
+void ReadExactly(int fd, uint8_t* out, uint64_t n, uint64_t offset) {
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, out, static_cast<size_t>(std::min<uint64_t>(n, 1u << 30)), static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) Fail(ErrorCode::kIo, std::strerror(errno));
+    if (got == 0) Fail(ErrorCode::kIo, "changed while being read (ends early)");
+    out += got, n -= static_cast<uint64_t>(got), offset += static_cast<uint64_t>(got);
+  }
+}
+
 // A shard is a .safetensors file or a torch.save file (zip or legacy), told apart by content as
-// trove::Open would; the file's name prefixes any error, as it does there.
+// trove::Open would; the file's name prefixes any error, as it does there. A torch.save shard is
+// mapped to be parsed (its zip directory is at its end); a .safetensors one is mapped lazily.
 Document ReadShard(const std::string& path, const ReadOptions& options) {
   return WithFile(path, [&] {
-    auto file = MappedFile::Open(path);
-    std::string_view head(reinterpret_cast<const char*>(file->data()), std::min<uint64_t>(file->size(), 64));
-    if (head.starts_with(std::string_view("PK\x03\x04", 4)) || IsLegacyPtStart(file->data(), file->size())) {
-      return ReadPt(file, options);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) Fail(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(errno));
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) Fail(ErrorCode::kIo, std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) Fail(ErrorCode::kIo, "not a regular file");
+    const auto size = static_cast<uint64_t>(st.st_size);
+    uint8_t first[256] = {};  // enough for a legacy file's first pickle (the magic number)
+    const uint64_t got = std::min<uint64_t>(size, sizeof first);
+    ReadExactly(fd, first, got, 0);
+    std::string_view head(reinterpret_cast<const char*>(first), static_cast<size_t>(std::min<uint64_t>(got, 64)));
+    if (head.starts_with(std::string_view("PK\x03\x04", 4)) || IsLegacyPtStart(first, got)) {
+      return ReadPt(MappedFile::Open(path), options);
     }
-    if (LooksLikeSafetensors(head, file->size()) || path.ends_with(".safetensors")) return ReadSafetensors(file, options);
-    Fail(ErrorCode::kUnsupported, "not a .safetensors or torch.save shard");
+    if (!LooksLikeSafetensors(head, size) && !path.ends_with(".safetensors")) {
+      Fail(ErrorCode::kUnsupported, "not a .safetensors or torch.save shard");
+    }
+    const uint64_t n = SafetensorsHeaderLength(first, size);
+    std::vector<uint8_t> header(static_cast<size_t>(8 + n));
+    ReadExactly(fd, header.data(), header.size(), 0);
+    auto source = std::make_shared<ShardMapping>(path, size, std::string_view(reinterpret_cast<const char*>(header.data()), header.size()));
+    return ReadSafetensorsParts(path, size, header.data(), SharedBytes::LazyMapped(std::move(source), size), options);
   });
 }
 

@@ -201,11 +201,23 @@ def _numpy_array(info: tuple, raw: bool, key: str):
                       strides=tuple(s * size for s in strides))
 
 
+_ELEMENT_SIZES: dict = {}
+
+
+def _element_size(torch: Any, dtype: Any) -> int:
+    size = _ELEMENT_SIZES.get(dtype)
+    if size is None:  # torch 1.13's dtypes have no itemsize
+        size = dtype.itemsize if hasattr(dtype, "itemsize") else torch.empty((), dtype=dtype).element_size()
+        _ELEMENT_SIZES[dtype] = size
+    return size
+
+
 class _TorchStorages:
     """One uint8 torch tensor per storage, so that views of one storage share it."""
 
     def __init__(self) -> None:
         self.by_id: dict = {}
+        self.typed: dict = {}  # (storage id, torch dtype) -> the storage viewed as that dtype
 
     def tensor(self, info: tuple, key: str, parameters: bool = True):
         (storage, dtype, torch_name, shape, strides, offset, requires_grad, is_parameter, sid, has_data, _zc, quantizer,
@@ -217,13 +229,17 @@ class _TorchStorages:
         if not has_data:
             t = torch.empty_strided(tuple(shape), tuple(strides), dtype=tdt, device="meta")
         else:
-            base = self.by_id.get(sid)
-            if base is None:
-                base = torch.from_numpy(storage)
-                self.by_id[sid] = base
-            size = tdt.itemsize if hasattr(tdt, "itemsize") else torch.empty((), dtype=tdt).element_size()
-            usable = base if base.numel() % size == 0 else base[: base.numel() - base.numel() % size]
-            t = usable.view(tdt).as_strided(tuple(shape), tuple(strides), offset)
+            typed = self.typed.get((sid, tdt))
+            if typed is None:
+                base = self.by_id.get(sid)
+                if base is None:
+                    base = torch.from_numpy(storage)
+                    self.by_id[sid] = base
+                size = _element_size(torch, tdt)
+                usable = base if base.numel() % size == 0 else base[: base.numel() - base.numel() % size]
+                typed = usable.view(tdt)
+                self.typed[(sid, tdt)] = typed
+            t = typed.as_strided(tuple(shape), tuple(strides), offset)
         if quantizer is not None:
             # The stored integers made a quantized tensor again, as torch's _rebuild_qtensor does.
             if quantizer[0] == "per_tensor_affine":
@@ -380,9 +396,9 @@ class File:
         self.raw = raw
         self._lock = threading.RLock()
         self._doc = _trove._open(os.fspath(path), _policy(strict, permissive))
-        unknown = self._doc.metadata()["unknown_objects"]
+        unknown = self._doc.unknown_classes()
         if unknown:
-            classes = list(dict.fromkeys(u["class"] for u in unknown))
+            classes = list(dict.fromkeys(unknown))
             warnings.warn(f"{os.fspath(path)}: {len(unknown)} object(s) of classes trove does not know, read as inert "
                           f"trove.Object records (nothing run): {', '.join(classes[:8])}"
                           f"{' and more' if len(classes) > 8 else ''}", UnknownObjectsWarning, stacklevel=3)
