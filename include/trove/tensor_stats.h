@@ -43,6 +43,14 @@ inline constexpr uint32_t kMaxStatsThreads = 32;
 struct StatsOptions {
   uint32_t threads = 0;        // 0: std::thread::hardware_concurrency(); at most kMaxStatsThreads
   uint32_t histogram_bins = 0; // 0: no histograms; else at most kMaxStatsHistogramBins
+  // True: every count equals numpy.histogram's for the edges (a second sweep places each value).
+  // False: for tensors whose values are all float32-exact (float32, bfloat16, float16, float8/4,
+  // integers of up to 16 bits, bool) of at least 65,536 values, histograms come from the one sweep
+  // of the other figures: values are counted in 2^16 buckets (a value's float32 sign, exponent and
+  // top 7 mantissa bits), and a bucket that a bin edge cuts is spread over its bins by width, so a
+  // count can be off by part of the values lying within 2^-7 of their magnitude of an edge. For
+  // pictures (trove report); figures other than the histograms are the same either way.
+  bool exact_histograms = true;
   // Run each worker's reads under RunGuardingTruncation (trove/shared_bytes.h): a file truncated
   // meanwhile becomes an Error instead of SIGBUS. For short-lived programs only (see there).
   bool guard_truncation = false;

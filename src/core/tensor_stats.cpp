@@ -754,13 +754,157 @@ struct Accumulator {
   uint64_t chunks_done = 0;  // of the first sweep; at walk.chunks the binnings are set
   bool binned = false;
   bool counted = false;      // every finite value is one value: the histograms are known already
+  bool bucketed = false;     // histograms from the first sweep's buckets (see Buckets below)
+  std::vector<uint64_t> buckets;    // the first sweep's bucket counts, until the binnings are set
+  std::vector<uint64_t> ambiguous;  // bitmap of the buckets whose values the second sweep places
 };
+
+// --- Histograms from the first sweep's buckets ----------------------------------------------
+//
+// With StatsOptions::exact_histograms off, a tensor whose every value is exactly a float32
+// (float32, bfloat16, float16, the float8 and float4 formats, integers of up to 16 bits, bool)
+// gets its histograms in its one sweep: each value is counted under the top 16 bits of its
+// float32 bits (sign, exponent and 7 mantissa bits: 2^16 buckets, each a range of values 2^-7 of
+// its magnitude wide), and once the extremes give the edges the buckets are turned into bins
+// (SpreadBuckets). Other tensors are binned value by value in a second sweep, exactly.
+constexpr size_t kBuckets = size_t{1} << 16;
+// Below this many values a tensor is binned value by value: classifying buckets costs about as
+// much as their count, and a tensor's bucket table (512 KB) would dwarf it.
+constexpr uint64_t kMinBucketedValues = uint64_t{1} << 16;
+// Buckets of magnitudes from here up hold NaN and the infinities (exponent bits all ones).
+constexpr uint32_t kNonFiniteBucket = 0x7F80;
+
+bool ExactInFloat32(DType d) {
+  switch (d) {
+    case DType::kFloat32: case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: case DType::kInt8:
+    case DType::kUInt8: case DType::kUInt16: case DType::kBool: case DType::kFloat8E4M3FN: case DType::kFloat8E5M2:
+    case DType::kFloat8E4M3FNUZ: case DType::kFloat8E5M2FNUZ: case DType::kFloat8E8M0FNU: case DType::kFloat4E2M1FNx2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+inline uint32_t BucketOf(double v) { return std::bit_cast<uint32_t>(static_cast<float>(v)) >> 16; }
+
+TROVE_STATS_CLONES
+void CountBuckets(const double* x, size_t n, uint32_t* __restrict buckets) {
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Vec4f f = __builtin_convertvector(LoadVec(x + i), Vec4f);
+    Vec4u32 u;
+    std::memcpy(&u, &f, sizeof u);
+    u >>= 16;
+    ++buckets[u[0]];
+    ++buckets[u[1]];
+    ++buckets[u[2]];
+    ++buckets[u[3]];
+  }
+  for (; i < n; ++i) ++buckets[BucketOf(x[i])];
+}
+
+// The buckets a chunk's values can be in, from its extremes: magnitudes up to its largest
+// positive value, the negative ones up to its most negative (zeros of either sign included), and
+// the non-finite ones when it had any. calls fn(first, last) per range of bucket indices.
+template <class F>
+void ForEachChunkBucketRange(const Extremes& e, F&& fn) {
+  if (e.finite > 0) {
+    fn(uint32_t{0}, e.max >= 0 ? BucketOf(e.max) : 0u);
+    fn(uint32_t{0x8000}, e.min < 0 ? BucketOf(e.min) : 0x8000u);
+  }
+  if (e.nan + e.pos_inf + e.neg_inf > 0) {
+    fn(kNonFiniteBucket, uint32_t{0x7FFF});
+    fn(uint32_t{0x8000} | kNonFiniteBucket, uint32_t{0xFFFF});
+  }
+}
+
+// A monotonic placing along sorted edges: the bin of each value asked, values asked in
+// increasing order. Bin i holds [edges[i], edges[i+1]); the last bin also holds edges[bins].
+struct EdgeCursor {
+  const double* edges;
+  size_t last;  // bins - 1
+  size_t i = 0;
+  size_t At(double v) {
+    while (i < last && v >= edges[i + 1]) ++i;
+    return i;
+  }
+};
+
+// Adds `n` values spread evenly over [lo, hi] to the bins i1..i2 that range meets, in proportion
+// to its width in each (the whole count when it has no width); the shares sum to n.
+void SpreadCount(uint64_t n, double lo, double hi, const std::vector<double>& edges, size_t i1, size_t i2,
+                 std::vector<uint64_t>& counts) {
+  const double width = hi - lo;
+  if (!(width > 0) || i1 == i2) {
+    counts[i1] += n;
+    return;
+  }
+  uint64_t given = 0;
+  for (size_t j = i1; j <= i2; ++j) {
+    const double right = j == i2 ? hi : std::min(hi, edges[j + 1]);
+    const uint64_t upto = j == i2 ? n : std::min<uint64_t>(n, static_cast<uint64_t>(std::llround(static_cast<double>(n) * ((right - lo) / width))));
+    if (upto > given) counts[j] += upto - given, given = upto;
+  }
+}
+
+// The histograms of a bucketed tensor from its buckets alone: a bucket inside one bin adds its
+// count there; one an edge cuts is spread over the bins it meets by width (linear: of its values;
+// log10: of its magnitudes' logarithms). A bin's count can thus differ from numpy's by part of
+// the counts of the two buckets its edges cut (values within 2^-7 of their magnitude of an edge).
+void SpreadBuckets(Accumulator& acc) {
+  const Extremes& e = acc.extremes;
+  const std::vector<uint64_t>& c = acc.buckets;
+  const size_t bins = acc.linear_counts.size();
+  const uint32_t pos_last = e.max >= 0 ? BucketOf(e.max) : 0, neg_last = (e.min < 0 ? BucketOf(e.min) : 0x8000u) & 0x7FFF;
+  auto range = [](uint32_t m) {  // the magnitudes of bucket m (m < kNonFiniteBucket)
+    return std::pair<double, double>(std::bit_cast<float>(m << 16), std::bit_cast<float>((m << 16) | 0xFFFF));
+  };
+  EdgeCursor lin{acc.linear.edges.data(), bins - 1};
+  auto linear = [&](uint32_t k, double lo, double hi) {
+    if (c[k] == 0) return;
+    lo = std::max(lo, e.min);
+    hi = std::min(hi, e.max);
+    SpreadCount(c[k], lo, hi, acc.linear.edges, lin.At(lo), lin.At(hi), acc.linear_counts);
+  };
+  // In increasing order of the values: the negative buckets from the largest magnitude down, then
+  // the positive ones up (edge cursors only move forwards).
+  for (uint32_t m = neg_last + 1; m-- > 0;) {
+    auto [a, b] = range(m);
+    linear(0x8000 | m, -b, -a);
+  }
+  for (uint32_t m = 0; m <= pos_last; ++m) {
+    auto [a, b] = range(m);
+    linear(m, a, b);
+  }
+  if (!acc.log10_abs.active()) return;
+  const double max_abs = std::max(std::fabs(e.min), std::fabs(e.max));
+  for (uint32_t sign : {0u, 0x8000u}) {
+    EdgeCursor g{acc.log10_abs.thresholds.data(), bins - 1};
+    const uint32_t last = sign ? neg_last : pos_last;
+    for (uint32_t m = 1; m <= last; ++m) {
+      const uint64_t n = c[sign | m];
+      if (n == 0) continue;
+      auto [a, b] = range(m);
+      a = std::max(a, e.min_abs_nonzero);
+      b = std::min(b, max_abs);
+      const size_t j1 = g.At(a), j2 = g.At(b);
+      if (j1 == j2) acc.log_counts[j1] += n;
+      else SpreadCount(n, std::log10(a), std::log10(b), acc.log10_abs.edges, j1, j2, acc.log_counts);
+    }
+  }
+  // Bucket 0 of each sign: the zeros (in no log10 bin) and magnitudes below 2^-133, if any.
+  const uint64_t tiny = c[0] + c[0x8000] - std::min(c[0] + c[0x8000], e.zeros);
+  if (tiny > 0) acc.log_counts[static_cast<size_t>(LogBinOf(acc.log10_abs, e.min_abs_nonzero))] += tiny;
+}
 
 // A tensor's histogram bins, once its first sweep found the extremes.
 void SetBinnings(Accumulator& acc, uint32_t bins) {
   const Extremes& e = acc.extremes;
   acc.binned = true;
-  if (e.finite == 0) return;
+  if (e.finite == 0) {
+    std::vector<uint64_t>().swap(acc.buckets);
+    return;
+  }
   acc.linear = MakeBinning(e.min, e.max, bins);
   SetLinearMargin(acc.linear);
   acc.linear_counts.assign(bins, 0);
@@ -777,13 +921,18 @@ void SetBinnings(Accumulator& acc, uint32_t bins) {
     acc.linear_counts[BinOf(acc.linear, e.min)] = e.finite;
     if (acc.log10_abs.active()) acc.log_counts[static_cast<size_t>(LogBinOf(acc.log10_abs, std::fabs(e.min)))] = e.finite;
     acc.counted = true;
+  } else if (acc.bucketed && !acc.buckets.empty()) {
+    SpreadBuckets(acc);
+    acc.counted = true;
   }
+  std::vector<uint64_t>().swap(acc.buckets);
 }
 
 std::vector<TreeNode> ChunkMoments(const Walk& w, uint64_t chunk, double smallest_normal, bool min_abs, double* values,
-                                   bool release, Extremes& e) {
+                                   bool release, uint32_t* buckets /* or null */, Extremes& e) {
   PairwiseTree tree;
   ForEachBlockOfChunk(w, chunk, values, release, [&](double* x, size_t n) {
+    if (buckets) CountBuckets(x, n, buckets);  // before BlockMoments, which may drop non-finite values
     tree.Push({0, BlockMoments(x, n, smallest_normal, min_abs, e)});
   });
   return tree.stack;
@@ -930,8 +1079,10 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, 
       accs[i].walk = MakeWalk(v);
     });
     accs[i].smallest_normal = SmallestNormal(v.dtype);
-    // With histograms, each chunk is an item of each sweep.
-    first_item[i + 1] = first_item[i] + accs[i].walk.chunks * (options.histogram_bins > 0 ? 2 : 1);
+    accs[i].bucketed = options.histogram_bins > 0 && !options.exact_histograms && ExactInFloat32(accs[i].walk.dtype) &&
+                       accs[i].walk.elements * accs[i].walk.values_per_element >= kMinBucketedValues;
+    // With exact histograms, each chunk is an item of each sweep.
+    first_item[i + 1] = first_item[i] + accs[i].walk.chunks * (options.histogram_bins > 0 && !accs[i].bucketed ? 2 : 1);
   }
   const uint64_t items = first_item.back();
   auto tensor_of = [&](uint64_t item) {
@@ -939,6 +1090,8 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, 
   };
   std::mutex merge_mutex;
   thread_local std::vector<double> values;
+  thread_local std::vector<uint32_t> bucket_table;  // a chunk's bucket counts (zero between chunks)
+  thread_local bool bucket_table_dirty = false;
   const uint32_t bins = options.histogram_bins;
 
   // One sweep of moments and counts per tensor, and with histograms a second one between the
@@ -954,11 +1107,25 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, 
     values.resize(kBlockValues);
     if (chunk < acc.walk.chunks) {
       Extremes e;
-      const bool release = bins == 0 || acc.walk.elements * acc.walk.esize > kStatsRereadBytes;
+      const bool release = bins == 0 || acc.bucketed || acc.walk.elements * acc.walk.esize > kStatsRereadBytes;
+      // A chunk that failed part way left its counts behind: start again from zeros.
+      if (acc.bucketed) {
+        if (bucket_table.size() != kBuckets || bucket_table_dirty) bucket_table.assign(kBuckets, 0);
+        bucket_table_dirty = true;
+      }
       std::vector<TreeNode> nodes = named(t, [&] {
-        return ChunkMoments(acc.walk, chunk, acc.smallest_normal, bins > 0, values.data(), release, e);
+        return ChunkMoments(acc.walk, chunk, acc.smallest_normal, bins > 0, values.data(), release,
+                            acc.bucketed ? bucket_table.data() : nullptr, e);
       });
       std::lock_guard<std::mutex> lock(merge_mutex);
+      if (acc.bucketed) {
+        if (acc.buckets.empty()) acc.buckets.assign(kBuckets, 0);
+        ForEachChunkBucketRange(e, [&](uint32_t first, uint32_t last) {
+          for (uint32_t k = first; k <= last; ++k) acc.buckets[k] += bucket_table[k];
+          std::fill(bucket_table.begin() + first, bucket_table.begin() + last + 1, 0u);
+        });
+        bucket_table_dirty = false;
+      }
       acc.extremes.Add(e);
       acc.early.emplace(chunk, std::move(nodes));
       // Chunks join the tree in order, each as the subtree it is; those done early wait their turn.

@@ -2,6 +2,7 @@
 Chromium to check what it draws: every key in the table, the treemap, the change chart, the value
 tree, no console error, no network. Checkpoints are made by torch; figures are checked against
 numpy (the page shows what the C++ side computed)."""
+import json
 import math
 import os
 import re
@@ -136,6 +137,72 @@ def test_two_checkpoints_show_what_changed(trove, tmp_path):
     positions = [text.index("model/" + k, text.index("What changed")) for k in order]
     assert positions == sorted(positions), order
     screenshot(out, tmp_path / "change.png")
+
+
+def _cut_by_an_edge(values, inner_edges, log=False):
+    """Which values lie in a float32 bucket (sign, exponent, top 7 mantissa bits) that an inner
+    edge cuts: the values whose histogram share the report may spread to a neighbouring bin."""
+    bits = values.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+    a = bits.view(np.float32).astype(np.float64)
+    b = (bits | np.uint32(0xFFFF)).view(np.float32).astype(np.float64)
+    with np.errstate(divide="ignore"):  # bucket 0's lower end: log10(0) = -inf, cut by any edge
+        lo, hi = (np.log10(np.abs(a)), np.log10(np.abs(b))) if log else (np.minimum(a, b), np.maximum(a, b))
+    return np.searchsorted(inner_edges, lo, side="right") != np.searchsorted(inner_edges, hi, side="right")
+
+
+def test_large_tensors_histograms_come_from_the_one_sweep(trove, tmp_path):
+    """Tensors of 65,536 values and more get the page's histograms from the statistics' sweep
+    (2^16 float32 buckets, docs/stats.md): every finite value is counted once, and a bin differs
+    from numpy's count by no more than the values of buckets an edge cuts. Exact figures are
+    `stats --hist`'s."""
+    g = torch.Generator().manual_seed(3)
+    n = 1 << 17
+    sd = {
+        "normal": torch.randn(n, generator=g),
+        "wide": torch.randn(n, generator=g) * torch.logspace(-6, 3, n),
+        "bf16": torch.randn(n, generator=g).bfloat16(),
+        "half": (torch.rand(n, generator=g) * 100 - 30).half(),
+        "negative": -torch.rand(n, generator=g) - 1e-3,
+        "relu": torch.relu(torch.randn(n, generator=g)),
+        "ints": torch.randint(-128, 128, (n,), generator=g, dtype=torch.int8),
+        "mask": torch.rand(n, generator=g) > 0.3,
+        "nonfinite": torch.randn(n, generator=g),
+        "constant": torch.full((n,), 0.25),
+        "tiny": torch.randn(n, generator=g) * 1e-42,  # float32 subnormals
+    }
+    sd["nonfinite"][::7] = float("nan")
+    sd["nonfinite"][1::11] = float("inf")
+    sd["nonfinite"][2::13] = -float("inf")
+    path = tmp_path / "big.pt"
+    torch.save(sd, path)
+    out = tmp_path / "big.html"
+    report(trove, path, "-o", out)
+    data, _ = embedded_data(out)
+    got = {t["key"]: t for t in data["a"]["tensors"]}
+    for k, t in sd.items():
+        x = t.double().numpy().ravel() if t.dtype != torch.bool else t.numpy().astype(np.float64).ravel()
+        f = x[np.isfinite(x)]
+        h = got[k]["histogram"]
+        lo, hi = h["range"]
+        exact, edges = np.histogram(f, bins=32, range=(lo, hi))
+        assert sum(h["counts"]) == f.size, k
+        cut = _cut_by_an_edge(f, edges[1:-1])
+        assert np.abs(np.array(h["counts"]) - exact).sum() <= 2 * cut.sum(), k
+        nz = np.abs(f[f != 0])
+        if nz.size == 0:
+            continue
+        lh = got[k]["log10_abs_histogram"]
+        llo, lhi = lh["range"]
+        lexact, ledges = np.histogram(np.log10(nz), bins=32, range=(llo, lhi))
+        assert sum(lh["counts"]) == nz.size, k
+        lcut = _cut_by_an_edge(f[f != 0], ledges[1:-1], log=True)
+        assert np.abs(np.array(lh["counts"]) - lexact).sum() <= 2 * lcut.sum(), k
+    # The exact counts, for comparison, from `stats --hist`.
+    r = trove("stats", path, "normal", "--hist", "32", "--json")
+    assert r.code == 0, r
+    exact_normal = json.loads(r.out)["tensors"][0]["histogram"]["counts"]
+    f = sd["normal"].double().numpy()
+    assert exact_normal == np.histogram(f, bins=32, range=(f.min(), f.max()))[0].tolist()
 
 
 def test_two_thousand_tensors_render_with_lazy_histograms(trove, tmp_path):
