@@ -235,6 +235,8 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
   for (const auto& [k, v] : doc.properties) {
     // A flag saying another property was assumed is shown on that property's line.
     if (k.ends_with("_assumed") && v.type == PropertyValue::Type::kBoolean) continue;
+    // A reader's own tensor count says what the summary's first line says already.
+    if (k == "tensors" && v.type == PropertyValue::Type::kInteger && static_cast<uint64_t>(v.integer) == totals.tensors) continue;
     const std::string* assumed = doc.Property(k + "_assumed");
     std::cout << "  " << fmt::format("{:<18} ", k) << v.text
               << (assumed && *assumed == "true" ? " (assumed: the file does not say)" : "") << '\n';

@@ -803,14 +803,18 @@ void CountBuckets(const double* x, size_t n, uint32_t* __restrict buckets) {
   for (; i < n; ++i) ++buckets[BucketOf(x[i])];
 }
 
-// The buckets a chunk's values can be in, from its extremes: magnitudes up to its largest
-// positive value, the negative ones up to its most negative (zeros of either sign included), and
-// the non-finite ones when it had any. calls fn(first, last) per range of bucket indices.
+// The buckets a chunk's values can be in, from its extremes: the zeros' (of either sign), the
+// magnitudes from its smallest nonzero one up to its largest positive value and to its most
+// negative one, and the non-finite ones when it had any. Calls fn(first, last) per range of
+// bucket indices (a range may be empty: first > last).
 template <class F>
 void ForEachChunkBucketRange(const Extremes& e, F&& fn) {
   if (e.finite > 0) {
-    fn(uint32_t{0}, e.max >= 0 ? BucketOf(e.max) : 0u);
-    fn(uint32_t{0x8000}, e.min < 0 ? BucketOf(e.min) : 0x8000u);
+    fn(uint32_t{0}, uint32_t{0});
+    fn(uint32_t{0x8000}, uint32_t{0x8000});
+    const uint32_t from = e.min_abs_nonzero <= DBL_MAX ? std::max(BucketOf(e.min_abs_nonzero), 1u) : 0x8000u;
+    if (e.max > 0) fn(from, BucketOf(e.max));
+    if (e.min < 0) fn(0x8000u | from, BucketOf(e.min));
   }
   if (e.nan + e.pos_inf + e.neg_inf > 0) {
     fn(kNonFiniteBucket, uint32_t{0x7FFF});
@@ -1122,7 +1126,7 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, 
         if (acc.buckets.empty()) acc.buckets.assign(kBuckets, 0);
         ForEachChunkBucketRange(e, [&](uint32_t first, uint32_t last) {
           for (uint32_t k = first; k <= last; ++k) acc.buckets[k] += bucket_table[k];
-          std::fill(bucket_table.begin() + first, bucket_table.begin() + last + 1, 0u);
+          if (first <= last) std::fill(bucket_table.begin() + first, bucket_table.begin() + last + 1, 0u);
         });
         bucket_table_dirty = false;
       }
