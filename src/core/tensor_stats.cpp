@@ -315,8 +315,9 @@ struct FirstPass {
 // The first pass's loop; kMinAbs: also the smallest nonzero magnitude (the log10 histogram's
 // range). A NaN or an infinity shows in sum_abs, which the caller checks instead of testing each
 // value here.
-template <bool kMinAbs>
-[[gnu::always_inline]] inline FirstPass FirstPassLoop(const double* x, size_t n, double smallest_normal) {
+template <bool kMinAbs, bool kBuckets>
+[[gnu::always_inline]] inline FirstPass FirstPassLoop(const double* x, size_t n, double smallest_normal,
+                                                      uint32_t* __restrict buckets) {
   Vec s = Splat(0), a = Splat(0), lo = Splat(INFINITY), hi = Splat(-INFINITY), lo_abs = Splat(INFINITY);
   Mask zeros = {0, 0, 0, 0}, below = {0, 0, 0, 0};
   const Vec inf = Splat(INFINITY), zero = Splat(0), tiny = Splat(smallest_normal);
@@ -334,6 +335,16 @@ template <bool kMinAbs>
       const Vec nz = is_zero ? inf : av;
       lo_abs = nz < lo_abs ? nz : lo_abs;
     }
+    if constexpr (kBuckets) {  // each value under the top 16 bits of its float32 bits (see Buckets)
+      const Vec4f f = __builtin_convertvector(v, Vec4f);
+      Vec4u32 u;
+      std::memcpy(&u, &f, sizeof u);
+      u >>= 16;
+      ++buckets[u[0]];
+      ++buckets[u[1]];
+      ++buckets[u[2]];
+      ++buckets[u[3]];
+    }
   }
   FirstPass r;
   r.sum = (s[0] + s[1]) + (s[2] + s[3]);
@@ -348,6 +359,7 @@ template <bool kMinAbs>
   }
   for (; i < n; ++i) {
     const double v = x[i], av = std::fabs(v);
+    if constexpr (kBuckets) ++buckets[std::bit_cast<uint32_t>(static_cast<float>(v)) >> 16];
     r.sum += v;
     r.sum_abs += av;
     r.min = std::min(r.min, v);
@@ -361,8 +373,9 @@ template <bool kMinAbs>
 }
 
 TROVE_STATS_CLONES
-FirstPass BlockFirstPass(const double* x, size_t n, double smallest_normal, bool min_abs) {
-  return min_abs ? FirstPassLoop<true>(x, n, smallest_normal) : FirstPassLoop<false>(x, n, smallest_normal);
+FirstPass BlockFirstPass(const double* x, size_t n, double smallest_normal, bool min_abs, uint32_t* buckets) {
+  if (buckets) return FirstPassLoop<true, true>(x, n, smallest_normal, buckets);
+  return min_abs ? FirstPassLoop<true, false>(x, n, smallest_normal, nullptr) : FirstPassLoop<false, false>(x, n, smallest_normal, nullptr);
 }
 
 // Sum of squared deviations from `mean`, with the corrected two-pass formula's term removing the
@@ -390,11 +403,12 @@ double BlockSquaredDeviations(const double* x, size_t n, double mean) {
 
 // The two passes over one block: moments and extremes of its finite values (the non-finite
 // ones are counted and taken out first, which only a block holding some pays for).
-Moments BlockMoments(double* x, size_t n, double smallest_normal, bool min_abs, Extremes& e) {
-  FirstPass f = BlockFirstPass(x, n, smallest_normal, min_abs);
+// buckets (or null): the block's values are also counted there (see Buckets below).
+Moments BlockMoments(double* x, size_t n, double smallest_normal, bool min_abs, uint32_t* buckets, Extremes& e) {
+  FirstPass f = BlockFirstPass(x, n, smallest_normal, min_abs, buckets);
   if (!(f.sum_abs <= DBL_MAX)) {  // a NaN or infinity (or magnitudes summing past float64's range)
     n = KeepFinite(x, n, e);
-    f = BlockFirstPass(x, n, smallest_normal, min_abs);
+    f = BlockFirstPass(x, n, smallest_normal, min_abs, nullptr);  // counted already
   }
   Moments m;
   m.n = n;
@@ -787,22 +801,6 @@ bool ExactInFloat32(DType d) {
 
 inline uint32_t BucketOf(double v) { return std::bit_cast<uint32_t>(static_cast<float>(v)) >> 16; }
 
-TROVE_STATS_CLONES
-void CountBuckets(const double* x, size_t n, uint32_t* __restrict buckets) {
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const Vec4f f = __builtin_convertvector(LoadVec(x + i), Vec4f);
-    Vec4u32 u;
-    std::memcpy(&u, &f, sizeof u);
-    u >>= 16;
-    ++buckets[u[0]];
-    ++buckets[u[1]];
-    ++buckets[u[2]];
-    ++buckets[u[3]];
-  }
-  for (; i < n; ++i) ++buckets[BucketOf(x[i])];
-}
-
 // The buckets a chunk's values can be in, from its extremes: the zeros' (of either sign), the
 // magnitudes from its smallest nonzero one up to its largest positive value and to its most
 // negative one, and the non-finite ones when it had any. Calls fn(first, last) per range of
@@ -936,8 +934,7 @@ std::vector<TreeNode> ChunkMoments(const Walk& w, uint64_t chunk, double smalles
                                    bool release, uint32_t* buckets /* or null */, Extremes& e) {
   PairwiseTree tree;
   ForEachBlockOfChunk(w, chunk, values, release, [&](double* x, size_t n) {
-    if (buckets) CountBuckets(x, n, buckets);  // before BlockMoments, which may drop non-finite values
-    tree.Push({0, BlockMoments(x, n, smallest_normal, min_abs, e)});
+    tree.Push({0, BlockMoments(x, n, smallest_normal, min_abs, buckets, e)});
   });
   return tree.stack;
 }
