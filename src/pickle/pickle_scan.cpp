@@ -304,6 +304,12 @@ PickleScan ScanPickle(CheckReport& report, const std::string& entry, const uint8
   std::unordered_set<std::string> objects, dicts;
   arena.ForEachValue([&](Value& v) {
     if (v.kind == ValueKind::kObject && v.unknown_class) objects.insert(v.type_name);
+    // A defaultdict calls its factory for every missing key: a factory that is no data
+    // constructor left the defaultdict an inert object and is itself a callable the pickle uses.
+    if (v.kind == ValueKind::kObject && v.unknown_class && v.type_name == "collections.defaultdict" && v.args &&
+        !v.args->items.empty() && v.args->items[0]->kind == ValueKind::kGlobal) {
+      objects.insert(v.args->items[0]->type_name);
+    }
     if (v.kind == ValueKind::kDict) dicts.insert(v.type_name);
   });
   std::set<std::string> refused;

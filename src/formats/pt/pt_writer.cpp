@@ -72,16 +72,22 @@ class PlainTorchData {
       auto entries = [&](Value* into) {
         const std::vector<std::string> components =
             HasNonStrKeys(*src) ? DictKeyComponents(*src) : std::vector<std::string>{};
+        // A dict's attributes are named as the walks name them (`%attr:<key>`, document.h).
+        const std::string prefix = attributes_.count(src) ? "%attr:" : "";
         for (size_t i = 0; i < src->entries.size(); ++i) {
           const auto& [k, v] = src->entries[i];
-          into->entries.push_back({child(k, "(key)"), child(v, components.empty() ? EncodeKeyComponent(k->text) : components[i])});
+          into->entries.push_back(
+              {child(k, "(key)"), child(v, prefix + (components.empty() ? EncodeKeyComponent(k->text) : components[i]))});
         }
       };
       if (src->kind == ValueKind::kDict && dst->kind == ValueKind::kDict) {
         entries(dst);
         // Attributes: an OrderedDict's (a state_dict's _metadata) and a dict subclass's; the
         // plain dict a tensordict level becomes has none.
-        if (src->state && dst->type_name != "dict") dst->state = child(src->state, "(attributes)");
+        if (src->state && dst->type_name != "dict") {
+          attributes_.insert(src->state);
+          dst->state = child(src->state, "");
+        }
         if (src->args && dst->type_name != "dict") dst->args = child(src->args, "");
       } else if (src->kind == ValueKind::kDict) {
         // argparse.Namespace: an object whose attributes are the dict's entries (see Map).
@@ -158,6 +164,7 @@ class PlainTorchData {
         d = arena_.Object(s->type_name, nullptr);
         d->new_object = s->new_object;
         d->unknown_class = s->unknown_class;
+        d->module_size = s->module_size;
         pending_.insert(src);
         break;
       }
@@ -171,6 +178,7 @@ class PlainTorchData {
                                         "): not written");
         }
         d = arena_.Global(s->type_name);
+        d->module_size = s->module_size;
         break;
       }
       case ValueKind::kTensor:
@@ -195,6 +203,7 @@ class PlainTorchData {
           }
           d = arena_.Dict(cls);
           d->new_object = s->new_object;
+          d->module_size = s->module_size;
         }
         pending_.insert(src);
         break;
@@ -234,6 +243,7 @@ class PlainTorchData {
   std::vector<Link> links_;  // [0] is the root
   std::unordered_map<const Value*, Value*> copies_;
   std::unordered_set<const Value*> pending_;
+  std::unordered_set<const Value*> attributes_;  // source dicts that are a dict's attributes
 };
 
 bool NeedsV3(DType d) { return Info(d).storage_class.empty(); }
