@@ -263,8 +263,10 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
   auto shareable = [&](const TensorView* v) {
     if (v->cast_source || v->storage_index < 0 || v->byte_order == ByteOrder::kBig || !v->has_data) return false;
     if (v->storage.size() % ElementSize(v->dtype) != 0) return false;
+    // An untyped storage and typed views of the same bytes would name one record with two
+    // storage classes, which neither torch.save writes nor a reader takes: separate records.
     for (const TensorView* o : by_storage[v->storage_index])
-      if (o->dtype != v->dtype || !o->storage.SameBytes(v->storage)) return false;
+      if (o->dtype != v->dtype || o->untyped_storage != v->untyped_storage || !o->storage.SameBytes(v->storage)) return false;
     return true;
   };
 
@@ -334,10 +336,14 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
     }
     const size_t r = record_for(v);
     const StorageRecord& rec = records[r];
+    // Dtypes without a typed storage class, and storages saved untyped, name UntypedStorage
+    // (numel in bytes), as torch.save does.
     const bool v3 = NeedsV3(v->dtype);
+    const bool untyped = v3 || (v->bare_storage && v->untyped_storage && v->dtype == DType::kUInt8);
     Value* placeholder = arena.Object("<storage-ref>", nullptr);
-    Value* cls = v3 ? arena.Global("torch.storage.UntypedStorage") : arena.Global("torch." + std::string(Info(v->dtype).storage_class));
-    uint64_t numel = v3 ? rec.nbytes : rec.nbytes / ElementSize(rec.dtype);
+    Value* cls = untyped ? arena.Global("torch.storage.UntypedStorage")
+                         : arena.Global("torch." + std::string(Info(v->dtype).storage_class));
+    uint64_t numel = untyped ? rec.nbytes : rec.nbytes / ElementSize(rec.dtype);
     storage_pid[placeholder] = arena.Tuple({storage_str, cls, key_strs[r], cpu_str, arena.Int(static_cast<int64_t>(numel))});
     int64_t offset = rec.whole_of ? v->storage_offset : 0;
     std::vector<int64_t> strides = v->strides;
