@@ -116,6 +116,24 @@ std::string DecodeKeyComponent(std::string_view encoded);
 std::vector<std::string> DictKeyComponents(const Value& dict);
 // True when a dict's keys may need DictKeyComponents' disambiguation (some key is not a str).
 bool HasNonStrKeys(const Value& dict);
+// Whether a dict has attributes (an OrderedDict's or a dict subclass's BUILD state, its
+// __dict__), and their components: `%attr:<component of the key>`, listed after the entries.
+bool HasAttributes(const Value& dict);
+std::vector<std::string> AttributeComponents(const Value& dict);
+// What an object node holds, with the component each part is reached by, in the walks' order.
+// Its state is looked through (a module's `_parameters/weight`, a config's `lr`): a dict or a
+// list state is walked as if it were the object, a scalar or tensor state is the object's own
+// value; an object as state (only crafted files nest them so) is `%state`. Its constructor
+// arguments come by index, then what SETITEM(S) and APPEND(S) gave it, by key and by index. A
+// part whose component an earlier part already uses (a state key "0" and the first argument, a
+// state key "k" and an entry "k") is named with its part: `%arg:0`, `%entry:k`, `%item:0`; no
+// key spells these, so every path is one value's. Throws Error(kLimit) as KeyComponentText does.
+struct ObjectPart {
+  const Value* node;
+  std::string component;  // "" when transparent
+  bool transparent;       // walked as the object itself (its components are the node's own)
+};
+std::vector<ObjectPart> ObjectParts(const Value& object);
 std::string JoinKeyPath(const std::vector<std::string>& encoded_components);
 std::vector<std::string> SplitKeyPath(std::string_view key_path);
 // The component a dict key stands for: str as is, int in decimal, bool as True/False, None as

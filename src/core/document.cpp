@@ -187,6 +187,8 @@ std::vector<std::string> EntryComponents(const Value& dict) {
 // entries of the dict: each is listed beside them as `%attr:<component>`, which no key spells.
 constexpr std::string_view kAttrPrefix = "%attr:";
 
+}  // namespace
+
 bool HasAttributes(const Value& v) {
   return v.kind == ValueKind::kDict && v.state != nullptr && v.state->kind == ValueKind::kDict &&
          !v.state->entries.empty();
@@ -197,20 +199,6 @@ std::vector<std::string> AttributeComponents(const Value& dict) {
   for (std::string& c : out) c.insert(0, kAttrPrefix);
   return out;
 }
-
-// What an object node holds, with the component each part is reached by. Its state is looked
-// through (a module's `_parameters/weight`, a config's `lr`): a dict or a list state is walked as
-// if it were the object, a scalar or tensor state is the object's own value; an object as state
-// (only crafted files nest them so) is `%state`. Its constructor arguments are looked through by
-// index, then come what SETITEM(S) and APPEND(S) gave it, by key and by index. A part whose
-// component an earlier part already uses (a state key "0" and the first argument, a state key
-// "k" and an entry "k") is named with its part: `%arg:0`, `%entry:k`, `%item:0`; no str key
-// spells these, so every path is one value's.
-struct ObjectPart {
-  const Value* node;
-  std::string component;
-  bool transparent;  // walked as the object itself (its components are the node's own)
-};
 
 std::vector<ObjectPart> ObjectParts(const Value& object) {
   std::vector<ObjectPart> out;
@@ -250,8 +238,6 @@ std::vector<ObjectPart> ObjectParts(const Value& object) {
   for (size_t i = 0; i < object.items.size(); ++i) add(object.items[i], std::to_string(i), "item");
   return out;
 }
-
-}  // namespace
 
 const Value* Document::FindValue(std::string_view key_path) const {
   if (root == nullptr) return nullptr;

@@ -398,6 +398,14 @@ def test_tensors_in_the_attributes_of_dict_subclasses(trove, tmp_path, layout):
         assert not os.path.exists(str(tmp_path / dst))
     r = trove("convert", path, str(tmp_path / "e.safetensors"), "--exclude", "**%attr:**")
     assert r.code == 0, r
+    # A scan places a dangerous call in the attributes at the same path.
+    d.hook = Evil()
+    evil = str(tmp_path / "attr-evil.pt")
+    torch.save({"d": d}, evil, _use_new_zipfile_serialization=layout == "zip")
+    r = trove("scan", evil, "--json")
+    calls = [f for f in json.loads(r.out)["files"][0]["findings"] if f.get("call")]
+    assert [f["key_path"] for f in calls] == ["d/%attr:hook"] and "posix.system" in calls[0]["call"], calls
+    assert not os.path.exists(MARKER)
 
 
 def test_parts_of_an_object_never_share_a_key_path(trove, tmp_path):
