@@ -67,9 +67,11 @@ struct Document {
 
   const NamedTensor* FindTensor(std::string_view key) const;
   // The value at a key path, as `tensors` and ForEachLeaf name them: a dict entry by its key's
-  // component (DictKeyComponents), a list or tuple item by its decimal index; an object is looked
-  // through (its state, its constructor arguments, then its own entries and items) as the walks
-  // do. "" is the root. Null when no value is there. Throws Error(kLimit) past kMaxTreeVisits nodes.
+  // component (DictKeyComponents), a dict's attribute by `%attr:<component>`, a list or tuple
+  // item by its decimal index; an object is looked through (its state, its constructor
+  // arguments, then its own entries and items, each part named as the walks name it) as the
+  // walks do. "" is the root. Null when no value is there. Throws Error(kLimit) past
+  // kMaxTreeVisits nodes.
   const Value* FindValue(std::string_view key_path) const;
   const std::string* Property(std::string_view name) const;  // the property's text, or null
 };
@@ -99,8 +101,9 @@ struct ReadOptions {
 // space, %, bytes 0-31 and 127 becomes %XX (uppercase hex); "" becomes "%", "." "%2E",
 // ".." "%2E%2E"; everything else (including non-ASCII) is kept. Components join with '/'.
 std::string EncodeKeyComponent(std::string_view key);
-// Inverse of EncodeKeyComponent; for a typed component (`%int:1`, see DictKeyComponents) the
-// key's text ("1"), as a format with only string keys would hold it. Throws Error(kUsage) on a
+// Inverse of EncodeKeyComponent; for a typed component (`%int:1`, see DictKeyComponents; also
+// `%attr:`, `%arg:`, `%entry:`, `%item:`, and several prefixes at once) the key's text ("1"),
+// as a format with only string keys would hold it. Throws Error(kUsage) on a
 // malformed escape.
 std::string DecodeKeyComponent(std::string_view encoded);
 // A dict's entries whose keys spell one component (int 1 and str "1", True and "True", None
@@ -113,6 +116,24 @@ std::string DecodeKeyComponent(std::string_view encoded);
 std::vector<std::string> DictKeyComponents(const Value& dict);
 // True when a dict's keys may need DictKeyComponents' disambiguation (some key is not a str).
 bool HasNonStrKeys(const Value& dict);
+// Whether a dict has attributes (an OrderedDict's or a dict subclass's BUILD state, its
+// __dict__), and their components: `%attr:<component of the key>`, listed after the entries.
+bool HasAttributes(const Value& dict);
+std::vector<std::string> AttributeComponents(const Value& dict);
+// What an object node holds, with the component each part is reached by, in the walks' order.
+// Its state is looked through (a module's `_parameters/weight`, a config's `lr`): a dict or a
+// list state is walked as if it were the object, a scalar or tensor state is the object's own
+// value; an object as state (only crafted files nest them so) is `%state`. Its constructor
+// arguments come by index, then what SETITEM(S) and APPEND(S) gave it, by key and by index. A
+// part whose component an earlier part already uses (a state key "0" and the first argument, a
+// state key "k" and an entry "k") is named with its part: `%arg:0`, `%entry:k`, `%item:0`; no
+// key spells these, so every path is one value's. Throws Error(kLimit) as KeyComponentText does.
+struct ObjectPart {
+  const Value* node;
+  std::string component;  // "" when transparent
+  bool transparent;       // walked as the object itself (its components are the node's own)
+};
+std::vector<ObjectPart> ObjectParts(const Value& object);
 std::string JoinKeyPath(const std::vector<std::string>& encoded_components);
 std::vector<std::string> SplitKeyPath(std::string_view key_path);
 // The component a dict key stands for: str as is, int in decimal, bool as True/False, None as
@@ -130,9 +151,13 @@ inline constexpr size_t kMaxValueDepth = 10'000;
 inline constexpr size_t kMaxKeyTextBytes = size_t{1} << 20;
 
 // Walks the tree from `root` and lists every tensor under its key path, in tree order, through
-// dicts (by key, see DictKeyComponents), lists/tuples (by index) and object nodes, which are
-// looked through: their state, then their arguments, then what SETITEM(S) and APPEND(S) put in
-// them (entries by key, items by index). A tensor
+// dicts (by key, see DictKeyComponents; then their attributes, a dict subclass's or an
+// OrderedDict's BUILD state, each as `%attr:<component>`), lists/tuples (by index) and object
+// nodes, which are looked through: their state (a dict or list state's components are the
+// object's; an object as state is `%state`), then their arguments (by index), then what
+// SETITEM(S) and APPEND(S) put in them (entries by key, items by index). A part whose component
+// an earlier part of the object already spells is named with its part (`%arg:0`, `%entry:k`,
+// `%item:0`), which no key spells: every key path names one value (docs/pt.md). A tensor
 // reached by two paths is listed under both. The walk is iterative and bounded: it stops with
 // Error(kLimit) after kMaxTreeVisits nodes (memo-DAG "billion laughs"), below kMaxValueDepth
 // levels, or once the key paths of the nodes visited add up to kMaxTreePathBytes; it never loops
@@ -149,7 +174,8 @@ const Value* StandsFor(const Value& node);
 
 // The same walk, calling fn(key path, leaf) for every tensor and every scalar (None, bool, int,
 // float, complex, str, bytes, global) and for sets and torch.Size tuples (each as one leaf), in
-// tree order. A wrapper that
+// tree order; inside a dict's attributes only for tensors (a state_dict's _metadata is its
+// class's bookkeeping, not a value of the checkpoint). A wrapper that
 // stands for a value (see StandsFor) is walked as that value.
 void ForEachLeaf(const Value* root, const std::function<void(const std::string& path, const Value& leaf)>& fn);
 

@@ -67,6 +67,9 @@ struct TensorView {
   // A torch storage saved by itself (torch.save(t.untyped_storage())): one dimension, all of its
   // elements; .pt writes it back as a storage, the other formats as the 1-D tensor it is.
   bool bare_storage = false;
+  // A bare storage of bytes without a dtype (torch.storage.UntypedStorage in its persistent id):
+  // read as uint8, written back as an UntypedStorage, which torch.load gives back as such.
+  bool untyped_storage = false;
   // A converting view (trove convert --dtype): no storage of its own; its bytes are
   // `cast_source`'s elements converted to `dtype` as they stream (see CastView).
   std::shared_ptr<const TensorView> cast_source;

@@ -45,6 +45,11 @@ struct Value {
   // pickle policy as an inert object; see document.h's PicklePolicy). Other objects (a
   // torch.device, a numpy dtype, tensordict's classes) are data trove understands.
   bool unknown_class = false;
+  // kGlobal, kObject, kDict of a class: the length of type_name's module part when the name is a
+  // nested qualname (protocol 4's STACK_GLOBAL of 'a.b' and 'Outer.Inner' is "a.b.Outer.Inner",
+  // module_size 3); 0 when the module is everything before the last '.'. (Here it fills the
+  // padding before `integer`: a Value stays the size it was.)
+  uint32_t module_size = 0;
   int64_t integer = 0;                // kInt when it fits in 64 bits (big_int empty)
   std::vector<uint8_t> big_int;       // kInt beyond 64 bits: little-endian two's complement
   double real = 0, imag = 0;          // kFloat (real), kComplex

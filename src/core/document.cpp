@@ -17,81 +17,6 @@ const NamedTensor* Document::FindTensor(std::string_view key) const {
   return nullptr;
 }
 
-const Value* Document::FindValue(std::string_view key_path) const {
-  if (root == nullptr) return nullptr;
-  uint64_t visits = 0;
-  auto visit = [&] {
-    if (++visits > kMaxTreeVisits) {
-      Fail(ErrorCode::kLimit, "key path lookup visited more than kMaxTreeVisits (" + std::to_string(kMaxTreeVisits) +
-                                  ") nodes");
-    }
-  };
-  // The containers a component is looked up in, in the walks' order: `from` itself, or for an
-  // object what it wraps (its state, its arguments, depth first), then the object itself (its
-  // own entries and items). `seen` breaks object cycles.
-  auto look_through = [&](const Value* from) {
-    std::vector<const Value*> out;
-    std::vector<std::pair<const Value*, bool>> stack{{from, false}};  // (node, its own turn)
-    std::unordered_set<const Value*> seen;
-    while (!stack.empty()) {
-      auto [v, own] = stack.back();
-      stack.pop_back();
-      if (own) {
-        out.push_back(v);
-        continue;
-      }
-      if (const Value* inner = StandsFor(*v)) v = inner;
-      if (!seen.insert(v).second) continue;
-      visit();
-      if (v->kind == ValueKind::kObject) {
-        stack.push_back({v, true});
-        if (v->args) stack.push_back({v->args, false});
-        if (v->state) stack.push_back({v->state, false});
-      } else {
-        out.push_back(v);
-      }
-    }
-    return out;
-  };
-  auto is_index = [](const std::string& c) {
-    return !c.empty() && c.size() <= 19 && c.find_first_not_of("0123456789") == std::string::npos &&
-           (c == "0" || c[0] != '0');
-  };
-  const Value* at = root;
-  for (const std::string& component : SplitKeyPath(key_path)) {
-    const Value* next = nullptr;
-    for (const Value* c : look_through(at)) {
-      if (!c->entries.empty() && (c->kind == ValueKind::kDict || c->kind == ValueKind::kObject)) {
-        if (HasNonStrKeys(*c)) {
-          const std::vector<std::string> components = DictKeyComponents(*c);
-          for (size_t i = 0; i < components.size() && !next; ++i) {
-            visit();
-            if (components[i] == component) next = c->entries[i].second;
-          }
-        } else {
-          for (const auto& [k, v] : c->entries) {
-            visit();
-            if (EncodeKeyComponent(k->text) == component) {
-              next = v;
-              break;
-            }
-          }
-        }
-      }
-      if (!next && (c->kind == ValueKind::kList || c->kind == ValueKind::kTuple || c->kind == ValueKind::kObject) &&
-          is_index(component)) {
-        const uint64_t i = std::stoull(component);
-        if (i < c->items.size()) next = c->items[i];
-      }
-      if (next) break;
-    }
-    if (!next) return nullptr;
-    at = next;
-  }
-  if (const Value* inner = StandsFor(*at)) at = inner;
-  return at;
-}
-
 std::string_view PicklePolicyName(PicklePolicy policy) {
   switch (policy) {
     case PicklePolicy::kStrict: return "strict";
@@ -187,7 +112,9 @@ size_t TypedPrefixLength(std::string_view c) {
 }  // namespace
 
 std::string DecodeKeyComponent(std::string_view encoded) {
-  if (const size_t prefix = TypedPrefixLength(encoded)) encoded.remove_prefix(prefix);
+  // `%entry:%int:1` (an object's entry that another part's component shadowed, keyed by int 1)
+  // carries two prefixes: the key's text is what is left after all of them.
+  while (const size_t prefix = TypedPrefixLength(encoded)) encoded.remove_prefix(prefix);
   if (encoded == "%") return "";
   std::string out;
   for (size_t i = 0; i < encoded.size(); ++i) {
@@ -243,6 +170,137 @@ std::vector<std::string> DictKeyComponents(const Value& dict) {
     out[i] = std::move(names[j]);
   }
   return out;
+}
+
+namespace {
+
+// The components of a dict's entries, in order: plain encoding unless some key is not a str.
+std::vector<std::string> EntryComponents(const Value& dict) {
+  if (HasNonStrKeys(dict)) return DictKeyComponents(dict);
+  std::vector<std::string> out;
+  out.reserve(dict.entries.size());
+  for (const auto& e : dict.entries) out.push_back(EncodeKeyComponent(e.first->text));
+  return out;
+}
+
+// A dict's attributes (an OrderedDict's or a dict subclass's BUILD state, its __dict__) are no
+// entries of the dict: each is listed beside them as `%attr:<component>`, which no key spells.
+constexpr std::string_view kAttrPrefix = "%attr:";
+
+}  // namespace
+
+bool HasAttributes(const Value& v) {
+  return v.kind == ValueKind::kDict && v.state != nullptr && v.state->kind == ValueKind::kDict &&
+         !v.state->entries.empty();
+}
+
+std::vector<std::string> AttributeComponents(const Value& dict) {
+  std::vector<std::string> out = EntryComponents(*dict.state);
+  for (std::string& c : out) c.insert(0, kAttrPrefix);
+  return out;
+}
+
+std::vector<ObjectPart> ObjectParts(const Value& object) {
+  std::vector<ObjectPart> out;
+  std::unordered_set<std::string> used;
+  if (const Value* state = object.state) {
+    const Value* inner = StandsFor(*state) ? StandsFor(*state) : state;
+    if (inner->kind == ValueKind::kDict) {
+      for (std::string& c : EntryComponents(*inner)) used.insert(std::move(c));
+      if (HasAttributes(*inner)) {
+        for (std::string& c : AttributeComponents(*inner)) used.insert(std::move(c));
+      }
+      out.push_back({state, "", true});
+    } else if (inner->kind == ValueKind::kList || (inner->kind == ValueKind::kTuple && inner->type_name != "torch.Size")) {
+      for (size_t i = 0; i < inner->items.size(); ++i) used.insert(std::to_string(i));
+      out.push_back({state, "", true});
+    } else if (inner->kind == ValueKind::kObject) {
+      used.insert("%state");
+      out.push_back({state, "%state", false});
+    } else {
+      out.push_back({state, "", true});
+    }
+  }
+  auto add = [&](const Value* node, std::string component, std::string_view part) {
+    if (used.count(component)) component = "%" + std::string(part) + ":" + component;
+    used.insert(component);
+    out.push_back({node, std::move(component), false});
+  };
+  if (const Value* args = object.args) {
+    if (args->kind == ValueKind::kTuple && args->type_name.empty()) {
+      for (size_t i = 0; i < args->items.size(); ++i) add(args->items[i], std::to_string(i), "arg");
+    } else {
+      add(args, "%args", "arg");
+    }
+  }
+  const std::vector<std::string> entries = EntryComponents(object);
+  for (size_t i = 0; i < entries.size(); ++i) add(object.entries[i].second, entries[i], "entry");
+  for (size_t i = 0; i < object.items.size(); ++i) add(object.items[i], std::to_string(i), "item");
+  return out;
+}
+
+const Value* Document::FindValue(std::string_view key_path) const {
+  if (root == nullptr) return nullptr;
+  uint64_t visits = 0;
+  auto visit = [&] {
+    if (++visits > kMaxTreeVisits) {
+      Fail(ErrorCode::kLimit, "key path lookup visited more than kMaxTreeVisits (" + std::to_string(kMaxTreeVisits) +
+                                  ") nodes");
+    }
+  };
+  auto is_index = [](const std::string& c) {
+    return !c.empty() && c.size() <= 19 && c.find_first_not_of("0123456789") == std::string::npos &&
+           (c == "0" || c[0] != '0');
+  };
+  auto in_entries = [&](const std::vector<std::string>& components, const std::string& component,
+                        const Value* of) -> const Value* {
+    for (size_t i = 0; i < components.size(); ++i) {
+      visit();
+      if (components[i] == component) return of->entries[i].second;
+    }
+    return nullptr;
+  };
+  // The child of a dict, list or tuple (what an object's transparent parts are) by component.
+  auto container_child = [&](const Value* c, const std::string& component) -> const Value* {
+    if (c->kind == ValueKind::kDict) {
+      if (const Value* v = in_entries(EntryComponents(*c), component, c)) return v;
+      if (component.starts_with(kAttrPrefix) && HasAttributes(*c)) {
+        return in_entries(AttributeComponents(*c), component, c->state);
+      }
+      return nullptr;
+    }
+    if ((c->kind == ValueKind::kList || c->kind == ValueKind::kTuple) && is_index(component)) {
+      const uint64_t i = std::stoull(component);
+      if (i < c->items.size()) return c->items[i];
+    }
+    return nullptr;
+  };
+  const Value* at = root;
+  for (const std::string& component : SplitKeyPath(key_path)) {
+    if (const Value* inner = StandsFor(*at)) at = inner;
+    visit();
+    const Value* next = nullptr;
+    if (at->kind == ValueKind::kObject) {
+      // The walks' parts (ObjectParts); a transparent part is a dict, a list or a leaf, never
+      // another object, so the lookup goes one level down at most.
+      for (const ObjectPart& part : ObjectParts(*at)) {
+        visit();
+        if (!part.transparent) {
+          if (part.component == component) next = part.node;
+        } else {
+          const Value* inner = StandsFor(*part.node) ? StandsFor(*part.node) : part.node;
+          next = container_child(inner, component);
+        }
+        if (next) break;
+      }
+    } else {
+      next = container_child(at, component);
+    }
+    if (!next) return nullptr;
+    at = next;
+  }
+  if (const Value* inner = StandsFor(*at)) at = inner;
+  return at;
 }
 
 std::string JoinKeyPath(const std::vector<std::string>& parts) {
@@ -355,7 +413,10 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
     const Value* node;
     size_t next = 0;          // next child to visit
     size_t path_size = 0;     // path.size() before this node's component
-    std::vector<std::string> components;  // a dict's (or object's) keys with non-str keys among them
+    bool attributes = false;  // inside a dict's attributes: only tensors are leaves there
+    std::vector<std::string> components;  // a dict's keys with non-str keys among them
+    std::vector<std::string> attribute_components;  // a dict's attributes (`%attr:<key>`)
+    std::vector<ObjectPart> parts;                  // an object's (ObjectParts)
   };
   std::vector<Frame> stack;
   std::string path;
@@ -374,7 +435,7 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
                                   std::to_string(kMaxTreePathBytes) + ") (shared subtrees under long keys)");
     }
   };
-  // Appends a node's component (none for transparent object state/args) and checks the bounds.
+  // Appends a node's component (none for transparent object state) and checks the bounds.
   auto enter = [&](const std::string& component, bool transparent) {
     count_visit();
     if (stack.size() >= kMaxValueDepth) FailTooDeep();
@@ -386,7 +447,15 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
     count_bytes(path.size());
     return before;
   };
-  auto push = [&](const Value* node, const std::string& component, bool transparent) {
+  // Components computed at once count as visits and their bytes as path bytes, so a shared
+  // node cannot multiply the work.
+  auto count_components = [&](const std::vector<std::string>& components) {
+    for (const std::string& c : components) {
+      count_visit();
+      count_bytes(c.size());
+    }
+  };
+  auto push = [&](const Value* node, const std::string& component, bool transparent, bool attributes) {
     if (const Value* inner = StandsFor(*node)) node = inner;
     // A torch.Size is one value (a shape), not a tuple to look into.
     const bool walk = node->kind == ValueKind::kDict || node->kind == ValueKind::kList ||
@@ -395,7 +464,9 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
     if (walk && on_path.count(node)) return;  // a cycle: the node contains itself
     const size_t before = enter(component, transparent);
     if (!walk) {
-      leaf(path, *node);
+      // A dict's attributes are searched for tensors; their other values (a state_dict's
+      // _metadata) are the class's bookkeeping, not the checkpoint's values.
+      if (!attributes || node->kind == ValueKind::kTensor) leaf(path, *node);
       path.resize(before);
       return;
     }
@@ -403,14 +474,22 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
       path.resize(before);
       return;
     }
-    Frame frame{node, 0, before, {}};
-    if (!node->entries.empty() && HasNonStrKeys(*node)) {
-      // Every key's component at once, to tell apart keys that spell the same one; each counts
-      // as a visit and its bytes as path bytes, so a shared dict cannot multiply the work.
-      frame.components = DictKeyComponents(*node);
-      for (const std::string& c : frame.components) {
+    Frame frame{node, 0, before, attributes, {}, {}, {}};
+    if (node->kind == ValueKind::kObject) {
+      frame.parts = ObjectParts(*node);
+      for (const ObjectPart& p : frame.parts) {
         count_visit();
-        count_bytes(c.size());
+        count_bytes(p.component.size());
+      }
+    } else {
+      if (!node->entries.empty() && HasNonStrKeys(*node)) {
+        // Every key's component at once, to tell apart keys that spell the same one.
+        frame.components = DictKeyComponents(*node);
+        count_components(frame.components);
+      }
+      if (HasAttributes(*node)) {
+        frame.attribute_components = AttributeComponents(*node);
+        count_components(frame.attribute_components);
       }
     }
     on_path.insert(node);
@@ -420,7 +499,7 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
   auto entry_component = [](const Frame& f, size_t i) {
     return f.components.empty() ? EncodeKeyComponent(f.node->entries[i].first->text) : f.components[i];
   };
-  push(root, "", true);
+  push(root, "", true, false);
   std::string component;
   while (!stack.empty()) {
     Frame& top = stack.back();
@@ -428,12 +507,19 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
     const size_t i = top.next++;
     const Value* child = nullptr;
     bool transparent = false;
+    bool attributes = top.attributes;
     bool done = false;
     switch (v->kind) {
       case ValueKind::kDict:
         if (i < v->entries.size()) {
           child = v->entries[i].second;
           component = entry_component(top, i);
+        } else if (i - v->entries.size() < top.attribute_components.size()) {
+          // Its attributes, after its entries.
+          const size_t a = i - v->entries.size();
+          child = v->state->entries[a].second;
+          component = top.attribute_components[a];
+          attributes = true;
         } else {
           done = true;
         }
@@ -446,24 +532,15 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
           done = true;
         }
         break;
-      case ValueKind::kObject: {
-        // Transparent: its state, its constructor arguments, then what SETITEM(S) and APPEND(S)
-        // put in it, by key and by index.
-        const size_t entries = v->entries.size();
-        if (i < 2) {
-          child = i == 0 ? v->state : v->args;
-          transparent = true;
-        } else if (i - 2 < entries) {
-          child = v->entries[i - 2].second;
-          component = entry_component(top, i - 2);
-        } else if (i - 2 - entries < v->items.size()) {
-          child = v->items[i - 2 - entries];
-          component = std::to_string(i - 2 - entries);
+      case ValueKind::kObject:
+        if (i < top.parts.size()) {
+          child = top.parts[i].node;
+          component = top.parts[i].component;
+          transparent = top.parts[i].transparent;
         } else {
           done = true;
         }
         break;
-      }
       default:
         done = true;
         break;
@@ -473,7 +550,7 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
       path.resize(stack.back().path_size);
       stack.pop_back();
     } else if (child) {
-      push(child, component, transparent);
+      push(child, component, transparent, attributes);
     }
   }
 }
@@ -509,8 +586,15 @@ std::string UnknownClassesText(const std::vector<UnknownObject>& objects, size_t
   std::vector<std::pair<std::string, size_t>> classes;
   std::unordered_map<std::string, size_t> index;
   for (const UnknownObject& o : objects) {
-    auto [it, fresh] = index.emplace(o.node->type_name, classes.size());
-    if (fresh) classes.emplace_back(o.node->type_name, 0);
+    std::string name = o.node->type_name;
+    // A defaultdict is inert because of its factory (a callable trove gives no data meaning):
+    // the factory is what the reader has to know about.
+    if (name == "collections.defaultdict" && o.node->args && !o.node->args->items.empty() &&
+        o.node->args->items[0]->kind == ValueKind::kGlobal) {
+      name += " of " + o.node->args->items[0]->type_name;
+    }
+    auto [it, fresh] = index.emplace(name, classes.size());
+    if (fresh) classes.emplace_back(std::move(name), 0);
     ++classes[it->second].second;
   }
   std::string text;

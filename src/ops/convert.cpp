@@ -282,6 +282,17 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
                                           "--dequantize writes its values as float32 (.pt keeps it quantized); nothing was written");
       }
     }
+    // A dict's attributes (a dict subclass's __dict__, `%attr:<name>` in key paths) are Python
+    // state beside its entries: only .pt holds them, elsewhere their tensors would be lost or
+    // become entries they never were.
+    if (target != Format::kPt || options.max_shard_bytes) {
+      for (const auto& t : doc.tensors) {
+        if (t.key.find("%attr:") == std::string::npos) continue;
+        Fail(ErrorCode::kUnsupported, "'" + t.key + "' is a tensor in the attributes of a dict (its class's __dict__): " +
+                                          std::string(FormatName(target)) + " holds only a dict's entries (.pt keeps "
+                                          "its attributes; --exclude '**%attr:**' leaves them out); nothing was written");
+      }
+    }
     // .pt keeps a view a view; the other formats have no strides and write each tensor whole.
     if (target != Format::kPt && !options.allow_expand) {
       for (const auto& t : doc.tensors) t.view->CheckExpansion(t.key);

@@ -159,6 +159,15 @@ Value* MakeBytes(ValueArena& arena, std::string data, bool bytearray) {
   return v;
 }
 
+// A defaultdict factory that makes plain data when called: None (no factory) or a data
+// constructor of containers and scalars (list, dict, int, OrderedDict...).
+bool IsDataFactory(const Value* factory) {
+  if (factory->kind == ValueKind::kNone) return true;
+  if (factory->kind != ValueKind::kGlobal) return false;
+  const std::optional<Known> k = Lookup(factory->type_name);
+  return k && k != Known::kReconstructor && k != Known::kCodecsEncode && k != Known::kNamespace;
+}
+
 // The data a known constructor builds from `args`, or null when the arguments do not fit.
 Value* Construct(Known known, const Value* args, ValueArena& arena) {
   const auto& a = args->items;
@@ -260,8 +269,10 @@ Value* Construct(Known known, const Value* args, ValueArena& arena) {
       if (n > 1) return nullptr;
       return arena.Bool(n == 1 && Truth(a[0]));
     case Known::kDefaultDict: {
-      // defaultdict(factory[, mapping]): the factory (None or a name) is kept as its argument.
-      if (n > 2 || (n >= 1 && a[0]->kind != ValueKind::kNone && a[0]->kind != ValueKind::kGlobal)) return nullptr;
+      // defaultdict(factory[, mapping]): the factory is kept as its argument. Python calls it for
+      // every missing key, so only None and the data constructors are data here; any other
+      // factory leaves the call an object of that factory's class (DefaultDictFactoryClass).
+      if (n > 2 || (n >= 1 && !IsDataFactory(a[0]))) return nullptr;
       Value* d = arena.Dict("collections.defaultdict");
       if (n >= 1) d->args = arena.Tuple({a[0]});
       if (n == 2 && !FillDict(d, a[1])) return nullptr;
@@ -309,6 +320,7 @@ Value* DataResolver::UnknownObject(Value* cls, Value* args, bool new_object, Val
       // Calling what an earlier call made (gadget chains do): only a permissive reader reads on.
       Value* v = arena.Object(cls->type_name, args);
       v->unknown_class = true;
+      v->module_size = cls->module_size;
       return v;
     }
     if (cls->kind == ValueKind::kGlobal) Refuse("refused call of global '" + cls->type_name + "'");
@@ -320,6 +332,7 @@ Value* DataResolver::UnknownObject(Value* cls, Value* args, bool new_object, Val
   Value* v = arena.Object(cls->type_name, args);
   v->unknown_class = true;
   v->new_object = new_object;
+  v->module_size = cls->module_size;
   return v;
 }
 
@@ -355,11 +368,13 @@ Value* DataResolver::Call(Value* callable, Value* args, ValueArena& arena) {
       if (cls->type_name == base->type_name && base_known && base_known != Known::kReconstructor &&
           base_known != Known::kCodecsEncode && base_known != Known::kObject) {
         if (Value* v = Construct(*base_known, base_args, arena)) return v;
-      } else if (base_known == Known::kDict && state->kind == ValueKind::kDict && !Lookup(cls->type_name)) {
+      } else if (base_known == Known::kDict && state->kind == ValueKind::kDict && !Lookup(cls->type_name) &&
+                 ClassifyGlobal(cls->type_name).klass == GlobalClass::kUnknown) {
         // A dict subclass: a dict keeping its class name (unknown names only, after the policy
-        // let them through as names).
+        // let them through as names; a dangerous class stays an inert object under --permissive).
         Value* d = arena.Dict(cls->type_name);
         d->new_object = true;
+        d->module_size = cls->module_size;
         FillDict(d, state);
         return d;
       } else if (base_known && base_known != Known::kReconstructor && base_known != Known::kObject) {

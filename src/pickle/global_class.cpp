@@ -73,16 +73,18 @@ constexpr Row kRows[] = {
     {"builtins.getattr", GlobalClass::kReflection, true},
     {"builtins.setattr", GlobalClass::kReflection, true},
     {"builtins.delattr", GlobalClass::kReflection, true},
-    {"builtins.__import__", GlobalClass::kReflection, true},
+    {"builtins.__import__", GlobalClass::kImport, true},
     {"builtins.globals", GlobalClass::kReflection, true},
     {"builtins.vars", GlobalClass::kReflection, true},
     {"operator", GlobalClass::kReflection, true},
     {"_operator", GlobalClass::kReflection, true},
     {"functools", GlobalClass::kReflection, true},
     {"_functools", GlobalClass::kReflection, true},
-    {"importlib", GlobalClass::kReflection, true},
-    {"imp", GlobalClass::kReflection, false},
-    {"pkgutil", GlobalClass::kReflection, true},
+    // Imports: a module named by the file is imported, which runs its code.
+    {"importlib", GlobalClass::kImport, true},
+    {"imp", GlobalClass::kImport, false},
+    {"pkgutil", GlobalClass::kImport, true},  // pkgutil.resolve_name imports any dotted name
+    {"torch._utils._import_dotted_name", GlobalClass::kImport, true},
     {"pydoc", GlobalClass::kReflection, true},  // pydoc.locate imports any dotted name
     {"copyreg.add_extension", GlobalClass::kReflection, true},  // makes an EXT code name anything
     {"copyreg._inverted_registry", GlobalClass::kReflection, true},
@@ -172,6 +174,7 @@ std::string_view GlobalClassName(GlobalClass c) {
   switch (c) {
     case GlobalClass::kExec: return "exec";
     case GlobalClass::kReflection: return "reflection";
+    case GlobalClass::kImport: return "import";
     case GlobalClass::kDeserialize: return "deserialize";
     case GlobalClass::kFiles: return "files";
     case GlobalClass::kNetwork: return "network";
@@ -185,6 +188,7 @@ std::string_view GlobalClassEffect(GlobalClass c) {
   switch (c) {
     case GlobalClass::kExec: return "runs commands or code";
     case GlobalClass::kReflection: return "reaches or calls any other name";
+    case GlobalClass::kImport: return "imports a module by name, running its code";
     case GlobalClass::kDeserialize: return "loads and runs another pickle or checkpoint";
     case GlobalClass::kFiles: return "opens, writes or removes files";
     case GlobalClass::kNetwork: return "opens connections or other programs";

@@ -18,13 +18,15 @@ enum class GlobalClass : uint8_t {
   kExec,         // runs a command or Python code (os.system, subprocess, eval, runpy, pty.spawn...)
   kReflection,   // reaches any other name or calls what it is given (getattr, __import__,
                  // importlib, operator.attrgetter/methodcaller, functools.partial, copyreg...)
+  kImport,       // imports a module by name, running its code (importlib, __import__,
+                 // torch._utils._import_dotted_name...)
   kDeserialize,  // loads another pickle or checkpoint, running what it holds (pickle.loads, torch.load...)
   kFiles,        // opens, writes, moves or removes files (open, shutil, tempfile, tarfile...)
   kNetwork,      // opens connections or a browser (socket, urllib, http, webbrowser...)
   kNativeCode,   // loads or calls native code (ctypes, cffi, torch.ops.load_library)
 };
 
-// "exec", "reflection", "deserialize", "files", "network", "native-code", "unknown".
+// "exec", "reflection", "import", "deserialize", "files", "network", "native-code", "unknown".
 std::string_view GlobalClassName(GlobalClass c);
 // What running it means, for reports ("runs commands or code", ...).
 std::string_view GlobalClassEffect(GlobalClass c);

@@ -231,7 +231,8 @@ struct CallSite {
 };
 
 // Where the tree uses each name in `names` (a call node, or the global itself as a value), in tree
-// order, with key paths as ForEachLeaf spells them (objects are looked through: state, then args).
+// order, with key paths as ForEachLeaf spells them (a dict's attributes as `%attr:<key>`, an
+// object's parts as ObjectParts names them).
 std::map<std::string, std::vector<CallSite>> CallSites(const Value* root, const std::set<std::string>& names) {
   std::map<std::string, std::vector<CallSite>> sites;
   if (root == nullptr || names.empty()) return sites;
@@ -253,23 +254,38 @@ std::map<std::string, std::vector<CallSite>> CallSites(const Value* root, const 
     }
     std::vector<Frame> children;
     switch (v.kind) {
-      case ValueKind::kDict:
-        for (const auto& [k, val] : v.entries) {
-          std::string component;
-          try {
-            component = EncodeKeyComponent(KeyComponentText(*k));
-          } catch (const Error&) {
-            component = "?";  // a key too deep or too long to spell: its subtree is still searched
+      case ValueKind::kDict: {
+        auto entries = [&](const Value& dict, const std::string& prefix) {
+          for (const auto& [k, val] : dict.entries) {
+            std::string component;
+            try {
+              component = EncodeKeyComponent(KeyComponentText(*k));
+            } catch (const Error&) {
+              component = "?";  // a key too deep or too long to spell: its subtree is still searched
+            }
+            children.push_back({val, child(f.path, prefix + component)});
           }
-          children.push_back({val, child(f.path, component)});
-        }
+        };
+        entries(v, "");
+        if (HasAttributes(v)) entries(*v.state, "%attr:");
         break;
+      }
       case ValueKind::kList: case ValueKind::kTuple: case ValueKind::kSet: case ValueKind::kFrozenSet:
         for (size_t i = 0; i < v.items.size(); ++i) children.push_back({v.items[i], child(f.path, std::to_string(i))});
         break;
       case ValueKind::kObject:
-        if (v.state) children.push_back({v.state, f.path});
-        if (v.args) children.push_back({v.args, f.path});
+        try {
+          for (const ObjectPart& p : ObjectParts(v)) {
+            children.push_back({p.node, p.transparent ? f.path : child(f.path, p.component)});
+          }
+        } catch (const Error&) {
+          // A key too deep or too long to spell: the parts are still searched, looked through.
+          children.clear();
+          if (v.state) children.push_back({v.state, f.path});
+          if (v.args) children.push_back({v.args, f.path});
+          for (const auto& e : v.entries) children.push_back({e.second, f.path});
+          for (const Value* item : v.items) children.push_back({item, f.path});
+        }
         break;
       default: break;
     }
@@ -304,6 +320,12 @@ PickleScan ScanPickle(CheckReport& report, const std::string& entry, const uint8
   std::unordered_set<std::string> objects, dicts;
   arena.ForEachValue([&](Value& v) {
     if (v.kind == ValueKind::kObject && v.unknown_class) objects.insert(v.type_name);
+    // A defaultdict calls its factory for every missing key: a factory that is no data
+    // constructor left the defaultdict an inert object and is itself a callable the pickle uses.
+    if (v.kind == ValueKind::kObject && v.unknown_class && v.type_name == "collections.defaultdict" && v.args &&
+        !v.args->items.empty() && v.args->items[0]->kind == ValueKind::kGlobal) {
+      objects.insert(v.args->items[0]->type_name);
+    }
     if (v.kind == ValueKind::kDict) dicts.insert(v.type_name);
   });
   std::set<std::string> refused;

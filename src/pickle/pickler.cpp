@@ -8,6 +8,7 @@
 #include <deque>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/little_endian.h"
@@ -58,8 +59,13 @@ class Writer {
   explicit Writer(const PickleHook& hook) : hook_(hook) {}
 
   std::string Run(const Value* root) {
+    // Protocol 2 is what torch.save writes. A nested qualname ('a.b' 'Outer.Inner') is looked up
+    // attribute by attribute only from protocol 4 on (CPython's find_class), and protocol 2
+    // spells it as a getattr call: such a tree is written as protocol 4, its names as Python 3
+    // spells them, the nested ones by STACK_GLOBAL as the source named them.
+    protocol4_ = HasNestedName(root);
     out_.push_back(static_cast<char>(op::kProto));
-    out_.push_back(2);
+    out_.push_back(protocol4_ ? 4 : 2);
     tasks_.push_back({Task::kSave, root});
     while (!tasks_.empty()) {
       Task t = tasks_.back();
@@ -100,6 +106,27 @@ class Writer {
   };
 
   [[noreturn]] static void Fail(ErrorCode code, const std::string& message) { throw Error(code, message); }
+
+  // Whether a node reachable from `root` is named by a nested qualname (Value::module_size);
+  // iterative, each node once.
+  static bool HasNestedName(const Value* root) {
+    std::vector<const Value*> stack{root};
+    std::unordered_set<const Value*> seen;
+    while (!stack.empty()) {
+      const Value* v = stack.back();
+      stack.pop_back();
+      if (v == nullptr || !seen.insert(v).second) continue;
+      if (v->module_size != 0) return true;
+      for (const Value* x : v->items) stack.push_back(x);
+      for (const auto& [k, x] : v->entries) {
+        stack.push_back(k);
+        stack.push_back(x);
+      }
+      stack.push_back(v->args);
+      stack.push_back(v->state);
+    }
+    return false;
+  }
 
   // ---- raw output ----
   void Byte(uint8_t b) { out_.push_back(static_cast<char>(b)); }
@@ -204,23 +231,42 @@ class Writer {
     }
     return GlobalName(dotted.substr(0, dot), dotted.substr(dot + 1));
   }
+  // The name of a class or global node: split where the reader recorded its module's end.
+  size_t GlobalName(const Value& v) {
+    if (v.module_size == 0 || v.module_size >= v.type_name.size() || v.type_name[v.module_size] != '.') {
+      return GlobalName(v.type_name);
+    }
+    const size_t index = GlobalName(v.type_name.substr(0, v.module_size), v.type_name.substr(v.module_size + 1));
+    stack_global_.insert(index);
+    return index;
+  }
   size_t GlobalName(std::string module, std::string name) {
-    RenameForPython2(module, name);
+    if (!protocol4_) RenameForPython2(module, name);
     if (module.find('\n') != std::string::npos || name.find('\n') != std::string::npos) {
       Fail(ErrorCode::kUsage, "global name contains a newline");
     }
     return Name(module + "\n" + name);
   }
-  // A global: memoized by its name, since a name is one object to CPython.
-  void WriteGlobal(const std::string& line_pair) {
+  // A global: memoized by its name, since a name is one object to CPython. A nested qualname
+  // is STACK_GLOBAL of its module and name (protocol 4), as pickle writes it.
+  void WriteGlobal(const std::string& line_pair, bool stack_global) {
     auto it = named_memo_.find(line_pair);
     if (it != named_memo_.end()) {
       Get(it->second);
       return;
     }
-    Byte(op::kGlobal);
-    out_.append(line_pair);
-    out_.push_back('\n');
+    if (stack_global) {
+      const size_t nl = line_pair.find('\n');
+      Unicode(std::string_view(line_pair).substr(0, nl));
+      Put(NextMemo());
+      Unicode(std::string_view(line_pair).substr(nl + 1));
+      Put(NextMemo());
+      Byte(op::kStackGlobal);
+    } else {
+      Byte(op::kGlobal);
+      out_.append(line_pair);
+      out_.push_back('\n');
+    }
     uint64_t index = NextMemo();
     named_memo_.emplace(line_pair, index);
     Put(index);
@@ -411,14 +457,14 @@ class Writer {
         } else {
           // Another class (collections.defaultdict, a dict subclass): made as the reader recorded
           // it (cls(*args) or cls.__new__(cls, *args)), then filled and given its attributes.
-          Call(s, GlobalName(v.type_name), v.args, v, v.new_object);
+          Call(s, GlobalName(v), v.args, v, v.new_object);
           IteratorSetItems(s, v.entries);
           Build(s, v.state);
         }
         return;
-      case ValueKind::kGlobal: s.Add({Task::kGlobal, nullptr, GlobalName(v.type_name)}); return;
+      case ValueKind::kGlobal: s.Add({Task::kGlobal, nullptr, GlobalName(v)}); return;
       case ValueKind::kObject:
-        Call(s, GlobalName(v.type_name), v.args, v, v.new_object);
+        Call(s, GlobalName(v), v.args, v, v.new_object);
         IteratorAppends(s, v.items);
         IteratorSetItems(s, v.entries);
         Build(s, v.state);
@@ -456,7 +502,7 @@ class Writer {
         Float(t.node->real);
         Float(t.node->imag);
         return;
-      case Task::kGlobal: WriteGlobal(strings_[t.n]); return;
+      case Task::kGlobal: WriteGlobal(strings_[t.n], stack_global_.count(t.n) > 0); return;
       case Task::kFreshStr:
         Unicode(strings_[t.n]);
         Put(NextMemo());
@@ -517,6 +563,8 @@ class Writer {
   std::unordered_map<const Value*, uint64_t> memo_;
   std::unordered_map<std::string, uint64_t> named_memo_;
   std::deque<std::string> strings_;
+  std::unordered_set<size_t> stack_global_;  // indices in strings_ of nested qualnames
+  bool protocol4_ = false;
   uint64_t memo_count_ = 0;
 };
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/byte_reader.h"
+#include "pickle/global_class.h"
 #include "pickle/opcodes.h"
 #include "pickle/py_keys.h"
 #include "pickle/utf8.h"
@@ -301,6 +302,11 @@ class Machine {
     bool allowed = true;
     Value* v = Checked(resolver_.Global(module, name, allowed, arena_), "a global");
     globals_.back().allowed = allowed;
+    // A nested qualname (protocol 4's STACK_GLOBAL 'a.b' 'Outer.Inner'): where the module ends
+    // cannot be told from the dotted name, and a writer must name the same global again.
+    if (name.find('.') != std::string::npos && v->kind == ValueKind::kGlobal && v->type_name == module + "." + name) {
+      v->module_size = static_cast<uint32_t>(module.size());
+    }
     return v;
   }
   // EXT1/2/4: Python looks the code up in copyreg's extension registry, which maps it to any
@@ -350,12 +356,15 @@ class Machine {
   }
   // An object of an unknown class that SETITEM(S) fills right after it was made (no arguments,
   // no state, nothing set yet) is what pickle writes for a dict subclass: it becomes a dict that
-  // keeps its class name (an OrderedDict subclass's BUILD then sets its attributes).
+  // keeps its class name (an OrderedDict subclass's BUILD then sets its attributes). Only a class
+  // of no known verdict: a dangerous one (read under --permissive) stays an inert object of its
+  // class, never data.
   static void DictSubclass(Value* target) {
     if (target->kind != ValueKind::kObject || !target->unknown_class || target->state != nullptr ||
         !target->entries.empty() || !target->items.empty() || (target->args != nullptr && !target->args->items.empty())) {
       return;
     }
+    if (ClassifyGlobal(target->type_name).klass != GlobalClass::kUnknown) return;
     target->kind = ValueKind::kDict;
     target->args = nullptr;
     target->unknown_class = false;

@@ -132,16 +132,87 @@ TEST(KeyPathTest, ObjectsAreLookedThroughTheirStateArgsEntriesAndItems) {
   ForEachLeaf(root, [&](const std::string& path, const Value& leaf) {
     paths.push_back(path + (leaf.kind == ValueKind::kTensor ? "" : "=" + std::string(KindName(leaf.kind))));
   });
-  // state, args, entries, items; a torch.Size is one leaf.
-  EXPECT_EQ(paths, (std::vector<std::string>{"obj/w", "obj/0", "obj/k", "obj/0", "shape=tuple"}));
+  // state, args, entries, items; the item whose index the first argument already spells is
+  // named with its part; a torch.Size is one leaf.
+  EXPECT_EQ(paths, (std::vector<std::string>{"obj/w", "obj/0", "obj/k", "obj/%item:0", "shape=tuple"}));
   Document doc;
   doc.root = root;
   EXPECT_EQ(doc.FindValue("obj/k"), t);
+  EXPECT_EQ(doc.FindValue("obj/%item:0"), t);
   const std::vector<UnknownObject> unknown = FindUnknownObjects(root);
   ASSERT_EQ(unknown.size(), 1u);
   EXPECT_EQ(unknown[0].key, "obj");
   EXPECT_EQ(unknown[0].node, object);
   EXPECT_EQ(UnknownClassesText(unknown), "mod.Thing");
+}
+
+// Every part of an object spells its own components: a state key, an argument index, an entry
+// and an item that would spell one component are told apart by their part, and each path finds
+// its own value again.
+TEST(KeyPathTest, AnObjectsPartsNeverShareAPath) {
+  ValueArena arena;
+  auto tensor = [&](uint8_t byte) {
+    TensorView tv;
+    tv.storage = SharedBytes::CopyOf(&byte, 1);
+    tv.dtype = DType::kUInt8;
+    tv.shape = {1};
+    tv.strides = {1};
+    return arena.Tensor(tv);
+  };
+  Value* object = arena.Object("mod.Box", arena.Tuple({tensor(1)}));
+  object->unknown_class = true;
+  object->state = arena.Dict();
+  object->state->entries.push_back({arena.Str("0"), tensor(2)});
+  object->state->entries.push_back({arena.Str("k"), tensor(3)});
+  object->state->entries.push_back({arena.Str("%entry:k"), tensor(4)});  // a key spelling a part's name
+  object->entries.push_back({arena.Str("k"), tensor(5)});
+  object->entries.push_back({arena.Int(0), tensor(6)});
+  object->items.push_back(tensor(7));
+  Value* root = arena.Dict();
+  root->entries.push_back({arena.Str("obj"), object});
+  const std::vector<std::string> expected = {"obj/0", "obj/k", "obj/%25entry%3Ak", "obj/%arg:0",
+                                             "obj/%entry:k", "obj/%entry:0", "obj/%item:0"};
+  std::vector<std::string> keys;
+  for (const NamedTensor& n : CollectTensors(root)) keys.push_back(n.key);
+  EXPECT_EQ(keys, expected);
+  Document doc;
+  doc.root = root;
+  const uint8_t bytes[] = {2, 3, 4, 1, 5, 6, 7};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const Value* v = doc.FindValue(expected[i]);
+    ASSERT_NE(v, nullptr) << expected[i];
+    EXPECT_EQ(v->tensor->storage.data()[0], bytes[i]) << expected[i];
+  }
+  EXPECT_EQ(DecodeKeyComponent("%entry:%int:1"), "1");
+}
+
+// A dict's attributes (its BUILD state) are listed after its entries as `%attr:<key>`, and only
+// their tensors are leaves (an OrderedDict's _metadata stays out of the values).
+TEST(KeyPathTest, ADictsAttributesAreSearchedForTensors) {
+  ValueArena arena;
+  TensorView tv;
+  tv.storage = SharedBytes::CopyOf("a", 1);
+  tv.dtype = DType::kUInt8;
+  tv.shape = {1};
+  tv.strides = {1};
+  Value* t = arena.Tensor(tv);
+  Value* d = arena.Dict("mod.AttrDict");
+  d->entries.push_back({arena.Str("extra"), t});
+  d->state = arena.Dict();
+  d->state->entries.push_back({arena.Str("extra"), t});
+  Value* nested = arena.Dict();
+  nested->entries.push_back({arena.Str("t"), t});
+  nested->entries.push_back({arena.Str("version"), arena.Int(1)});
+  d->state->entries.push_back({arena.Str("more"), nested});
+  d->state->entries.push_back({arena.Str("note"), arena.Str("hi")});
+  std::vector<std::string> paths;
+  ForEachLeaf(d, [&](const std::string& path, const Value&) { paths.push_back(path); });
+  EXPECT_EQ(paths, (std::vector<std::string>{"extra", "%attr:extra", "%attr:more/t"}));
+  Document doc;
+  doc.root = d;
+  EXPECT_EQ(doc.FindValue("%attr:more/t"), t);
+  EXPECT_EQ(doc.FindValue("%attr:note")->text, "hi");  // reachable by its path, not listed
+  EXPECT_EQ(doc.FindValue("note"), nullptr);
 }
 
 }  // namespace

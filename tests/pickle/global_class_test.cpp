@@ -28,6 +28,11 @@ TEST(GlobalClass, ChainsResolveToTheirTarget) {
       {"webbrowser.open", GlobalClass::kNetwork, "webbrowser.open"},
       {"ctypes.CDLL", GlobalClass::kNativeCode, "ctypes.CDLL"},
       {"copyreg.add_extension", GlobalClass::kReflection, "copyreg.add_extension"},
+      // Imports run the imported module's code.
+      {"torch._utils._import_dotted_name", GlobalClass::kImport, "torch._utils._import_dotted_name"},
+      {"importlib.import_module", GlobalClass::kImport, "importlib.import_module"},
+      {"builtins.__import__", GlobalClass::kImport, "builtins.__import__"},
+      {"pkgutil.resolve_name", GlobalClass::kImport, "pkgutil.resolve_name"},
   };
   for (const auto& c : cases) {
     GlobalVerdict v = ClassifyGlobal(c.dotted);
@@ -39,7 +44,8 @@ TEST(GlobalClass, ChainsResolveToTheirTarget) {
 TEST(GlobalClass, DataClassesAndLookalikesStayUnknown) {
   for (const char* dotted : {"collections.OrderedDict", "io.BytesIO", "types.SimpleNamespace", "pathlib.PosixPath",
                              "copyreg._reconstructor", "numpy.core.multiarray._reconstruct", "mypkg.code.Model",
-                             "mypkg.types.Config", "osx.system", "torch.nn.modules.linear.Linear", "__main__.Net"}) {
+                             "mypkg.types.Config", "osx.system", "torch.nn.modules.linear.Linear", "__main__.Net", "torch._utils._rebuild_tensor_v2",
+                             "mypkg._utils._import_dotted_name"}) {
     EXPECT_EQ(ClassifyGlobal(dotted).klass, GlobalClass::kUnknown) << dotted;
   }
 }

@@ -27,6 +27,52 @@ class MyOrderedDict(collections.OrderedDict):
     pass
 
 
+class AttrDict(dict):
+    """A dict subclass with attributes of its own (its __dict__ is pickled as BUILD state)."""
+
+
+class AttrOrderedDict(collections.OrderedDict):
+    pass
+
+
+class Outer:
+    class Inner:
+        """A nested class: protocol 4 names it by STACK_GLOBAL of 'realfiles' and 'Outer.Inner'."""
+
+        def __init__(self):
+            self.w = torch.arange(3.0)
+
+
+class Box:
+    """What `Parts` unpickles into: keeps its arguments, state, appended and set items apart."""
+
+    def __init__(self, *args):
+        self.args, self.listed, self.keyed = args, [], {}
+
+    def append(self, x):
+        self.listed.append(x)
+
+    def __setitem__(self, k, v):
+        self.keyed[k] = v
+
+    def __setstate__(self, state):
+        self.state = state
+
+
+class Parts:
+    """Pickles as Box(t1) with a state, list items and dict items whose names coincide: a state
+    key "0" and the first argument, a state key "k" and a set item "k", the first list item."""
+
+    def __reduce__(self):
+        return (Box, (torch.tensor([1.0]),), {"0": torch.tensor([2.0]), "k": torch.tensor([3.0])},
+                iter([torch.tensor([4.0])]), iter([("k", torch.tensor([5.0]))]))
+
+
+def zero_tensor():
+    """A defaultdict factory of the training script's own (unknown to trove)."""
+    return torch.zeros(1)
+
+
 class Config:
     """A class of the training script's own: unknown to trove, read as an inert object."""
 

@@ -20,7 +20,12 @@ import pytest
 import torch
 
 import ptfiles
-from realfiles import (LEGACY_MAGIC, MARKER, Call, Config, Evil, MyDict, MyOrderedDict, Pid, array_bytes, flatten,
+import pickletools
+import zipfile
+
+import pickles
+from realfiles import (LEGACY_MAGIC, MARKER, AttrDict, AttrOrderedDict, Box, Call, Config, Evil, MyDict, MyOrderedDict,
+                       Outer, Parts, Pid, array_bytes, flatten, zero_tensor,
                        legacy_file, torchscript_2019, training_checkpoint)
 
 def plain(v):
@@ -333,3 +338,180 @@ def test_storage_views_and_tensor_state_of_old_torch(trove, tmp_path):
     loaded = torch.load(path)
     assert loaded["var"].requires_grad
     expect_same_tensors(trove, path, loaded)
+
+
+# ---- where tensors hide: attributes, object parts, nested classes ---------------------------------
+
+def data_pkl(path):
+    with zipfile.ZipFile(path) as z:
+        return z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+
+
+def pickle_globals(pkl):
+    """Every global a pickle names, as (module, name): GLOBAL's operands, STACK_GLOBAL's strings."""
+    out, strings = [], []
+    for op, arg, _ in pickletools.genops(pkl):
+        if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8"):
+            strings.append(arg)
+        elif op.name == "GLOBAL":
+            out.append(tuple(arg.split(" ", 1)))
+        elif op.name == "STACK_GLOBAL":
+            out.append((strings[-2], strings[-1]))
+    return out
+
+
+@pytest.mark.parametrize("layout", ["zip", "legacy"])
+def test_tensors_in_the_attributes_of_dict_subclasses(trove, tmp_path, layout):
+    d = AttrDict(a=torch.zeros(2))
+    d.extra = torch.ones(3)
+    d.note = "hi"
+    o = AttrOrderedDict(b=torch.full((2,), 5.0))
+    o.more = {"t": torch.arange(4.0)}
+    path = str(tmp_path / "attrs.pt")
+    torch.save({"d": d, "o": o}, path, _use_new_zipfile_serialization=layout == "zip")
+    want = torch.load(path)
+    assert vars(want["d"])["extra"] is not None and vars(want["o"])["more"]["t"] is not None
+    # Entries by key, then the attributes as %attr:<name> (docs/pt.md); only their tensors are listed.
+    doc, err = info(trove, path)
+    expected = {"d/a": want["d"]["a"], "d/%attr:extra": want["d"].extra, "o/b": want["o"]["b"],
+                "o/%attr:more/t": want["o"].more["t"]}
+    assert [t["key"] for t in doc["tensors"]] == list(expected) and "warning" not in err
+    for key, t in expected.items():
+        r = trove("cat", path, key, "--raw")
+        assert r.code == 0 and r.out == ptfiles.tensor_bytes(t), (key, r)
+    r = trove("cat", path, "d/%attr:note", "--json")
+    assert r.code == 0 and json.loads(r.out)["value"] == "hi", r
+    assert trove("stats", path, "d/%attr:extra").code == 0
+    # convert to .pt writes them back as attributes; torch.load gives the same objects
+    out = str(tmp_path / "back.pt")
+    r = trove("convert", path, out)
+    assert r.code == 0, r
+    got = torch.load(out)
+    assert type(got["d"]) is AttrDict and type(got["o"]) is AttrOrderedDict
+    assert torch.equal(got["d"]["a"], want["d"]["a"]) and torch.equal(got["d"].extra, want["d"].extra)
+    assert got["d"].note == "hi" and torch.equal(got["o"].more["t"], want["o"].more["t"])
+    assert torch.equal(got["o"]["b"], want["o"]["b"])
+    # The other formats hold entries only: refused by name, unless the attributes are left out.
+    for dst in ("a.tdz", "a.safetensors"):
+        r = trove("convert", path, str(tmp_path / dst))
+        assert r.code == 2 and "'d/%attr:extra'" in r.errtext and "attributes" in r.errtext, r
+        assert not os.path.exists(str(tmp_path / dst))
+    r = trove("convert", path, str(tmp_path / "e.safetensors"), "--exclude", "**%attr:**")
+    assert r.code == 0, r
+    # A scan places a dangerous call in the attributes at the same path.
+    d.hook = Evil()
+    evil = str(tmp_path / "attr-evil.pt")
+    torch.save({"d": d}, evil, _use_new_zipfile_serialization=layout == "zip")
+    r = trove("scan", evil, "--json")
+    calls = [f for f in json.loads(r.out)["files"][0]["findings"] if f.get("call")]
+    assert [f["key_path"] for f in calls] == ["d/%attr:hook"] and "posix.system" in calls[0]["call"], calls
+    assert not os.path.exists(MARKER)
+
+
+def test_parts_of_an_object_never_share_a_key_path(trove, tmp_path):
+    path = str(tmp_path / "parts.pt")
+    torch.save({"obj": Parts()}, path)
+    box = torch.load(path)["obj"]
+    # The state keeps its names; the first argument, the set item "k" and the first appended
+    # item would spell "0", "k" and "0" again and are named with their part instead.
+    expected = {"obj/0": box.state["0"], "obj/k": box.state["k"], "obj/%arg:0": box.args[0],
+                "obj/%entry:k": box.keyed["k"], "obj/%item:0": box.listed[0]}
+    doc, err = info(trove, path)
+    keys = [t["key"] for t in doc["tensors"]]
+    assert keys == list(expected) and len(set(keys)) == len(keys), keys
+    assert "realfiles.Box" in err
+    for key, t in expected.items():
+        r = trove("cat", path, key, "--raw")
+        assert r.code == 0 and r.out == ptfiles.tensor_bytes(t), (key, r)
+    out = str(tmp_path / "back.pt")
+    r = trove("convert", path, out, "--keep-unknown")
+    assert r.code == 0, r
+    back = torch.load(out)["obj"]
+    assert type(back) is Box and torch.equal(back.args[0], box.args[0]) and torch.equal(back.keyed["k"], box.keyed["k"])
+    assert torch.equal(back.listed[0], box.listed[0]) and torch.equal(back.state["0"], box.state["0"])
+    assert [t["key"] for t in info(trove, out)[0]["tensors"]] == list(expected)
+
+
+@pytest.mark.parametrize("layout", ["zip", "legacy"])
+def test_nested_classes_are_written_back_as_the_same_global(trove, tmp_path, layout):
+    path = str(tmp_path / "nested.pt")
+    torch.save({"x": Outer.Inner()}, path, pickle_protocol=4, _use_new_zipfile_serialization=layout == "zip")
+    want = torch.load(path)["x"]
+    out = str(tmp_path / "back.pt")
+    r = trove("convert", path, out, "--keep-unknown")
+    assert r.code == 0, r
+    # The output names realfiles / Outer.Inner as the source does (STACK_GLOBAL of protocol 4),
+    # not the module 'realfiles.Outer' that does not exist.
+    assert ("realfiles", "Outer.Inner") in pickle_globals(data_pkl(out))
+    if layout == "zip":
+        assert ("realfiles", "Outer.Inner") in pickle_globals(data_pkl(path))
+    got = torch.load(out)["x"]
+    assert type(got) is Outer.Inner and torch.equal(got.w, want.w)
+    # A file without nested names stays protocol 2, as torch.save writes it.
+    plain = str(tmp_path / "plain.pt")
+    assert trove("convert", files_plain(tmp_path), plain).code == 0
+    assert data_pkl(plain)[:2] == b"\x80\x02"
+
+
+def files_plain(tmp_path):
+    path = str(tmp_path / "plain-src.pt")
+    torch.save({"w": torch.ones(2)}, path)
+    return path
+
+
+def test_dangerous_dict_subclass_stays_an_object_under_permissive(trove, tmp_path):
+    P = pickles
+    w = P.tensor_v2(P.storage("FloatStorage", "0", 2), 0, (2,), (1,))
+    newobj = P.glob("subprocess", "Popen") + P.EMPTY_TUPLE + b"\x81" + P.MARK + P.s("w") + w + P.SETITEMS
+    # protocol 0/1's spelling: copyreg._reconstructor(cls, dict, {...})
+    recon = P.call(P.glob("copyreg", "_reconstructor"), P.glob("subprocess", "Popen"), P.glob("builtins", "dict"),
+                   P.dict_of([(P.s("w"), w)]))
+    body = P.dict_of([(P.s("p"), newobj), (P.s("q"), recon)])
+    path = P.torch_zip(str(tmp_path / "popen.pt"), P.pickle_of(body), {"0": struct.pack("<2f", 1, 2)})
+    r = trove("info", path)
+    assert r.code == 2 and "refused global 'subprocess.Popen'" in r.errtext, r
+    doc, err = info(trove, path, "--permissive")
+    for key in ("p", "q"):
+        assert doc["values"][key]["$object"] == "subprocess.Popen", doc["values"][key]
+    assert err.count("\n") == 1 and "subprocess.Popen (2)" in err, err
+    # (the reconstructed one is base.__new__(cls, state): its state is its first argument)
+    assert [t["key"] for t in doc["tensors"]] == ["p/w", "q/0/w"]
+    r = trove("convert", path, str(tmp_path / "o.pt"), "--permissive", "--keep-unknown")
+    assert r.code == 2 and "subprocess.Popen" in r.errtext and "dangerous" in r.errtext, r
+
+
+def test_import_primitives_and_defaultdict_factories(trove, tmp_path):
+    # torch._utils._import_dotted_name imports any module: refused by name, class "import".
+    path = str(tmp_path / "import.pt")
+    torch.save({"w": torch.ones(2), "m": Call(torch._utils._import_dotted_name, ("json",))}, path)
+    for cmd in (("info", path), ("convert", path, str(tmp_path / "x.pt"))):
+        r = trove(*cmd)
+        assert (r.code == 2 and "refused global 'torch._utils._import_dotted_name'" in r.errtext
+                and "(import:" in r.errtext), (cmd, r)
+    r = trove("scan", path, "--json")
+    classes = {g["name"]: g["class"] for g in json.loads(r.out)["files"][0]["globals"]}
+    assert classes["torch._utils._import_dotted_name"] == "dangerous" and r.code == 1
+    # A defaultdict whose factory is dangerous refuses the file by the factory's name.
+    path = str(tmp_path / "dd-danger.pt")
+    torch.save({"dd": collections.defaultdict(torch._utils._import_dotted_name, {"w": torch.ones(2)})}, path)
+    r = trove("info", path)
+    assert r.code == 2 and "refused global 'torch._utils._import_dotted_name'" in r.errtext, r
+    # One whose factory trove does not know is an inert object (one warning naming the factory),
+    # its tensors listed; convert keeps it only when asked, and torch.load gets it back.
+    path = str(tmp_path / "dd-unknown.pt")
+    want = collections.defaultdict(zero_tensor, {"w": torch.arange(2.0)})
+    torch.save({"dd": want, "plain": collections.defaultdict(list, {"x": torch.ones(1)})}, path)
+    doc, err = info(trove, path)
+    assert err.count("\n") == 1 and "collections.defaultdict of realfiles.zero_tensor" in err, err
+    assert [t["key"] for t in doc["tensors"]] == ["dd/w", "plain/x"]
+    assert trove("cat", path, "dd/w", "--raw").out == ptfiles.tensor_bytes(want["w"])
+    r = trove("convert", path, str(tmp_path / "o.pt"))
+    assert r.code == 2 and "'dd'" in r.errtext and "--keep-unknown" in r.errtext, r
+    out = str(tmp_path / "kept.pt")
+    assert trove("convert", path, out, "--keep-unknown").code == 0
+    got = torch.load(out)
+    assert type(got["dd"]) is collections.defaultdict and got["dd"].default_factory is zero_tensor
+    assert torch.equal(got["dd"]["w"], want["w"]) and got["plain"].default_factory is list
+    r = trove("scan", path, "--json")
+    classes = {g["name"]: g["class"] for g in json.loads(r.out)["files"][0]["globals"]}
+    assert classes["realfiles.zero_tensor"] == "unknown" and classes["builtins.list"] == "data", classes

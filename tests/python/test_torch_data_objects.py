@@ -87,3 +87,32 @@ def test_python_load_gives_storages(files):
     got = module.load(files["zip"])
     assert got["storage"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0] and got["storage"].dtype == torch.float64
     assert got["device"] == torch.device("cpu") and got["size"] == torch.Size([2, 3])
+
+
+@pytest.mark.parametrize("layout", ["zip", "legacy"])
+def test_untyped_storage_by_itself_round_trips(trove, tmp_path, layout):
+    # torch 1.13 saves a storage's untyped() form with the class torch.storage.UntypedStorage in
+    # its persistent id (numel in bytes); convert writes that class back, not ByteStorage, so
+    # torch.load gives back what it gave for the source (torch 1.13: a uint8 TypedStorage of the
+    # same bytes; torch 2: an UntypedStorage).
+    import pickletools
+    import zipfile
+    t = torch.arange(4, dtype=torch.float32)
+    src = str(tmp_path / "untyped.pt")
+    torch.save({"u": t.storage().untyped()}, src, _use_new_zipfile_serialization=layout == "zip")
+    out = str(tmp_path / "back.pt")
+    r = trove("convert", src, out)
+    assert r.code == 0, r
+
+    def storage_classes(path):
+        with zipfile.ZipFile(path) as z:
+            pkl = z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+        return [arg for op, arg, _ in pickletools.genops(pkl) if op.name == "GLOBAL" and "Storage" in arg]
+
+    assert storage_classes(out) == ["torch.storage UntypedStorage"]
+    back = torch.load(out)["u"]
+    if layout == "zip":  # torch 1.13 cannot load its own legacy untyped storages
+        assert storage_classes(src) == storage_classes(out)
+        want = torch.load(src)["u"]
+        assert type(back) is type(want) and back.dtype == want.dtype and back.tolist() == want.tolist()
+    assert bytes(back.tolist()) == ptfiles.tensor_bytes(t)

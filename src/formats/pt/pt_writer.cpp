@@ -72,16 +72,22 @@ class PlainTorchData {
       auto entries = [&](Value* into) {
         const std::vector<std::string> components =
             HasNonStrKeys(*src) ? DictKeyComponents(*src) : std::vector<std::string>{};
+        // A dict's attributes are named as the walks name them (`%attr:<key>`, document.h).
+        const std::string prefix = attributes_.count(src) ? "%attr:" : "";
         for (size_t i = 0; i < src->entries.size(); ++i) {
           const auto& [k, v] = src->entries[i];
-          into->entries.push_back({child(k, "(key)"), child(v, components.empty() ? EncodeKeyComponent(k->text) : components[i])});
+          into->entries.push_back(
+              {child(k, "(key)"), child(v, prefix + (components.empty() ? EncodeKeyComponent(k->text) : components[i]))});
         }
       };
       if (src->kind == ValueKind::kDict && dst->kind == ValueKind::kDict) {
         entries(dst);
         // Attributes: an OrderedDict's (a state_dict's _metadata) and a dict subclass's; the
         // plain dict a tensordict level becomes has none.
-        if (src->state && dst->type_name != "dict") dst->state = child(src->state, "(attributes)");
+        if (src->state && dst->type_name != "dict") {
+          attributes_.insert(src->state);
+          dst->state = child(src->state, "");
+        }
         if (src->args && dst->type_name != "dict") dst->args = child(src->args, "");
       } else if (src->kind == ValueKind::kDict) {
         // argparse.Namespace: an object whose attributes are the dict's entries (see Map).
@@ -158,6 +164,7 @@ class PlainTorchData {
         d = arena_.Object(s->type_name, nullptr);
         d->new_object = s->new_object;
         d->unknown_class = s->unknown_class;
+        d->module_size = s->module_size;
         pending_.insert(src);
         break;
       }
@@ -171,6 +178,7 @@ class PlainTorchData {
                                         "): not written");
         }
         d = arena_.Global(s->type_name);
+        d->module_size = s->module_size;
         break;
       }
       case ValueKind::kTensor:
@@ -195,6 +203,7 @@ class PlainTorchData {
           }
           d = arena_.Dict(cls);
           d->new_object = s->new_object;
+          d->module_size = s->module_size;
         }
         pending_.insert(src);
         break;
@@ -234,6 +243,7 @@ class PlainTorchData {
   std::vector<Link> links_;  // [0] is the root
   std::unordered_map<const Value*, Value*> copies_;
   std::unordered_set<const Value*> pending_;
+  std::unordered_set<const Value*> attributes_;  // source dicts that are a dict's attributes
 };
 
 bool NeedsV3(DType d) { return Info(d).storage_class.empty(); }
@@ -253,8 +263,10 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
   auto shareable = [&](const TensorView* v) {
     if (v->cast_source || v->storage_index < 0 || v->byte_order == ByteOrder::kBig || !v->has_data) return false;
     if (v->storage.size() % ElementSize(v->dtype) != 0) return false;
+    // An untyped storage and typed views of the same bytes would name one record with two
+    // storage classes, which neither torch.save writes nor a reader takes: separate records.
     for (const TensorView* o : by_storage[v->storage_index])
-      if (o->dtype != v->dtype || !o->storage.SameBytes(v->storage)) return false;
+      if (o->dtype != v->dtype || o->untyped_storage != v->untyped_storage || !o->storage.SameBytes(v->storage)) return false;
     return true;
   };
 
@@ -324,10 +336,14 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
     }
     const size_t r = record_for(v);
     const StorageRecord& rec = records[r];
+    // Dtypes without a typed storage class, and storages saved untyped, name UntypedStorage
+    // (numel in bytes), as torch.save does.
     const bool v3 = NeedsV3(v->dtype);
+    const bool untyped = v3 || (v->bare_storage && v->untyped_storage && v->dtype == DType::kUInt8);
     Value* placeholder = arena.Object("<storage-ref>", nullptr);
-    Value* cls = v3 ? arena.Global("torch.storage.UntypedStorage") : arena.Global("torch." + std::string(Info(v->dtype).storage_class));
-    uint64_t numel = v3 ? rec.nbytes : rec.nbytes / ElementSize(rec.dtype);
+    Value* cls = untyped ? arena.Global("torch.storage.UntypedStorage")
+                         : arena.Global("torch." + std::string(Info(v->dtype).storage_class));
+    uint64_t numel = untyped ? rec.nbytes : rec.nbytes / ElementSize(rec.dtype);
     storage_pid[placeholder] = arena.Tuple({storage_str, cls, key_strs[r], cpu_str, arena.Int(static_cast<int64_t>(numel))});
     int64_t offset = rec.whole_of ? v->storage_offset : 0;
     std::vector<int64_t> strides = v->strides;

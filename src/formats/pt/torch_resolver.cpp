@@ -448,6 +448,7 @@ void TorchResolver::StoragesAsTensors(ValueArena& arena) {
     view.storage_index = static_cast<int64_t>(ref.storage);
     view.storage_key = "data/" + s.key;
     view.bare_storage = true;
+    view.untyped_storage = !s.dtype;
     v.kind = ValueKind::kTensor;
     v.type_name.clear();
     v.args = nullptr;
