@@ -473,7 +473,7 @@ struct ToPython {
   py::object tensor_fn;  // (info tuple, key or None) -> object
   py::object global_fn;  // (dotted name) -> object
   py::object object_fn;  // (type name, args, state) -> object
-  py::object dict_fn;    // (class name, filled dict, constructor args or None) -> object, for other dict classes
+  py::object dict_fn;    // (class name, filled dict, constructor args or None, state or None) -> object, for other dict classes
   py::object ordered_dict = py::module_::import("collections").attr("OrderedDict");
   std::unordered_map<const Value*, py::object> memo;
   std::unordered_set<const Value*> in_progress;
@@ -546,7 +546,9 @@ struct ToPython {
         }
         if (!ordered && !v->type_name.empty() && v->type_name != "dict" && !dict_fn.is_none()) {
           // defaultdict, Namespace, a dict subclass: the package decides what stands for it.
-          py::object out = dict_fn(v->type_name, d, v->args ? Convert(v->args, depth + 1) : py::none());
+          // Its attributes (BUILD state) go along, so that a tensor kept in one is not lost.
+          py::object out = dict_fn(v->type_name, d, v->args ? Convert(v->args, depth + 1) : py::none(),
+                                   v->state ? Convert(v->state, depth + 1) : py::none());
           memo[v] = out;
           return out;
         }

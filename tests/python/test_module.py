@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 
 import pytest
 
@@ -535,6 +536,28 @@ def test_convert_max_shard_size(tmp_path):
     assert any(n.endswith(".bin.index.json") for n in os.listdir(str(tmp_path / "pts")))
     with pytest.raises(trove.UsageError):
         trove.convert(src, str(tmp_path / "x"), max_shard_size="10MB")
+
+
+def test_dict_subclass_attributes_are_kept(tmp_path):
+    """A dict subclass whose pickle set attributes comes back as a trove.Dict holding them (its
+    tensors as tensors), not as a plain dict that would lose them; one without stays a dict."""
+    from realfiles import AttrDict, AttrOrderedDict
+    d = AttrDict(a=torch.zeros(2))
+    d.extra = torch.ones(3)
+    d.note = "hi"
+    o = AttrOrderedDict(b=torch.full((2,), 5.0))
+    plain = AttrDict(c=torch.arange(3))
+    path = str(tmp_path / "attrs.pt")
+    torch.save({"d": d, "o": o, "plain": plain}, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", trove.UnknownObjectsWarning)  # dict subclasses are data
+        got = trove.load(path)
+    assert isinstance(got["d"], trove.Dict) and got["d"].type_name == "realfiles.AttrDict"
+    assert torch.equal(got["d"]["a"], d["a"]) and torch.equal(got["d"].extra, d.extra) and got["d"].note == "hi"
+    assert type(got["o"]) is dict and torch.equal(got["o"]["b"], o["b"])
+    assert type(got["plain"]) is dict and torch.equal(got["plain"]["c"], plain["c"])
+    with trove.open(path, framework="pt") as f:
+        assert torch.equal(f["d/%attr:extra"], d.extra)
 
 
 def _mapped_paths():

@@ -37,7 +37,7 @@ from . import _trove
 
 __all__ = [
     "open", "load", "save", "verify", "scan", "convert", "diff", "stats", "data",
-    "File", "Slice", "TensorRef", "Global", "Object", "Report", "Finding", "DiffReport",
+    "File", "Slice", "TensorRef", "Global", "Object", "Dict", "Report", "Finding", "DiffReport",
     "Error", "UsageError", "IoError", "NotFoundError", "CorruptError", "RefusedError",
     "UnsupportedError", "LimitError", "UnknownObjectsWarning",
 ]
@@ -308,6 +308,22 @@ class Object:
         return f"Object({self.type_name!r}, args={self.args!r}, state={self.state!r})"
 
 
+class Dict(dict):
+    """A dict of a class trove does not import (a dict or OrderedDict subclass) whose pickle also
+    set attributes on it: the entries as a dict, the class's name as `type_name`, and the attributes
+    (their tensors included, as the file holds them) as attributes of this object. A dict subclass
+    without attributes comes back as a plain dict."""
+
+    def __init__(self, type_name: str, entries: dict, attributes: dict) -> None:
+        super().__init__(entries)
+        self.type_name = type_name
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"Dict({self.type_name!r}, {dict.__repr__(self)}, attributes={list(vars(self))[1:]!r})"
+
+
 def _global_for(framework: Optional[str]):
     def convert(name: str):
         if framework == "pt" and name.startswith("torch."):
@@ -325,10 +341,16 @@ _DEFAULT_FACTORIES = {"builtins.list": list, "builtins.dict": dict, "builtins.se
                       "builtins.bool": bool, "builtins.bytes": bytes, "collections.OrderedDict": collections.OrderedDict}
 
 
-def _dict_for(type_name: str, d: dict, args: Any):
+def _dict_for(type_name: str, d: dict, args: Any, state: Any = None):
     """A dict of another class (its entries already in d): collections.defaultdict (with its
     factory when that is a Python data type, else none), argparse.Namespace, and any dict subclass
-    as the dict itself (its class is only a name here, never imported)."""
+    as the dict itself (its class is only a name here, never imported), or as a trove.Dict when its
+    pickle set attributes (state: a dict of them) so that none of them is lost."""
+    if isinstance(state, tuple) and len(state) == 2 and all(isinstance(p, (dict, type(None))) for p in state):
+        state = {**(state[0] or {}), **(state[1] or {})}  # (instance dict, slots) as pickle's BUILD takes it
+    if isinstance(state, dict) and state and all(isinstance(k, str) and k.isidentifier() and k != "type_name"
+                                                  for k in state):
+        return Dict(type_name, d, state)
     if type_name == "collections.defaultdict":
         factory = args[0] if isinstance(args, tuple) and args else None
         out = collections.defaultdict(_DEFAULT_FACTORIES.get(factory.name) if isinstance(factory, Global) else None)
