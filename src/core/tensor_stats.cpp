@@ -769,8 +769,7 @@ struct Accumulator {
   bool binned = false;
   bool counted = false;      // every finite value is one value: the histograms are known already
   bool bucketed = false;     // histograms from the first sweep's buckets (see Buckets below)
-  std::vector<uint64_t> buckets;    // the first sweep's bucket counts, until the binnings are set
-  std::vector<uint64_t> ambiguous;  // bitmap of the buckets whose values the second sweep places
+  std::vector<uint64_t> buckets;  // the first sweep's bucket counts, until the binnings are set
 };
 
 // --- Histograms from the first sweep's buckets ----------------------------------------------
@@ -782,8 +781,9 @@ struct Accumulator {
 // its magnitude wide), and once the extremes give the edges the buckets are turned into bins
 // (SpreadBuckets). Other tensors are binned value by value in a second sweep, exactly.
 constexpr size_t kBuckets = size_t{1} << 16;
-// Below this many values a tensor is binned value by value: classifying buckets costs about as
-// much as their count, and a tensor's bucket table (512 KB) would dwarf it.
+// Below this many values a tensor is binned value by value in a second sweep: turning 2^16
+// buckets into bins costs about as much as placing that many values, and a tensor's bucket table
+// (512 KB) would dwarf it.
 constexpr uint64_t kMinBucketedValues = uint64_t{1} << 16;
 // Buckets of magnitudes from here up hold NaN and the infinities (exponent bits all ones).
 constexpr uint32_t kNonFiniteBucket = 0x7F80;
