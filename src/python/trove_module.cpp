@@ -397,19 +397,23 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
   py::object ZeroCopy(const trove::SharedBytes& bytes) {
     std::shared_ptr<PrivateMap> map;
     uint64_t file_offset = 0;
+    // One private mapping per file (device, inode), made by `make` the first time.
+    auto mapping_of = [&](uint64_t device, uint64_t inode, auto&& make) {
+      const auto key = std::make_pair(device, inode);
+      if (auto it = by_file_.find(key); it != by_file_.end()) return it->second;
+      std::shared_ptr<PrivateMap> made = make();
+      by_file_.emplace(key, made);
+      if (made) maps_.push_back(made);
+      return made;
+    };
     if (auto file = trove::DuplicateMappedFile(bytes.data())) {
       // The library's own descriptor of the file (a MappedFile): no need to find it by address.
       struct stat st {};
       if (::fstat(file->fd, &st) == 0 && S_ISREG(st.st_mode) && bytes.size() <= file->length) {
         file_offset = file->offset;
-        const auto key = std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
-        if (auto it = by_file_.find(key); it != by_file_.end()) {
-          map = it->second;
-        } else {
-          map = MapDescriptorPrivately(file->fd, static_cast<uint64_t>(st.st_size), file->path);
-          by_file_.emplace(key, map);
-          if (map) maps_.push_back(map);
-        }
+        map = mapping_of(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), [&] {
+          return MapDescriptorPrivately(file->fd, static_cast<uint64_t>(st.st_size), file->path);
+        });
       }
       ::close(file->fd);
     } else {
@@ -419,14 +423,8 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
       const MapsLine* line = FindLine(a);
       if (line == nullptr || a + bytes.size() > line->end) return py::object();
       file_offset = line->offset + (a - line->start);
-      const auto key = std::make_pair(static_cast<uint64_t>(makedev(line->dev_major, line->dev_minor)), line->inode);
-      if (auto it = by_file_.find(key); it != by_file_.end()) {
-        map = it->second;
-      } else {
-        map = MapPrivately(line->path, line->dev_major, line->dev_minor, line->inode);
-        by_file_.emplace(key, map);
-        if (map) maps_.push_back(map);
-      }
+      map = mapping_of(static_cast<uint64_t>(makedev(line->dev_major, line->dev_minor)), line->inode,
+                       [&] { return MapPrivately(line->path, line->dev_major, line->dev_minor, line->inode); });
     }
     if (!map || file_offset + bytes.size() > map->size) return py::object();
     // The array's base is a capsule owning the mapping (and, through this document, the file).
