@@ -227,20 +227,21 @@ void RegisterPrivateMap(PrivateMap& map) {
   // without a slot (4096 live mappings) a truncation still ends the process
 }
 
-// Maps `path` privately when it is still the file (device, inode) the library mapped. Null when
-// it is not (replaced meanwhile), or cannot be mapped: the caller copies instead.
-// The whole file behind `fd` (of `size` bytes) mapped privately; null when it cannot be.
-std::shared_ptr<PrivateMap> MapDescriptorPrivately(int fd, uint64_t size, const std::string& path) {
-  void* m = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+// `length` bytes of the file behind `fd` from `offset` (a multiple of the page size) mapped
+// privately and entered in the SIGBUS table; null when they cannot be mapped.
+std::shared_ptr<PrivateMap> MapDescriptorPrivately(int fd, uint64_t offset, uint64_t length, const std::string& path) {
+  void* m = ::mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(offset));
   if (m == MAP_FAILED) return nullptr;
   auto map = std::make_shared<PrivateMap>();
   map->base = static_cast<uint8_t*>(m);
-  map->size = size;
+  map->size = length;
   map->path = path;
   RegisterPrivateMap(*map);
   return map;
 }
 
+// Maps `path` privately when it is still the file (device, inode) the library mapped. Null when
+// it is not (replaced meanwhile), or cannot be mapped: the caller copies instead.
 std::shared_ptr<PrivateMap> MapPrivately(const std::string& path, uint64_t dev_major, uint64_t dev_minor, uint64_t inode) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
@@ -250,7 +251,7 @@ std::shared_ptr<PrivateMap> MapPrivately(const std::string& path, uint64_t dev_m
     ::close(fd);
     return nullptr;
   }
-  auto map = MapDescriptorPrivately(fd, static_cast<uint64_t>(st.st_size), path);
+  auto map = MapDescriptorPrivately(fd, 0, static_cast<uint64_t>(st.st_size), path);
   ::close(fd);
   return map;
 }
@@ -412,7 +413,7 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
       if (::fstat(file->fd, &st) == 0 && S_ISREG(st.st_mode) && bytes.size() <= file->length) {
         file_offset = file->offset;
         map = mapping_of(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), [&] {
-          return MapDescriptorPrivately(file->fd, static_cast<uint64_t>(st.st_size), file->path);
+          return MapDescriptorPrivately(file->fd, 0, static_cast<uint64_t>(st.st_size), file->path);
         });
       }
       ::close(file->fd);
@@ -915,14 +916,9 @@ class PyDataset {
     }
     const uint64_t offset = file.header().data_offset + local * data_.type().sample_bytes;
     const uint64_t start = offset / g_page * g_page, length = offset - start + n * data_.type().sample_bytes;
-    void* m = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
+    auto map = MapDescriptorPrivately(fd, start, length, path);
     ::close(fd);
-    if (m == MAP_FAILED) return nullptr;
-    auto map = std::make_shared<PrivateMap>();
-    map->base = static_cast<uint8_t*>(m);
-    map->size = length;
-    map->path = path;
-    RegisterPrivateMap(*map);
+    if (!map) return nullptr;
     *first = map->base + (offset - start);
     return map;
   }

@@ -1,5 +1,7 @@
 // tests/core/key_path_test.cpp: Key paths: encoding like tensordict's file names, and the bounded
 // tree walk that names tensors.
+#include <string_view>
+
 #include <gtest/gtest.h>
 
 #include "trove/document.h"
@@ -10,6 +12,16 @@
 
 namespace trove {
 namespace {
+
+// A 1-D uint8 tensor over a copy of `bytes`, a leaf for the trees below.
+Value* ByteTensor(ValueArena& arena, std::string_view bytes) {
+  TensorView tv;
+  tv.storage = SharedBytes::CopyOf(bytes.data(), bytes.size());
+  tv.dtype = DType::kUInt8;
+  tv.shape = {static_cast<int64_t>(bytes.size())};
+  tv.strides = {1};
+  return arena.Tensor(tv);
+}
 
 TEST(KeyPathTest, EncodesLikeTensordict) {
   EXPECT_EQ(EncodeKeyComponent("layer.0.weight"), "layer.0.weight");
@@ -27,12 +39,7 @@ TEST(KeyPathTest, EncodesLikeTensordict) {
 
 TEST(KeyPathTest, CollectTensorsBuildsPaths) {
   ValueArena arena;
-  TensorView tv;
-  tv.storage = SharedBytes::CopyOf("abcd", 4);
-  tv.dtype = DType::kUInt8;
-  tv.shape = {4};
-  tv.strides = {1};
-  Value* t = arena.Tensor(tv);
+  Value* t = ByteTensor(arena, "abcd");
   Value* root = arena.Dict();
   Value* state = arena.Dict();
   Value* zero = arena.Dict();
@@ -75,12 +82,7 @@ TEST(KeyPathTest, KeysThatSpellOneComponentGetDistinctOnes) {
   ValueArena arena;
   Value* d = arena.Dict();
   auto t = [&](uint8_t byte) {
-    TensorView tv;
-    tv.storage = SharedBytes::CopyOf(&byte, 1);
-    tv.dtype = DType::kUInt8;
-    tv.shape = {1};
-    tv.strides = {1};
-    return arena.Tensor(tv);
+    return ByteTensor(arena, std::string_view(reinterpret_cast<const char*>(&byte), 1));
   };
   d->entries.push_back({arena.Int(1), t(1)});
   d->entries.push_back({arena.Str("1"), t(2)});
@@ -111,12 +113,7 @@ TEST(KeyPathTest, KeysThatSpellOneComponentGetDistinctOnes) {
 
 TEST(KeyPathTest, ObjectsAreLookedThroughTheirStateArgsEntriesAndItems) {
   ValueArena arena;
-  TensorView tv;
-  tv.storage = SharedBytes::CopyOf("ab", 2);
-  tv.dtype = DType::kUInt8;
-  tv.shape = {2};
-  tv.strides = {1};
-  Value* t = arena.Tensor(tv);
+  Value* t = ByteTensor(arena, "ab");
   Value* object = arena.Object("mod.Thing", arena.Tuple({t}));
   object->unknown_class = true;
   object->state = arena.Dict();
@@ -152,12 +149,7 @@ TEST(KeyPathTest, ObjectsAreLookedThroughTheirStateArgsEntriesAndItems) {
 TEST(KeyPathTest, AnObjectsPartsNeverShareAPath) {
   ValueArena arena;
   auto tensor = [&](uint8_t byte) {
-    TensorView tv;
-    tv.storage = SharedBytes::CopyOf(&byte, 1);
-    tv.dtype = DType::kUInt8;
-    tv.shape = {1};
-    tv.strides = {1};
-    return arena.Tensor(tv);
+    return ByteTensor(arena, std::string_view(reinterpret_cast<const char*>(&byte), 1));
   };
   Value* object = arena.Object("mod.Box", arena.Tuple({tensor(1)}));
   object->unknown_class = true;
@@ -190,12 +182,7 @@ TEST(KeyPathTest, AnObjectsPartsNeverShareAPath) {
 // their tensors are leaves (an OrderedDict's _metadata stays out of the values).
 TEST(KeyPathTest, ADictsAttributesAreSearchedForTensors) {
   ValueArena arena;
-  TensorView tv;
-  tv.storage = SharedBytes::CopyOf("a", 1);
-  tv.dtype = DType::kUInt8;
-  tv.shape = {1};
-  tv.strides = {1};
-  Value* t = arena.Tensor(tv);
+  Value* t = ByteTensor(arena, "a");
   Value* d = arena.Dict("mod.AttrDict");
   d->entries.push_back({arena.Str("extra"), t});
   d->state = arena.Dict();
