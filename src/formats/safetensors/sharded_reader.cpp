@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_descriptor.h"
 #include "formats/safetensors/sharded_reader.h"
 #include "formats/safetensors/safetensors_reader.h"
 #include "trove/error.h"
@@ -74,35 +75,21 @@ class ShardMapping : public DeferredSource {
   uint64_t header_bytes_;
 };
 
-// Reads exactly n bytes at offset (Error naming the reason otherwise).
-void ReadExactly(int fd, uint8_t* out, uint64_t n, uint64_t offset) {
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, out, static_cast<size_t>(std::min<uint64_t>(n, 1u << 30)), static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) Fail(ErrorCode::kIo, std::strerror(errno));
-    if (got == 0) Fail(ErrorCode::kIo, "changed while being read (ends early)");
-    out += got, n -= static_cast<uint64_t>(got), offset += static_cast<uint64_t>(got);
-  }
-}
-
 // A shard is a .safetensors file or a torch.save file (zip or legacy), told apart by content as
 // trove::Open would; the file's name prefixes any error, as it does there. A torch.save shard is
 // mapped to be parsed (its zip directory is at its end); a .safetensors one is mapped lazily.
 Document ReadShard(const std::string& path, const ReadOptions& options) {
   return WithFile(path, [&] {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) Fail(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(errno));
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
+    const Fd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (file.get() < 0) Fail(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(errno));
+    const int fd = file.get();
     struct stat st {};
     if (::fstat(fd, &st) != 0) Fail(ErrorCode::kIo, std::strerror(errno));
     if (!S_ISREG(st.st_mode)) Fail(ErrorCode::kIo, "not a regular file");
     const auto size = static_cast<uint64_t>(st.st_size);
     uint8_t first[256] = {};  // enough for a legacy file's first pickle (the magic number)
     const uint64_t got = std::min<uint64_t>(size, sizeof first);
-    ReadExactly(fd, first, got, 0);
+    PreadExactly(fd, first, got, 0);
     std::string_view head(reinterpret_cast<const char*>(first), static_cast<size_t>(std::min<uint64_t>(got, 64)));
     if (head.starts_with(std::string_view("PK\x03\x04", 4)) || IsLegacyPtStart(first, got)) {
       return ReadPt(MappedFile::Open(path), options);
@@ -112,7 +99,7 @@ Document ReadShard(const std::string& path, const ReadOptions& options) {
     }
     const uint64_t n = SafetensorsHeaderLength(first, size);
     std::vector<uint8_t> header(static_cast<size_t>(8 + n));
-    ReadExactly(fd, header.data(), header.size(), 0);
+    PreadExactly(fd, header.data(), header.size(), 0);
     auto source = std::make_shared<ShardMapping>(path, size, std::string_view(reinterpret_cast<const char*>(header.data()), header.size()));
     return ReadSafetensorsParts(path, size, header.data(), SharedBytes::LazyMapped(std::move(source), size), options);
   });

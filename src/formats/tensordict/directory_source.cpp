@@ -12,6 +12,7 @@
 
 #include "formats/tensordict/level_reader.h"
 #include "formats/tensordict/tree_source.h"
+#include "core/file_descriptor.h"
 #include "trove/error.h"
 
 namespace trove::tensordict {
@@ -29,32 +30,6 @@ constexpr uint64_t kCopiedLeafBytes = 512;
 // at half of it, leaving room for the process's other mappings. Real trees with this many large
 // leaves are not tensordicts one loads either (each of its leaves is a memmap too).
 constexpr uint64_t kMaxMappedLeafFiles = uint64_t{1} << 15;
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 bool IsPlainComponent(const std::string& c) {
   return !c.empty() && c != "." && c != ".." && c.find('/') == std::string::npos && c.find('\0') == std::string::npos;
@@ -88,14 +63,7 @@ class DirectorySource final : public TreeSource {
 
   // The first `size` bytes of the file.
   void ReadAt(const Fd& fd, const std::string& dir, const std::string& name, uint8_t* out, uint64_t size) {
-    uint64_t done = 0;
-    while (done < size) {
-      ssize_t n = ::pread(fd.get(), out + done, static_cast<size_t>(size - done), static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) Fail(ErrorCode::kIo, Describe(dir, name) + ": " + std::strerror(errno));
-      if (n == 0) Fail(ErrorCode::kIo, Describe(dir, name) + ": file shrank while being read");
-      done += static_cast<uint64_t>(n);
-    }
+    WithContext(Describe(dir, name), [&] { PreadExactly(fd.get(), out, size, 0); });
   }
 
   std::optional<LeafBytes> OpenLeaf(const std::string& dir, const std::string& name, uint64_t needed,
