@@ -18,18 +18,20 @@
 // Durability (below) decides what a power loss or kernel crash can do; a failed or killed
 // process never leaves a partial destination under either.
 // Before it writes anything, each checks its destination against the one destination rule
-// (CheckDestination below): an existing destination is replaced only when it is what trove writes
-// there, and never when it is `/`, the working directory or a parent of it, or a source this
-// process reads (SourceGuard) or a directory containing one.
+// (CheckDestination below): trove never deletes a file it did not write. An existing destination
+// is replaced only when it is what the writer writes there (a file for a file; for a tree, a
+// directory holding only the files its format writes); a writer of files into a directory
+// (shards and their index) replaces only its own files there and leaves every other file as it
+// is. Never `/`, the working directory or a parent of it, nor a directory containing a source
+// this process reads (SourceGuard); a source itself may be the destination (converting a file
+// in place: it is replaced by rename once the new one is whole, as any destination is).
 // Every writer removes the orphans of every destination name in its directory, not only its own.
-// Signals: with InstallWriteSignalHandlers, SIGINT, SIGTERM, SIGHUP and SIGPIPE during a write make
-// the write loops throw, so the writers' destructors remove their temporaries and the
-// program can exit with 128 + the signal.
 // Neither class is thread-safe; use one from one thread. SourceGuard and the signal state are.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace trove {
 
@@ -48,36 +50,53 @@ enum class Durability {
   kDurable,
 };
 
-// What an existing destination may be for a writer to replace it.
-enum class Replace {
-  // Only what trove writes there: a regular file (or a symlink to one) for a file output; for a
-  // directory output, a directory whose root holds a regular file meta.json (a tensordict), or an
-  // empty directory.
-  kOwnKind,
-  // `--force`: any existing file or directory, still atomically. Never `/`, the working
-  // directory or a parent of it, nor a source or a directory containing one.
-  kAnything,
+// What a writer writes at its destination, and so what it may replace there.
+enum class OutputKind {
+  // One file. An existing destination must be a regular file (or a link to one: the link is
+  // replaced, never written through).
+  kFile,
+  // A directory tree that replaces the destination whole (a tensordict). An existing destination
+  // must be a directory that is empty or holds, in every sub-directory, only files the writer's
+  // format writes (OwnFileTest); any other file there stops the write.
+  kTree,
+  // Files written into a directory (a sharded checkpoint's shards and index). An existing
+  // directory stays, with every file in it the writer does not write; files of the same names
+  // as the writer's are replaced. A missing one is made as a tree is.
+  kFilesInDirectory,
 };
 
-enum class OutputKind { kFile, kDirectory };
+// Whether a file (by its name alone) is of the kind a kTree writer's format writes: such files
+// are replaced with the tree; any other stops the write. Null: only an empty directory is
+// replaced.
+using OwnFileTest = bool (*)(std::string_view name);
 
 // The one destination rule, used by AtomicFile and AtomicDirectory (and callable by a CLI that
 // wants to refuse before reading anything). Throws Error(kRefused) naming the destination and why
 // it is not replaced; returns when a writer may create or replace it.
-void CheckDestination(const std::string& destination, OutputKind kind, Replace replace = Replace::kOwnKind);
+void CheckDestination(const std::string& destination, OutputKind kind, OwnFileTest own = nullptr);
+
+// Whether `path` is a source this process reads (a SourceGuard lives for it): a writer that
+// removes stale files of its own kind (an earlier sharding's shards) never removes a source.
+bool IsGuardedSource(const std::string& path);
+
+// Whether a source may also be the destination, replaced in place once the new output is whole
+// (`trove convert m.pt m.pt`): only where the output is the same data in a form the user asked
+// for. A text corpus, an archive being unpacked or a model a report describes never is.
+enum class InPlace { kRefused, kAllowed };
 
 // Marks `path` (a file or directory this process reads) as a source for as long as the guard
-// lives: CheckDestination refuses it, a symlink to it, and every directory containing it.
-// Thread-safe.
+// lives: CheckDestination refuses every directory containing it as a tree destination, and it
+// itself (or a symlink to it) unless every guard of it says InPlace::kAllowed. Thread-safe.
 class SourceGuard {
  public:
-  explicit SourceGuard(const std::string& path);
+  explicit SourceGuard(const std::string& path, InPlace in_place = InPlace::kRefused);
   ~SourceGuard();
   SourceGuard(const SourceGuard&) = delete;
   SourceGuard& operator=(const SourceGuard&) = delete;
 
  private:
   std::string canonical_;
+  InPlace in_place_;
 };
 
 // Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGPIPE (for programs such as the trove CLI;
@@ -100,8 +119,7 @@ class AtomicFile {
  public:
   // Throws Error(kRefused) when CheckDestination refuses the destination, Error(kIo) when the
   // temporary cannot be made.
-  explicit AtomicFile(std::string destination, Durability durability = Durability::kReplaceSafe,
-                      Replace replace = Replace::kOwnKind);
+  explicit AtomicFile(std::string destination, Durability durability = Durability::kReplaceSafe);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -121,7 +139,6 @@ class AtomicFile {
   void Flush();
   std::string destination_;
   std::string temp_path_;  // empty when the file is unnamed (O_TMPFILE)
-  Replace replace_;
   int fd_ = -1;
   uint64_t position_ = 0;
   std::string buffer_;
@@ -135,9 +152,10 @@ class AtomicFile {
 
 class AtomicDirectory {
  public:
-  // Creates the temporary directory (after CheckDestination, as AtomicFile).
+  // Creates the temporary directory (after CheckDestination, as AtomicFile). `kind` is kTree or
+  // kFilesInDirectory.
   explicit AtomicDirectory(std::string destination, Durability durability = Durability::kReplaceSafe,
-                           Replace replace = Replace::kOwnKind);
+                           OutputKind kind = OutputKind::kTree, OwnFileTest own = nullptr);
   ~AtomicDirectory();  // removes the temporary tree unless committed
   AtomicDirectory(const AtomicDirectory&) = delete;
   AtomicDirectory& operator=(const AtomicDirectory&) = delete;
@@ -148,10 +166,19 @@ class AtomicDirectory {
   // Whether Commit syncs the tree (see AtomicFile::sync_): writers of its files start writeback
   // early only then.
   bool syncs() const { return sync_; }
+  // kFilesInDirectory into an existing directory: the tree's files move in one by one, in name
+  // order, `name` after all others (an index after the shards it names). Call before Commit.
+  void MoveLast(std::string name) { last_ = std::move(name); }
+  // kTree, or a destination that did not exist: the tree replaces it in one step.
+  // kFilesInDirectory into an existing directory: its files move in (each replacing a file of
+  // the same name in one step); the rest of the directory stays as it was.
   void Commit();
 
  private:
   std::string destination_;
+  OutputKind kind_;
+  OwnFileTest own_;
+  std::string last_;
   std::string temp_path_;
   bool sync_ = false;
   int lock_fd_ = -1;  // the temporary tree, flock'ed while this writer lives

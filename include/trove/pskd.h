@@ -212,8 +212,7 @@ class SampleEncoder {
 // Commit(). Destroying an uncommitted writer leaves no file.
 class PskdWriter {
  public:
-  PskdWriter(const std::string& path, SampleType type, Durability durability = Durability::kReplaceSafe,
-             Replace replace = Replace::kOwnKind);
+  PskdWriter(const std::string& path, SampleType type, Durability durability = Durability::kReplaceSafe);
   ~PskdWriter();
   PskdWriter(const PskdWriter&) = delete;
   PskdWriter& operator=(const PskdWriter&) = delete;

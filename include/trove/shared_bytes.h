@@ -168,7 +168,9 @@ class SharedBytes::Reader {
 // owner is the mapping, so the mapping lives as long as any view of it. The file also stays open
 // (one descriptor per MappedFile) so that CopyMappedBytes can have the kernel copy its bytes,
 // unless Open is told not to keep it (a dataset of thousands of shards, which only reads through
-// the mappings, must not use a descriptor for each).
+// the mappings, must not use a descriptor for each) or a process-wide budget of kept descriptors
+// is spent (then its bytes are copied from the mapping): descriptors stay bounded however many
+// files are mapped.
 //
 // A file truncated by another process while mapped would raise SIGBUS on access: trove never
 // writes into a file in place (writers replace files by rename), and the command-line tools run
@@ -178,7 +180,14 @@ class MappedFile : public std::enable_shared_from_this<MappedFile> {
  public:
   // Throws Error(kIo/kNotFound) naming the path. Without keep_descriptor the file is closed once
   // mapped (CopyMappedBytes then declines its bytes and callers copy them).
+  // The path is opened without blocking (a FIFO is refused, not waited on) and must be a regular
+  // file.
   static std::shared_ptr<MappedFile> Open(const std::string& path, bool keep_descriptor = true);
+  // Maps `size` bytes of an open descriptor of a regular file, taking ownership of the descriptor
+  // (closed on error too); `path` names the file in errors. For files opened by a rule of their
+  // own (a shard an index names: core/confined_directory.h).
+  static std::shared_ptr<MappedFile> FromDescriptor(int descriptor, std::string path, uint64_t size,
+                                                    bool keep_descriptor = true);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

@@ -48,12 +48,12 @@ void WriteTdz(const Document& doc, const std::string& path, const TensordictWrit
 void PackTdz(const std::string& dir, const std::string& archive, const TensordictWriteOptions& options = {});
 // Extracts an archive into `dir` (built under a temporary name, then renamed into place).
 // Names that would leave `dir` are refused; nothing is ever written outside it.
-// An existing `dir` is replaced only as CheckDestination allows (an empty directory or a
-// tensordict; anything with kAnything), never the archive or a directory containing it.
+// An existing `dir` is replaced only as CheckDestination allows (an empty directory or one holding
+// only a tensordict's files), never a directory containing the archive.
 // options.compression is not used; progress counts the bytes of the entries extracted.
 void UnpackTdz(const std::string& archive, const std::string& dir, const TensordictWriteOptions& options);
 void UnpackTdz(const std::string& archive, const std::string& dir,
-               Durability durability = Durability::kReplaceSafe, Replace replace = Replace::kOwnKind);
+               Durability durability = Durability::kReplaceSafe);
 
 // In-place editing (the spec's mode="r+"): overwrites `size` bytes at `offset` inside the stored
 // payload of the leaf at `key_path` (a Document key path, e.g. "next/obs"). The leaf must be

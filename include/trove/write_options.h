@@ -2,7 +2,7 @@
 //
 // Each format's writer takes its own options struct (PtWriteOptions, TensordictWriteOptions,
 // SafetensorsWriteOptions, PskdWriteOptions) deriving from WriteOptions: how durable the result
-// is, what an existing destination may be, and two callbacks for the caller (a CLI prints them;
+// is (an existing destination is replaced only as trove/atomic_file.h's rule allows), and two callbacks for the caller (a CLI prints them;
 // a binding forwards them). Plain values. `note` is called on the writing thread; `progress`
 // there too, except that the tensordict directory writer may call it from one of its helper
 // threads (never two calls at once: they are serialized). An exception a callback throws
@@ -19,7 +19,6 @@ namespace trove {
 
 struct WriteOptions {
   Durability durability = Durability::kReplaceSafe;  // see trove/atomic_file.h
-  Replace replace = Replace::kOwnKind;               // kAnything: --force (trove/atomic_file.h)
   // A remark for the user (what was dropped, what was unshared); may be empty.
   std::function<void(const std::string&)> note;
   // (bytes written, bytes total) as tensors stream; may be empty. Every writer calls it: total is

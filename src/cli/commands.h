@@ -42,11 +42,6 @@ inline constexpr const char* kSyncFlagHelp =
     "Make the output durable before it appears (fsync): it then survives a power loss, at the disk's speed. "
     "Without it a new output is written as cp writes it; an existing one is always replaced safely";
 
-// The writing commands' --force (Replace::kAnything in trove/atomic_file.h).
-inline Replace ReplaceFromForceFlag(bool force) { return force ? Replace::kAnything : Replace::kOwnKind; }
-inline constexpr const char* kForceFlagHelp =
-    "Replace an existing output that is not what this command writes there (a directory of other files, "
-    "a file where a directory goes), still atomically; never the source or a directory containing it";
 
 // A signal during a write (trove/atomic_file.h) ends the command with 128 + the signal, whatever
 // the command then reported.
@@ -70,6 +65,8 @@ void AddPolicyFlags(CLI::App* command, PolicyFlags& flags);
 Document OpenWarning(const std::string& path, const ReadOptions& options);
 
 // True when stdout is a terminal (aligned, coloured-free tables); false for pipes and files.
+// Raises the soft RLIMIT_NOFILE to the hard limit (the executables call it once, at start).
+void RaiseDescriptorLimit();
 bool StdoutIsTerminal();
 
 }  // namespace trove::cli

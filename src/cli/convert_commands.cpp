@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "formats/tensordict/td_names.h"
 #include "cli/json_output.h"
 #include "cli/progress.h"
 #include "core/float_text.h"
@@ -104,7 +105,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::string src, dst, to, dtype, compression = "stored", a_path, b_path, max_shard_size;
   static std::vector<std::string> keys, exclude, cast_keys, metadata;
   static uint64_t vocab = 0;
-  static bool json = false, sync = false, force = false, allow_expand = false, drop_values = false;
+  static bool json = false, sync = false, allow_expand = false, drop_values = false;
   static bool keep_unknown = false, drop_unknown = false, dequantize = false;
   static PolicyFlags convert_policy, diff_policy;
   static double rtol = 0, atol = 0;
@@ -132,7 +133,6 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_flag("--dequantize", dequantize,
                     "Quantized tensors become float32 tensors of their values (else only .pt takes them, quantized)");
   convert->add_flag("--sync", sync, kSyncFlagHelp);
-  convert->add_flag("--force", force, kForceFlagHelp);
   convert->add_flag("--allow-expand", allow_expand,
                     "Write views that expand far beyond their stored bytes (stride 0) whole into .tdz, tensordict or .psk.d");
   convert->add_option("--metadata", metadata, ".safetensors: KEY=VALUE for the header's __metadata__ (repeatable)");
@@ -142,8 +142,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static bool convert_json = false;
   convert->add_flag("--json", convert_json, "What was written, as one JSON object on stdout (docs/json.md)");
   convert->footer("The output appears only when complete. An existing output is replaced (atomically) only when\n"
-                  "it is what convert writes there: a file for a file format, a tensordict directory (or an empty\n"
-                  "one) for --to tensordict; anything else is refused unless --force. Examples:\n"
+                  "it is what convert writes there: a file for a file format (DST may be SRC: converted in place),\n"
+                  "a directory of a tensordict's files (or an empty one) for --to tensordict. --max-shard-size\n"
+                  "writes its shards and index into DST and leaves every other file there (config.json, README...).\n"
+                  "trove never deletes a file it did not write. Examples:\n"
                   "  trove convert model.pt model.tdz\n"
                   "  trove convert model.pt out --to tensordict --keys 'encoder/**'\n"
                   "  trove convert model.pt half.pt --dtype bfloat16");
@@ -158,7 +160,6 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.drop_unknown = drop_unknown;
     opts.dequantize = dequantize;
     opts.durability = DurabilityFromSyncFlag(sync);
-    opts.replace = ReplaceFromForceFlag(force);
     opts.allow_expand = allow_expand;
     if (vocab) opts.vocab = vocab;
     opts.drop_values = drop_values;
@@ -188,9 +189,11 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     Format target = TargetFormat(dst, to);
     // Refused before anything is read (the writer checks again when it starts).
     {
-      SourceGuard source(src);
+      SourceGuard source(src, InPlace::kAllowed);
       const bool directory = target == Format::kTensordictDir || opts.max_shard_bytes.has_value();
-      CheckDestination(dst, directory ? OutputKind::kDirectory : OutputKind::kFile, opts.replace);
+      CheckDestination(dst, target == Format::kTensordictDir && !opts.max_shard_bytes ? OutputKind::kTree
+                            : opts.max_shard_bytes ? OutputKind::kFilesInDirectory : OutputKind::kFile,
+                       target == Format::kTensordictDir ? tensordict::IsTensordictFileName : nullptr);
     }
     // A source truncated by another program while we copy it: an error (the output never
     // appears, as for any failed write), not a SIGBUS death.

@@ -534,6 +534,7 @@ int RunPreskData(const std::vector<std::string>& args) {
 
 int PreskMain(int argc, char** argv) {
   InstallWriteSignalHandlers();
+  RaiseDescriptorLimit();
   std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty() || words[0] == "--help" || words[0] == "-h") {
     std::fprintf(words.empty() ? stderr : stdout, "usage: presk data COMMAND ... (presk data --help)\n");

@@ -110,7 +110,7 @@ std::string ScriptSafeJson(const Json& j) {
 
 void AddReportCommands(CLI::App& app, int* exit_code) {
   static std::string a_path, b_path, output;
-  static bool sync = false, force = false;
+  static bool sync = false;
   static PolicyFlags policy;
   static uint32_t threads = 0;
 
@@ -122,7 +122,6 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
   report->add_option("--threads", threads, "Threads to use (default 0: every core)");
   AddPolicyFlags(report, policy);
   report->add_flag("--sync", sync, kSyncFlagHelp);
-  report->add_flag("--force", force, kForceFlagHelp);
   report->footer(
       "The page needs no network and no other file: open it from disk in any browser.\n"
       "Examples:\n"
@@ -135,7 +134,7 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
     SourceGuard source_a(a_path);
     std::optional<SourceGuard> source_b;
     if (!b_path.empty()) source_b.emplace(b_path);
-    AtomicFile out(output, DurabilityFromSyncFlag(sync), ReplaceFromForceFlag(force));
+    AtomicFile out(output, DurabilityFromSyncFlag(sync));
     ReadOptions read;
     read.pickle_policy = policy.policy();
     StatsOptions options;

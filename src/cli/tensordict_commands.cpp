@@ -17,7 +17,7 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   // (statics would carry a previous parse's --compression into the next one).
   struct Args {
     std::string dir, archive, compression;
-    bool sync = false, force = false;
+    bool sync = false;
   };
   auto args = std::make_shared<Args>();
   std::string& dir = args->dir;
@@ -31,13 +31,11 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
                                                   "64-byte aligned)")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kZipMethodNames), std::end(kZipMethodNames))));
   pack->add_flag("--sync", args->sync, kSyncFlagHelp);
-  pack->add_flag("--force", args->force, kForceFlagHelp);
   pack->footer("Examples:\n  trove pack replay_buffer/ rb.tdz\n  trove pack replay_buffer/ rb.tdz --compression lzma");
   pack->callback([exit_code, args] {
     TensordictWriteOptions options;
     options.compression = ZipMethodFromName(args->compression);
     options.durability = DurabilityFromSyncFlag(args->sync);
-    options.replace = ReplaceFromForceFlag(args->force);
     Progress progress;
     options.progress = progress.Callback();
     PackTdz(args->dir, args->archive, options);
@@ -49,12 +47,10 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   unpack->add_option("dir", dir, "Directory to create (an existing tensordict or empty one is replaced atomically)")
       ->required();
   unpack->add_flag("--sync", args->sync, kSyncFlagHelp);
-  unpack->add_flag("--force", args->force, kForceFlagHelp);
   unpack->footer("Example:\n  trove unpack rb.tdz replay_buffer/");
   unpack->callback([exit_code, args] {
     TensordictWriteOptions options;
     options.durability = DurabilityFromSyncFlag(args->sync);
-    options.replace = ReplaceFromForceFlag(args->force);
     Progress progress;
     options.progress = progress.Callback();
     UnpackTdz(args->archive, args->dir, options);

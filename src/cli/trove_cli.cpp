@@ -1,5 +1,6 @@
 // The `trove` command: one CLI11 app, each area adding its subcommands (cli/commands.h).
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,17 @@
 namespace trove::cli {
 
 bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+void RaiseDescriptorLimit() {
+  // A checkpoint of thousands of shards, or a dataset of thousands of files, must not fail with
+  // "Too many open files" under the default soft limit (1,024) when the hard limit allows more:
+  // the library keeps descriptors bounded, and this leaves the rest of the budget to it.
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
 
 void AddPolicyFlags(CLI::App* command, PolicyFlags& flags) {
   auto* strict = command->add_flag("--strict", flags.strict,
@@ -78,6 +90,7 @@ int UsageError(const CLI::App& app, const CLI::ParseError& e) {
 
 int TroveMain(int argc, char** argv) {
   InstallWriteSignalHandlers();
+  RaiseDescriptorLimit();
   // `trove data ...` is `presk data ...`: hand the words over untouched.
   if (argc >= 2 && std::string(argv[1]) == "data") {
     std::vector<std::string> args(argv + 2, argv + argc);

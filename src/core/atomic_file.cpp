@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -149,8 +150,12 @@ bool IsSelfOrParent(const std::string& dir, const std::string& path) {
 }
 
 struct SourceRegistry {
+  struct Guards {
+    int live = 0;
+    int refusing_in_place = 0;  // guards with InPlace::kRefused
+  };
   std::mutex mutex;
-  std::map<std::string, int> sources;  // canonical path -> live guards
+  std::map<std::string, Guards> sources;  // canonical path -> its live guards
 };
 
 SourceRegistry& Sources() {
@@ -158,16 +163,29 @@ SourceRegistry& Sources() {
   return *r;
 }
 
-// Whether a directory is what a directory writer may replace: empty, a tensordict (its root holds
-// a regular file meta.json), or a sharded checkpoint (its root holds the index trove writes).
-bool IsReplaceableDirectory(const std::string& dir) {
-  for (const char* marker : {"meta.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
-    struct stat meta {};
-    if (::stat((fs::path(dir) / marker).c_str(), &meta) == 0 && S_ISREG(meta.st_mode)) return true;
-  }
+// Walks must stay bounded whatever the directory holds: a tree writer's destination with more
+// entries than this is refused rather than listed (a tensordict of this many files is already
+// beyond what trove writes).
+constexpr size_t kMaxCheckedTreeEntries = size_t{1} << 20;
+
+// The first file in `dir` (any depth) that `own` does not accept, as a relative path; "" when every
+// file is one the writer's format writes. Links, FIFOs and devices are never own files.
+std::string FirstForeignFile(const std::string& dir, OwnFileTest own) {
   std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  return !ec && it == fs::directory_iterator();
+  size_t seen = 0;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+  if (ec) return ".";
+  for (; it != end; it.increment(ec)) {
+    if (ec) return ".";
+    if (++seen > kMaxCheckedTreeEntries) return "(more than kMaxCheckedTreeEntries entries)";
+    std::error_code sec;
+    const fs::file_status st = it->symlink_status(sec);
+    if (fs::is_directory(st)) continue;
+    const std::string name = it->path().filename().string();
+    if (fs::is_regular_file(st) && (IsTemporaryName(name) || (own != nullptr && own(name)))) continue;
+    return it->path().lexically_relative(dir).string();
+  }
+  return "";
 }
 
 // ---- Signals during writes.
@@ -220,7 +238,7 @@ struct LiveWriter {
 
 }  // namespace
 
-void CheckDestination(const std::string& destination, OutputKind kind, Replace replace) {
+void CheckDestination(const std::string& destination, OutputKind kind, OwnFileTest own) {
   if (destination.empty()) Fail(ErrorCode::kUsage, "empty output path");
   auto refuse = [&](const std::string& why) {
     throw Error(ErrorCode::kRefused, why + "; nothing was written").SetFile(destination);
@@ -235,39 +253,58 @@ void CheckDestination(const std::string& destination, OutputKind kind, Replace r
     SourceRegistry& r = Sources();
     std::lock_guard<std::mutex> lock(r.mutex);
     for (const auto& [source, guards] : r.sources) {
-      if (target == source) refuse("is a source of this command");
+      // The source itself may be replaced in place (by rename once the new one is whole) when
+      // its readers allow it, and files may be written beside it; a tree never replaces a
+      // directory holding a source.
+      if (target == source) {
+        if (guards.refusing_in_place > 0) refuse("is a source of this command (it is not replaced by its own output)");
+        continue;
+      }
+      if (kind != OutputKind::kTree) continue;
       if (IsSelfOrParent(target, source)) refuse("contains '" + source + "', a source of this command");
     }
   }
   struct stat link {};
   if (::lstat(destination.c_str(), &link) != 0) return;  // new (or unreachable: the writer says why)
-  if (replace == Replace::kAnything) return;
   struct stat st {};
   const bool resolves = ::stat(destination.c_str(), &st) == 0;
-  const std::string hint = " (--force replaces it)";
   if (kind == OutputKind::kFile) {
     // A dangling symlink only loses the link, as `cp` would replace it.
     if (!resolves && S_ISLNK(link.st_mode)) return;
     if (resolves && S_ISREG(st.st_mode)) return;
     refuse(std::string(S_ISDIR(st.st_mode) ? "is a directory" : "exists and is not a regular file") +
-           ", not a file trove writes" + hint);
+           ", not a file this command writes (trove never replaces what it did not write)");
   }
-  if (!resolves || !S_ISDIR(st.st_mode)) refuse("exists and is not a directory" + hint);
-  if (!IsReplaceableDirectory(destination))
-    refuse("is a directory that is not a tensordict or a sharded checkpoint (no meta.json or index) and not empty" + hint);
+  if (!resolves || !S_ISDIR(st.st_mode)) refuse("exists and is not a directory");
+  if (kind == OutputKind::kFilesInDirectory) return;  // every other file there stays
+  if (const std::string foreign = FirstForeignFile(destination, own); !foreign.empty()) {
+    refuse("is a directory holding '" + foreign + "', which this command does not write (trove never deletes what "
+           "it did not write: choose a new or empty directory)");
+  }
 }
 
-SourceGuard::SourceGuard(const std::string& path) : canonical_(Canonical(path)) {
+bool IsGuardedSource(const std::string& path) {
+  const std::string canonical = Canonical(path);
   SourceRegistry& r = Sources();
   std::lock_guard<std::mutex> lock(r.mutex);
-  ++r.sources[canonical_];
+  return r.sources.count(canonical) > 0;
+}
+
+SourceGuard::SourceGuard(const std::string& path, InPlace in_place) : canonical_(Canonical(path)), in_place_(in_place) {
+  SourceRegistry& r = Sources();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  SourceRegistry::Guards& g = r.sources[canonical_];
+  ++g.live;
+  if (in_place_ == InPlace::kRefused) ++g.refusing_in_place;
 }
 
 SourceGuard::~SourceGuard() {
   SourceRegistry& r = Sources();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.sources.find(canonical_);
-  if (it != r.sources.end() && --it->second == 0) r.sources.erase(it);
+  if (it == r.sources.end()) return;
+  if (in_place_ == InPlace::kRefused) --it->second.refusing_in_place;
+  if (--it->second.live == 0) r.sources.erase(it);
 }
 
 void InstallWriteSignalHandlers() {
@@ -289,9 +326,9 @@ void ThrowIfInterrupted() {
   if (const int sig = g_signal) Fail(ErrorCode::kIo, std::string("interrupted by ") + SignalName(sig));
 }
 
-AtomicFile::AtomicFile(std::string destination, Durability durability, Replace replace)
-    : destination_(std::move(destination)), replace_(replace) {
-  CheckDestination(destination_, OutputKind::kFile, replace);
+AtomicFile::AtomicFile(std::string destination, Durability durability)
+    : destination_(std::move(destination)) {
+  CheckDestination(destination_, OutputKind::kFile);
   std::error_code ec;
   sync_ = durability == Durability::kDurable || fs::exists(fs::symlink_status(destination_, ec));
   RemoveOrphans(destination_);
@@ -401,20 +438,7 @@ void AtomicFile::Commit() {
     }
     if (temp_path_.empty()) FailErrno(destination_, EEXIST);
   }
-  struct stat old {};
-  if (replace_ == Replace::kAnything && ::lstat(destination_.c_str(), &old) == 0 && S_ISDIR(old.st_mode)) {
-    // --force over a directory: rename cannot replace one with a file, so swap the two in one
-    // step, then remove the old tree (now under the hidden name).
-    if (::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, destination_.c_str(), RENAME_EXCHANGE) != 0) {
-      int err = errno;
-      ::unlink(temp_path_.c_str());
-      temp_path_.clear();
-      FailErrno(destination_, err);
-    }
-    committed_ = true;
-    std::error_code rec;
-    fs::remove_all(temp_path_, rec);
-  } else if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
+  if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
     int err = errno;
     ::unlink(temp_path_.c_str());
     temp_path_.clear();
@@ -426,10 +450,11 @@ void AtomicFile::Commit() {
   if (sync_) FsyncDir(ParentDir(destination_));
 }
 
-AtomicDirectory::AtomicDirectory(std::string destination, Durability durability, Replace replace)
-    : destination_(std::move(destination)) {
+AtomicDirectory::AtomicDirectory(std::string destination, Durability durability, OutputKind kind, OwnFileTest own)
+    : destination_(std::move(destination)), kind_(kind), own_(own) {
   while (!destination_.empty() && destination_.size() > 1 && destination_.back() == '/') destination_.pop_back();
-  CheckDestination(destination_, OutputKind::kDirectory, replace);
+  if (kind_ == OutputKind::kFile) Fail(ErrorCode::kUsage, "AtomicDirectory writes a tree or files into a directory");
+  CheckDestination(destination_, kind_, own_);
   std::error_code ec;
   const bool exists = fs::exists(fs::symlink_status(destination_, ec));
   sync_ = durability == Durability::kDurable || exists;
@@ -488,7 +513,37 @@ void AtomicDirectory::Commit() {
     FsyncDir(temp_path_);
     sync_ = true;
   }
+  if (exists && kind_ == OutputKind::kFilesInDirectory) {
+    // Into the directory that is there: each file in one step (a rename), the index last; the
+    // directory's other files are never touched.
+    CheckDestination(destination_, kind_, own_);
+    std::vector<std::string> names;
+    for (fs::directory_iterator it(temp_path_, ec), end; !ec && it != end; it.increment(ec)) {
+      names.push_back(it->path().filename().string());
+    }
+    if (ec) FailErrno(destination_, ec.value());
+    std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+      return (a == last_) != (b == last_) ? b == last_ : a < b;
+    });
+    for (const std::string& name : names) {
+      const std::string from = (fs::path(temp_path_) / name).string();
+      const std::string to = (fs::path(destination_) / name).string();
+      struct stat there {};
+      if (::lstat(to.c_str(), &there) == 0 && !S_ISREG(there.st_mode)) {
+        throw Error(ErrorCode::kRefused, "exists and is not a regular file, not a file this command writes; the "
+                                         "files moved in before it stay").SetFile(to);
+      }
+      if (::rename(from.c_str(), to.c_str()) != 0) FailErrno(to, errno);
+    }
+    committed_ = true;
+    fs::remove_all(temp_path_, ec);  // empty now
+    if (sync_) FsyncDir(destination_);
+    return;
+  }
   if (exists) {
+    // The tree replaces the destination, which CheckDestination found to hold only files of the
+    // writer's own kind (checked again: it may have changed while the tree was written).
+    CheckDestination(destination_, kind_, own_);
     if (::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, destination_.c_str(), RENAME_EXCHANGE) != 0)
       FailErrno(destination_, errno);
     committed_ = true;

@@ -31,6 +31,12 @@ class Fd {
   Fd& operator=(const Fd&) = delete;
   ~Fd() { reset(); }
   int get() const { return fd_; }
+  // Gives up ownership: the caller closes the descriptor.
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   void reset() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;

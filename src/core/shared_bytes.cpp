@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/confined_directory.h"
 #include "trove/error.h"
 
 namespace trove {
@@ -361,40 +363,51 @@ std::shared_ptr<const void> OwnMapping(void* address, uint64_t length, std::stri
   });
 }
 
+namespace {
+
+// Descriptors MappedFiles keep open at once (for CopyMappedBytes and DuplicateMappedFile). A
+// checkpoint of thousands of shards would otherwise hold a descriptor per shard and meet the
+// process's limit (1,024 by default); past this many, or past a quarter of the process's limit
+// (the rest is the program's), a mapping closes its descriptor once mapped and its bytes are
+// written out by copying from the mapping instead.
+constexpr int kMaxKeptDescriptors = 256;
+std::atomic<int> g_kept_descriptors{0};
+
+int KeptDescriptorBudget() {
+  static const int budget = [] {
+    struct rlimit limit {};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return kMaxKeptDescriptors;
+    return static_cast<int>(std::min<rlim_t>(kMaxKeptDescriptors, limit.rlim_cur / 4));
+  }();
+  return budget;
+}
+
+}  // namespace
+
 std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path, bool keep_descriptor) {
+  ConfinedFile opened = OpenUserFile(path);
+  return FromDescriptor(opened.fd.release(), path, opened.size, keep_descriptor);
+}
+
+std::shared_ptr<MappedFile> MappedFile::FromDescriptor(int descriptor, std::string path, uint64_t size,
+                                                       bool keep_descriptor) {
+  Fd owned(descriptor);
   // The path is the error's file field: whoever names the file again (Open, a CLI) adds nothing.
   auto fail = [&](ErrorCode code, const std::string& reason) { throw Error(code, reason).SetFile(path); };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    fail(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(err));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    fail(ErrorCode::kIo, std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(ErrorCode::kIo, "not a regular file");
-  }
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
-  file->size_ = static_cast<uint64_t>(st.st_size);
+  file->size_ = size;
   if (file->size_ > 0) {
-    void* m = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      fail(ErrorCode::kIo, std::string("mmap: ") + std::strerror(err));
-    }
+    void* m = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, owned.get(), 0);
+    if (m == MAP_FAILED) fail(ErrorCode::kIo, std::string("mmap: ") + std::strerror(errno));
     file->map_ = m;
     file->map_size_ = file->size_;
     file->data_ = static_cast<const uint8_t*>(m);
-    if (!keep_descriptor) {
-      ::close(fd);
-      fd = -1;
+    int fd = -1;
+    if (keep_descriptor && g_kept_descriptors.fetch_add(1) < KeptDescriptorBudget()) {
+      fd = owned.release();
+    } else if (keep_descriptor) {
+      g_kept_descriptors.fetch_sub(1);
     }
     MappingRegistry& r = Registry();
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -403,7 +416,6 @@ std::shared_ptr<MappedFile> MappedFile::Open(const std::string& path, bool keep_
   } else {
     static const uint8_t kEmpty[1] = {0};
     file->data_ = kEmpty;
-    ::close(fd);
   }
   return file;
 }
@@ -416,7 +428,10 @@ MappedFile::~MappedFile() {
     r.by_start.erase(reinterpret_cast<uintptr_t>(map_));
   }
   ::munmap(map_, map_size_);
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {
+    ::close(fd_);
+    g_kept_descriptors.fetch_sub(1);
+  }
 }
 
 uint64_t CopyMappedBytes(int out_fd, const uint8_t* data, uint64_t size, const std::string& destination) {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <set>
 
+#include "core/confined_directory.h"
 #include "formats/pskd/pskd_checks.h"
 #include "formats/pt/legacy_tar.h"
 #include "formats/pt/pt_checks.h"
@@ -16,6 +19,10 @@
 #include "trove/zip_reader.h"
 
 namespace trove {
+
+CheckReport VerifyDetected(const ops::Detection& d);
+CheckReport ScanDetected(const ops::Detection& d);
+
 namespace {
 
 // Caps (reasons):
@@ -38,26 +45,50 @@ void CheckStructure(CheckReport& report, const ops::Detection& d) {
 }
 
 // A sharded checkpoint: each shard checked as a file of its own (a .bin shard's CRCs and
-// pickle), its findings under the shard's name, then the index against the shards.
-CheckReport CheckShards(const std::string& path, CheckReport (*check)(const std::string&)) {
+// pickle), its findings under the shard's name, then the index against the shards. Shards are
+// opened by the rule for files a file names (core/confined_directory.h), each file once however
+// many names reach it, and a shard must be a .safetensors or torch.save file by content: an index
+// naming an index (itself, a cycle, a graph of them) is a finding, never a walk.
+CheckReport CheckShards(const ops::Detection& d, CheckReport (*check)(const ops::Detection&)) {
   CheckReport report;
-  report.path = path;
+  report.path = d.path;
   report.format = std::string(FormatName(Format::kShardedIndex));
-  std::error_code ec;
-  const std::string index = std::filesystem::is_directory(path, ec) ? FindShardIndex(path) : path;
+  const std::string& index = d.shard_index;
   std::vector<std::string> shards;
+  std::shared_ptr<const ConfinedDirectory> dir;
   try {
-    shards = ShardFiles(index);
+    shards = ShardFiles(index, d.directory ? IndexNamedBy::kDirectory : IndexNamedBy::kUser);
+    const std::string parent = std::filesystem::path(index).parent_path().string();
+    dir = ConfinedDirectory::Open(parent.empty() ? std::string(".") : parent);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw;
     report.AddError(e.code() == ErrorCode::kRefused ? Severity::kHigh : Severity::kMedium, "", e);
     return report;
   }
-  for (const std::string& shard : shards) {
-    const std::string name = std::filesystem::path(shard).filename().string();
-    std::error_code exists;
-    if (!std::filesystem::is_regular_file(shard, exists)) continue;  // reported by CheckStructure below
-    CheckReport part = check(shard);
+  std::set<FileIdentity> visited;
+  for (const std::string& name : shards) {
+    // A shard the rule refuses, a missing one or one that is no shard: CheckStructure below
+    // reports it, as reading the checkpoint meets it.
+    std::optional<ConfinedFile> file;
+    try {
+      file = dir->OpenFile(name);
+    } catch (const Error&) {
+      continue;
+    }
+    if (!file) continue;
+    if (!visited.insert(file->identity).second) continue;
+    CheckReport part;
+    try {
+      const ops::Detection shard = ops::DetectFile(std::move(*file));
+      // A shard of another format is still checked as what it is (whatever loads it runs what
+      // it holds), but an index is never followed from an index.
+      if (shard.format == Format::kShardedIndex || shard.format == Format::kUnknown) continue;
+      part = check(shard);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kUnsupported) throw;
+      report.AddError(Severity::kMedium, name, e);
+      continue;
+    }
     report.entries_checked += part.entries_checked;
     report.bytes_checked += part.bytes_checked;
     report.bytes_without_checksum += part.bytes_without_checksum;
@@ -67,7 +98,7 @@ CheckReport CheckShards(const std::string& path, CheckReport (*check)(const std:
     }
     for (auto& g : part.globals) report.globals.push_back({name + "/" + g.entry, g.name, g.offset, g.allowed, g.policy_class});
   }
-  CheckStructure(report, ops::Detect(path));
+  CheckStructure(report, d);
   return report;
 }
 
@@ -93,13 +124,12 @@ bool CodeFileNotZip(CheckReport& report, const ops::Detection& d) {
 
 }  // namespace
 
-CheckReport Verify(const std::string& path) {
+CheckReport VerifyDetected(const ops::Detection& d) {
   CheckReport report;
-  report.path = path;
-  const ops::Detection d = ops::Detect(path);
+  report.path = d.path;
   const Format format = d.format;
   report.format = std::string(FormatName(format));
-  if (format == Format::kShardedIndex) return CheckShards(path, Verify);
+  if (format == Format::kShardedIndex) return CheckShards(d, VerifyDetected);
   if (format == Format::kUnknown) ops::OpenDetected(d, {});  // throws what the file is instead
   if (CodeFileNotZip(report, d)) return report;
   if (format == Format::kPskd) {
@@ -155,13 +185,13 @@ CheckReport Verify(const std::string& path) {
   return report;
 }
 
-CheckReport Scan(const std::string& path) {
+CheckReport ScanDetected(const ops::Detection& d) {
+  const std::string& path = d.path;
   CheckReport report;
   report.path = path;
-  const ops::Detection d = ops::Detect(path);
   const Format format = d.format;
   report.format = std::string(FormatName(format));
-  if (format == Format::kShardedIndex) return CheckShards(path, Scan);
+  if (format == Format::kShardedIndex) return CheckShards(d, ScanDetected);
   if (format == Format::kTensordictDir) {
     ScanTensordictDir(report, path);
     CheckStructure(report, d);
@@ -296,5 +326,9 @@ CheckReport Scan(const std::string& path) {
   report.bytes_checked += file->size();
   return report;
 }
+
+CheckReport Verify(const std::string& path) { return VerifyDetected(ops::Detect(path)); }
+
+CheckReport Scan(const std::string& path) { return ScanDetected(ops::Detect(path)); }
 
 }  // namespace trove

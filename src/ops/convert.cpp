@@ -259,8 +259,9 @@ void Convert(const std::string& source, const std::string& destination, Format t
 }
 
 void ConvertDocument(const Document& doc, const std::string& destination, Format target, const ConvertOptions& options) {
-  // The writers refuse the source, and any directory containing it, as their destination.
-  SourceGuard source(doc.path);
+  // The writers refuse any directory containing the source as a tree destination; the source
+  // itself may be converted in place.
+  SourceGuard source(doc.path, InPlace::kAllowed);
   WithFile(destination, [&] {
     // Objects trove does not know are never dropped unasked (nothing lost).
     const std::vector<UnknownObject> unknown = FindUnknownObjects(doc);

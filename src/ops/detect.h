@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "core/confined_directory.h"
 #include "trove/document.h"
 #include "trove/format.h"
 #include "trove/shared_bytes.h"
@@ -26,8 +27,12 @@ struct Detection {
   std::string shard_index;                // kShardedIndex: the index file
 };
 
-// Throws Error for a path that cannot be opened or mapped (unknown content is kUnknown).
+// Throws Error for a path that cannot be opened or mapped (unknown content is kUnknown). A file
+// is told by its content; a name only decides between formats the bytes leave open (a damaged
+// .safetensors header, an index). Never blocks: a FIFO or device is refused, not opened for reading.
 Detection Detect(const std::string& path);
+// Detect for a file already opened (by the rule for files a file names, core/confined_directory.h).
+Detection DetectFile(ConfinedFile file);
 // The document; Error for formats trove recognises but does not read (tar, TorchScript) and for
 // kUnknown. Errors do not yet name the path (OpenDetected adds it).
 Document ReadDetected(const Detection& detection, const ReadOptions& options);

@@ -1,7 +1,9 @@
 #include "trove/open.h"
 
 #include <filesystem>
+#include <optional>
 
+#include "core/confined_directory.h"
 #include "formats/pskd/pskd_reader.h"
 #include "formats/pt/legacy_tar.h"
 #include "formats/pt/pt_reader.h"
@@ -51,7 +53,8 @@ bool IsTorchTar(const MappedFile& file, std::string_view head) {
 // Why a file is none of the formats trove reads, as specifically as its content allows.
 [[noreturn]] void FailNotACheckpoint(const Detection& d) {
   if (d.directory) {
-    Fail(ErrorCode::kUnsupported, "directory without meta.json or a shard index: not a tensordict or sharded checkpoint");
+    Fail(ErrorCode::kUnsupported, "directory without meta.json, a shard index, model.safetensors or pytorch_model.bin: "
+                                  "not a tensordict or a model folder");
   }
   const MappedFile& f = *d.file;
   if (f.size() == 0) Fail(ErrorCode::kUnsupported, "an empty file, not a checkpoint");
@@ -74,25 +77,38 @@ bool IsTorchTar(const MappedFile& file, std::string_view head) {
 
 Detection Detect(const std::string& path) {
   namespace fs = std::filesystem;
-  Detection d;
-  d.path = path;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
+    Detection d;
+    d.path = path;
     d.directory = true;
     if (fs::exists(fs::path(path) / "meta.json", ec)) {
       d.format = Format::kTensordictDir;
     } else if (d.shard_index = FindShardIndex(path); !d.shard_index.empty()) {
       d.format = Format::kShardedIndex;
+    } else {
+      // A model folder holding its weights in one file, as save_pretrained writes a model under its
+      // shard size: that file, opened by the rule for files a folder holds.
+      auto dir = ConfinedDirectory::Open(path);
+      for (const char* name : {"model.safetensors", "pytorch_model.bin"}) {
+        if (std::optional<ConfinedFile> file = WithFile(path, [&] { return dir->OpenFile(name); })) {
+          return DetectFile(std::move(*file));
+        }
+      }
     }
     return d;
   }
-  if (IsShardIndexName(path)) {
-    d.format = Format::kShardedIndex;
-    d.shard_index = path;
-    return d;
-  }
-  d.file = MappedFile::Open(path);
+  ConfinedFile file = OpenUserFile(path);
+  return DetectFile(std::move(file));
+}
+
+Detection DetectFile(ConfinedFile opened) {
+  Detection d;
+  d.path = opened.path;
+  const std::string& path = d.path;
+  d.file = MappedFile::FromDescriptor(opened.fd.release(), path, opened.size);
   std::string_view head(reinterpret_cast<const char*>(d.file->data()), std::min<uint64_t>(d.file->size(), 512));
+  // By content first: a name decides only between formats the bytes leave open.
   if (StartsWith(head, "PSKD")) {
     d.format = Format::kPskd;
   } else if (StartsWith(head, std::string_view("PK\x03\x04", 4)) || StartsWith(head, std::string_view("PK\x05\x06", 4))) {
@@ -103,7 +119,13 @@ Detection Detect(const std::string& path) {
     d.format = Format::kTorchScript;
   } else if (IsTorchTar(*d.file, head)) {
     d.format = Format::kPtTar;
-  } else if (LooksLikeSafetensors(head, d.file->size()) || path.ends_with(".safetensors")) {
+  } else if (LooksLikeSafetensors(head, d.file->size())) {
+    d.format = Format::kSafetensors;
+  } else if (IsShardIndexName(path) && LooksLikeShardIndex(head)) {
+    d.format = Format::kShardedIndex;
+    d.shard_index = path;
+  } else if (path.ends_with(".safetensors") && !LooksLikePickle(d.file->data(), d.file->size()) &&
+             !LooksLikeShardIndex(head)) {
     // By name too: a damaged or hostile header then gets the safetensors reader's own error.
     d.format = Format::kSafetensors;
   }
@@ -115,11 +137,7 @@ Document ReadDetected(const Detection& d, const ReadOptions& options) {
     case Format::kTensordictDir:
       return ReadTensordictDir(d.path, options);
     case Format::kShardedIndex:
-      if (d.directory) {
-        return WithContext(std::filesystem::path(d.shard_index).filename().string(),
-                           [&] { return ReadShardedCheckpoint(d.shard_index, options); });
-      }
-      return ReadShardedCheckpoint(d.shard_index, options);
+      return ReadShardedCheckpoint(d.shard_index, options, d.directory ? IndexNamedBy::kDirectory : IndexNamedBy::kUser);
     case Format::kPt:
       return d.zip ? ReadPt(*d.zip, options) : ReadPt(d.file, options);
     case Format::kPtLegacy:

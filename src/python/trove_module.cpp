@@ -1209,7 +1209,7 @@ PYBIND11_MODULE(_trove, m) {
     return std::make_shared<PyDocument>(std::move(doc));
   }, py::arg("path"), py::arg("policy") = "default");
 
-  m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type, bool force,
+  m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type,
                     py::object progress, py::object note, const std::string& compression, py::object metadata,
                     py::object max_shard_size) {
     trove::ConvertOptions options;
@@ -1222,16 +1222,15 @@ PYBIND11_MODULE(_trove, m) {
     FromPython conv(*doc.arena, spec_type);
     doc.root = conv.Convert(tree, 0);
     doc.tensors = trove::CollectTensors(doc.root);
-    if (force) options.replace = trove::Replace::kAnything;
     Released([&] { trove::ConvertDocument(doc, path, target, options); });
-  }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"), py::arg("force") = false,
+  }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"),
      py::arg("progress") = py::none(), py::arg("note") = py::none(), py::arg("compression") = "",
      py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none());
 
   m.def("_verify", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Verify(path); })); });
   m.def("_scan", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Scan(path); })); });
   m.def("_convert", [](const std::string& src, const std::string& dst, const std::string& to,
-                       std::vector<std::string> keys, const std::string& dtype, bool force, bool drop_values,
+                       std::vector<std::string> keys, const std::string& dtype, bool drop_values,
                        py::object progress, py::object note, const std::string& compression, py::object metadata,
                        py::object max_shard_size, const std::string& policy, bool keep_unknown, bool drop_unknown,
                        bool dequantize) {
@@ -1251,9 +1250,8 @@ PYBIND11_MODULE(_trove, m) {
       if (!d) trove::Fail(ErrorCode::kUsage, "unknown dtype '" + dtype + "'");
       options.floating_dtype = *d;
     }
-    if (force) options.replace = trove::Replace::kAnything;
     Released([&] { trove::Convert(src, dst, target, options); });
-  }, py::arg("src"), py::arg("dst"), py::arg("to"), py::arg("keys"), py::arg("dtype"), py::arg("force"),
+  }, py::arg("src"), py::arg("dst"), py::arg("to"), py::arg("keys"), py::arg("dtype"),
      py::arg("drop_values"), py::arg("progress") = py::none(), py::arg("note") = py::none(),
      py::arg("compression") = "", py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none(),
      py::arg("policy") = "default", py::arg("keep_unknown") = false, py::arg("drop_unknown") = false,

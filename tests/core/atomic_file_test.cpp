@@ -58,14 +58,16 @@ TEST(AtomicFileTest, AppearsOnlyOnCommitAndKeepsOldFile) {
     ::close(held);
     fs::remove(live);
   }
+  // A tree replaces an existing one when every file in it is of the writer's own kind.
+  const OwnFileTest own = [](std::string_view name) { return name == "a" || name == "b" || name == "meta.json"; };
   {
-    AtomicDirectory d((dir / "tree").string());
+    AtomicDirectory d((dir / "tree").string(), Durability::kReplaceSafe, OutputKind::kTree, own);
     std::ofstream(fs::path(d.path()) / "a") << "1";
-    std::ofstream(fs::path(d.path()) / "meta.json") << "{}";  // what makes it replaceable: a tensordict
+    std::ofstream(fs::path(d.path()) / "meta.json") << "{}";
     d.Commit();
   }
   {
-    AtomicDirectory d((dir / "tree").string());
+    AtomicDirectory d((dir / "tree").string(), Durability::kReplaceSafe, OutputKind::kTree, own);
     std::ofstream(fs::path(d.path()) / "b") << "2";
     d.Commit();
   }

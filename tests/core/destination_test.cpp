@@ -1,5 +1,5 @@
-// The one destination rule (trove/atomic_file.h: CheckDestination, SourceGuard) and --force
-// (Replace::kAnything) as AtomicFile and AtomicDirectory apply it.
+// The one destination rule (trove/atomic_file.h: CheckDestination, SourceGuard) as AtomicFile and
+// AtomicDirectory apply it: trove never deletes what it did not write.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -50,90 +51,107 @@ class DestinationTest : public ::testing::Test {
   fs::path dir_;
 };
 
+bool IsTreeFile(std::string_view name) { return name == "meta.json" || name.ends_with(".memmap"); }
+
 TEST_F(DestinationTest, NewDestinationsAndOwnKindsAreAccepted) {
   EXPECT_NO_THROW(CheckDestination(P("new.pt"), OutputKind::kFile));
-  EXPECT_NO_THROW(CheckDestination(P("new_dir"), OutputKind::kDirectory));
+  EXPECT_NO_THROW(CheckDestination(P("new_dir"), OutputKind::kTree, IsTreeFile));
+  EXPECT_NO_THROW(CheckDestination(P("new_dir"), OutputKind::kFilesInDirectory));
   Put("old.pt", "x");
   EXPECT_NO_THROW(CheckDestination(P("old.pt"), OutputKind::kFile));
   Put("td/meta.json", "{}");
   Put("td/a.memmap", "x");
-  EXPECT_NO_THROW(CheckDestination(P("td"), OutputKind::kDirectory));
+  Put("td/sub/meta.json", "{}");
+  EXPECT_NO_THROW(CheckDestination(P("td"), OutputKind::kTree, IsTreeFile));
   fs::create_directories(dir_ / "empty");
-  EXPECT_NO_THROW(CheckDestination(P("empty"), OutputKind::kDirectory));
+  EXPECT_NO_THROW(CheckDestination(P("empty"), OutputKind::kTree));
   fs::create_symlink(dir_ / "old.pt", dir_ / "link.pt");
   EXPECT_NO_THROW(CheckDestination(P("link.pt"), OutputKind::kFile));
 }
 
-TEST_F(DestinationTest, OtherKindsAreRefusedUnlessForced) {
+TEST_F(DestinationTest, WhatTroveDidNotWriteIsNeverReplaced) {
   Put("others/notes.txt", "mine");
-  EXPECT_NE(Refusal([&] { CheckDestination(P("others"), OutputKind::kDirectory); }).find("not a tensordict"),
+  EXPECT_NE(Refusal([&] { CheckDestination(P("others"), OutputKind::kTree, IsTreeFile); }).find("notes.txt"),
             std::string::npos);
   EXPECT_NE(Refusal([&] { CheckDestination(P("others"), OutputKind::kFile); }).find("is a directory"),
             std::string::npos);
+  // A tensordict with one foreign file anywhere in it is not replaced either.
+  Put("td/meta.json", "{}");
+  Put("td/sub/README.md", "mine");
+  EXPECT_NE(Refusal([&] { CheckDestination(P("td"), OutputKind::kTree, IsTreeFile); }).find("README.md"),
+            std::string::npos);
   Put("file", "x");
-  EXPECT_NE(Refusal([&] { CheckDestination(P("file"), OutputKind::kDirectory); }).find("not a directory"),
+  EXPECT_NE(Refusal([&] { CheckDestination(P("file"), OutputKind::kTree, IsTreeFile); }).find("not a directory"),
+            std::string::npos);
+  EXPECT_NE(Refusal([&] { CheckDestination(P("file"), OutputKind::kFilesInDirectory); }).find("not a directory"),
             std::string::npos);
   fs::create_directory_symlink(dir_ / "others", dir_ / "link");
-  EXPECT_NE(Refusal([&] { CheckDestination(P("link"), OutputKind::kDirectory); }), "");
-  EXPECT_NO_THROW(CheckDestination(P("others"), OutputKind::kDirectory, Replace::kAnything));
-  EXPECT_NO_THROW(CheckDestination(P("file"), OutputKind::kDirectory, Replace::kAnything));
+  EXPECT_NE(Refusal([&] { CheckDestination(P("link"), OutputKind::kTree, IsTreeFile); }), "");
+  // Files may be written into a directory of other files: those stay.
+  EXPECT_NO_THROW(CheckDestination(P("others"), OutputKind::kFilesInDirectory));
   // The library writers refuse by themselves, before making anything.
-  EXPECT_NE(Refusal([&] { AtomicDirectory d(P("others")); }), "");
+  EXPECT_NE(Refusal([&] { AtomicDirectory d(P("others"), Durability::kReplaceSafe, OutputKind::kTree, IsTreeFile); }), "");
   EXPECT_NE(Refusal([&] { AtomicFile f(P("others")); }), "");
   EXPECT_EQ(Slurp(P("others/notes.txt")), "mine");
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 3);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 4);
 }
 
-TEST_F(DestinationTest, RootWorkingDirectoryAndItsParentsAreRefusedEvenForced) {
-  for (Replace replace : {Replace::kOwnKind, Replace::kAnything}) {
-    EXPECT_NE(Refusal([&] { CheckDestination("/", OutputKind::kDirectory, replace); }), "");
-    EXPECT_NE(Refusal([&] { CheckDestination(".", OutputKind::kDirectory, replace); }), "");
-    EXPECT_NE(Refusal([&] { CheckDestination("..", OutputKind::kDirectory, replace); }), "");
-    EXPECT_NE(Refusal([&] { CheckDestination(fs::current_path().string() + "/", OutputKind::kFile, replace); }), "");
+TEST_F(DestinationTest, FilesGoIntoAnExistingDirectoryAndNothingElseChanges) {
+  Put("model/config.json", "config");
+  Put("model/README.md", "readme");
+  Put("model/model-00001-of-00002.safetensors", "old shard");
+  {
+    AtomicDirectory d(P("model"), Durability::kReplaceSafe, OutputKind::kFilesInDirectory);
+    std::ofstream(fs::path(d.path()) / "model-00001-of-00002.safetensors") << "new shard 1";
+    std::ofstream(fs::path(d.path()) / "model-00002-of-00002.safetensors") << "new shard 2";
+    std::ofstream(fs::path(d.path()) / "model.safetensors.index.json") << "index";
+    d.MoveLast("model.safetensors.index.json");
+    EXPECT_EQ(Slurp(P("model/model-00001-of-00002.safetensors")), "old shard");  // untouched until Commit
+    d.Commit();
   }
+  EXPECT_EQ(Slurp(P("model/config.json")), "config");
+  EXPECT_EQ(Slurp(P("model/README.md")), "readme");
+  EXPECT_EQ(Slurp(P("model/model-00001-of-00002.safetensors")), "new shard 1");
+  EXPECT_EQ(Slurp(P("model/model.safetensors.index.json")), "index");
+  EXPECT_EQ(std::distance(fs::directory_iterator(P("model")), fs::directory_iterator()), 5);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // no temporary left
 }
 
-TEST_F(DestinationTest, SourcesAndTheirParentsAreRefusedEvenForced) {
+TEST_F(DestinationTest, RootWorkingDirectoryAndItsParentsAreRefused) {
+  for (OutputKind kind : {OutputKind::kTree, OutputKind::kFilesInDirectory}) {
+    EXPECT_NE(Refusal([&] { CheckDestination("/", kind); }), "");
+    EXPECT_NE(Refusal([&] { CheckDestination(".", kind); }), "");
+    EXPECT_NE(Refusal([&] { CheckDestination("..", kind); }), "");
+  }
+  EXPECT_NE(Refusal([&] { CheckDestination(fs::current_path().string() + "/", OutputKind::kFile); }), "");
+}
+
+TEST_F(DestinationTest, ASourceMayBeReplacedInPlaceButNoTreeReplacesItsDirectory) {
   Put("in/model.pt", "source");
   fs::create_symlink(dir_ / "in" / "model.pt", dir_ / "alias.pt");
   {
-    SourceGuard source(P("in/model.pt"));
-    for (Replace replace : {Replace::kOwnKind, Replace::kAnything}) {
-      EXPECT_NE(Refusal([&] { CheckDestination(P("in/model.pt"), OutputKind::kFile, replace); }).find("source"),
-                std::string::npos);
-      EXPECT_NE(Refusal([&] { CheckDestination(P("alias.pt"), OutputKind::kFile, replace); }), "");
-      EXPECT_NE(Refusal([&] { CheckDestination(P("in"), OutputKind::kDirectory, replace); }).find("contains"),
-                std::string::npos);
-      EXPECT_NE(Refusal([&] { CheckDestination(P("in/../in/"), OutputKind::kDirectory, replace); }), "");
-      EXPECT_NE(Refusal([&] { CheckDestination(dir_.string(), OutputKind::kDirectory, replace); }), "");
-    }
-    EXPECT_NE(Refusal([&] { AtomicFile f(P("in/model.pt"), Durability::kReplaceSafe, Replace::kAnything); }), "");
+    SourceGuard source(P("in/model.pt"), InPlace::kAllowed);
+    EXPECT_TRUE(IsGuardedSource(P("alias.pt")));
+    // In place: the new file replaces the source by rename once it is whole.
+    EXPECT_NO_THROW(CheckDestination(P("in/model.pt"), OutputKind::kFile));
+    EXPECT_NE(Refusal([&] { CheckDestination(P("in"), OutputKind::kTree); }).find("contains"), std::string::npos);
+    EXPECT_NE(Refusal([&] { CheckDestination(P("in/../in/"), OutputKind::kTree); }), "");
+    EXPECT_NE(Refusal([&] { CheckDestination(dir_.string(), OutputKind::kTree); }), "");
+    EXPECT_NO_THROW(CheckDestination(P("in"), OutputKind::kFilesInDirectory));
     // A sibling whose name only starts like the source's directory is not inside it.
-    EXPECT_NO_THROW(CheckDestination(P("in2"), OutputKind::kDirectory));
-  }
-  // Once the guard is gone, the file is an ordinary destination again.
-  EXPECT_NO_THROW(CheckDestination(P("in/model.pt"), OutputKind::kFile));
-  EXPECT_EQ(Slurp(P("in/model.pt")), "source");
-}
-
-TEST_F(DestinationTest, ForceReplacesAMismatchedDestinationAtomically) {
-  Put("others/notes.txt", "mine");
-  {
-    AtomicFile f(P("others"), Durability::kReplaceSafe, Replace::kAnything);
-    f.Write("file now", 8);
-    EXPECT_EQ(Slurp(P("others/notes.txt")), "mine");  // untouched until Commit
+    EXPECT_NO_THROW(CheckDestination(P("in2"), OutputKind::kTree));
+    {
+      // A second reader of the same file that does not allow it (a report describing it) wins.
+      SourceGuard reader(P("in/model.pt"));
+      EXPECT_NE(Refusal([&] { CheckDestination(P("alias.pt"), OutputKind::kFile); }).find("source"), std::string::npos);
+    }
+    AtomicFile f(P("in/model.pt"));
+    f.Write("converted", 9);
+    EXPECT_EQ(Slurp(P("in/model.pt")), "source");
     f.Commit();
   }
-  EXPECT_TRUE(fs::is_regular_file(P("others")));
-  EXPECT_EQ(Slurp(P("others")), "file now");
-  {
-    AtomicDirectory d(P("others"), Durability::kReplaceSafe, Replace::kAnything);
-    std::ofstream(fs::path(d.path()) / "meta.json") << "{}";
-    d.Commit();
-  }
-  EXPECT_TRUE(fs::is_regular_file(P("others/meta.json")));
-  // Nothing else is left beside it: no temporary, no old tree.
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  EXPECT_FALSE(IsGuardedSource(P("in/model.pt")));
+  EXPECT_EQ(Slurp(P("in/model.pt")), "converted");
 }
 
 TEST_F(DestinationTest, OrphansOfAnyNameAreRemovedLiveOnesKept) {

@@ -117,7 +117,7 @@ TEST_F(OpenTest, UnknownBytesDirectoriesAndMissingPaths) {
 
   fs::create_directories(P("empty"));
   EXPECT_EQ(DetectFormat(P("empty")), Format::kUnknown);
-  ExpectError([&] { Open(P("empty")); }, ErrorCode::kUnsupported, "directory without meta.json or a shard index");
+  ExpectError([&] { Open(P("empty")); }, ErrorCode::kUnsupported, "directory without meta.json, a shard index");
 
   ExpectError([&] { Open(P("missing.pt")); }, ErrorCode::kNotFound, P("missing.pt"));
 

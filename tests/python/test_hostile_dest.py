@@ -2,9 +2,10 @@
 refresh-checksums rewrite and verify's verdict on .psk.d files (docs/security.md, "Writes").
 
 Every writer replaces an existing destination only when it is what the writer puts there (a
-regular file for a file format; a tensordict directory, or an empty one, for a directory output);
-anything else is refused with exit 2 and nothing touched, unless --force, which still never
-replaces the source, a directory containing it, `.`, or `/`."""
+regular file for a file format; a directory of a tensordict's files, or an empty one, for a tree
+output); anything else is refused with exit 2 and nothing touched, whatever the options: trove
+never deletes a file it did not write. Never `.`, `/` or a directory containing the source; the
+source itself may be converted in place."""
 import io
 import os
 import signal
@@ -32,7 +33,7 @@ def small_pt(path):
 
 
 def victim_dir(path):
-    """A directory of someone's files: what no writer may take without --force."""
+    """A directory of someone's files: what no writer may take."""
     (path / "sub").mkdir(parents=True)
     (path / "notes.txt").write_text("mine")
     (path / "sub" / "data.bin").write_bytes(b"\x01\x02")
@@ -64,45 +65,41 @@ def test_convert_into_trailing_slash_sandbox_is_refused(tmp_path):
     src = small_pt(tmp_path / "m.pt")
     sandbox = victim_dir(tmp_path / "sandbox")
     r = run_hostile("trove", "convert", src, str(sandbox) + "/", watch=tmp_path, expect={2})
-    refused(r, "not a tensordict")
+    refused(r, "does not write")
 
 
 def test_convert_into_working_directory_is_refused(tmp_path):
     work = victim_dir(tmp_path / "work")
     src = small_pt(work / "m.pt")
     for dest in (".", "./", "..", str(work)):
-        for extra in ([], ["--force"]):
-            r = run_hostile("trove", "convert", src, dest, "--to", "tensordict", *extra, cwd=work,
-                            watch=tmp_path, expect={2})
-            assert "working directory" in r.errtext or "source" in r.errtext, r
+        r = run_hostile("trove", "convert", src, dest, "--to", "tensordict", cwd=work, watch=tmp_path, expect={2})
+        assert "working directory" in r.errtext or "source" in r.errtext, r
 
 
 def test_convert_into_root_is_refused(tmp_path):
     # The source does not exist: even a broken rule could not write anything to `/`, since the
     # source would be read first; a working rule refuses `/` before looking at the source.
     for to in ("tensordict", "pt"):
-        for extra in ([], ["--force"]):
-            r = run_hostile("trove", "convert", tmp_path / "missing.pt", "/", "--to", to, *extra,
-                            watch=tmp_path, expect={2})
-            assert "/: is the root directory" in r.errtext, r
+        r = run_hostile("trove", "convert", tmp_path / "missing.pt", "/", "--to", to, watch=tmp_path, expect={2})
+        assert "/: is the root directory" in r.errtext, r
 
 
-def test_convert_into_source_is_refused_even_forced(tmp_path):
+def test_convert_onto_the_source_converts_in_place(tmp_path):
     src = small_pt(tmp_path / "m.pt")
-    for extra in ([], ["--force"]):
-        r = run_hostile("trove", "convert", src, src, "--to", "pt", *extra, watch=tmp_path, expect={2})
-        refused(r, "is a source")
+    run_hostile("trove", "convert", src, src, "--to", "pt", "--dtype", "float16", watch=tmp_path, allowed=[src],
+                expect={0})
+    assert torch.load(src)["w"].dtype == torch.float16
     td = tmp_path / "td"
     subprocess.run([tool("trove"), "convert", src, td, "--to", "tensordict"], check=True)
-    r = run_hostile("trove", "convert", td, td, "--to", "tensordict", "--force", watch=tmp_path, expect={2})
-    refused(r, "source")
+    run_hostile("trove", "convert", td, td, "--to", "tensordict", watch=tmp_path, allowed=[td], expect={0})
+    assert run_hostile("trove", "diff", src, td, watch=tmp_path, expect={0})
 
 
-def test_convert_into_directory_containing_source_is_refused_even_forced(tmp_path):
+def test_convert_into_directory_containing_source_is_refused(tmp_path):
     holder = tmp_path / "holder"
     holder.mkdir()
     src = small_pt(holder / "m.pt")
-    r = run_hostile("trove", "convert", src, holder, "--to", "tensordict", "--force", watch=tmp_path, expect={2})
+    r = run_hostile("trove", "convert", src, holder, "--to", "tensordict", watch=tmp_path, expect={2})
     refused(r, "contains")
     # A tensordict directory holding the source (which it would otherwise replace) too.
     td = tmp_path / "td"
@@ -121,10 +118,12 @@ def test_convert_via_symlinks_is_refused(tmp_path):
     (tmp_path / "to_here").symlink_to(tmp_path)
     r = run_hostile("trove", "convert", src, tmp_path / "to_victim", "--to", "tensordict", watch=tmp_path, expect={2})
     refused(r, "to_victim")
-    r = run_hostile("trove", "convert", src, tmp_path / "to_source.pt", "--force", watch=tmp_path, expect={2})
-    refused(r, "source")
-    r = run_hostile("trove", "convert", src, tmp_path / "to_here", "--to", "tensordict", "--force",
-                    watch=tmp_path, expect={2})
+    # A link to the source is replaced by the output (never written through): the source stays.
+    before = src.read_bytes()
+    run_hostile("trove", "convert", src, tmp_path / "to_source.pt", watch=tmp_path,
+                allowed=[tmp_path / "to_source.pt"], expect={0})
+    assert src.read_bytes() == before and not (tmp_path / "to_source.pt").is_symlink()
+    r = run_hostile("trove", "convert", src, tmp_path / "to_here", "--to", "tensordict", watch=tmp_path, expect={2})
     refused(r, "contains")
 
 
@@ -134,9 +133,7 @@ def test_convert_file_where_directory_goes(tmp_path):
     out.write_text("a file of mine")
     r = run_hostile("trove", "convert", src, out, "--to", "tensordict", watch=tmp_path, expect={2})
     refused(r, "not a directory")
-    r = run_hostile("trove", "convert", src, out, "--to", "tensordict", "--force", watch=tmp_path,
-                    allowed=[out], expect={0})
-    assert is_tensordict(out)
+    assert out.read_text() == "a file of mine"
 
 
 def test_convert_replaces_its_own_kinds(tmp_path):
@@ -154,17 +151,16 @@ def test_convert_replaces_its_own_kinds(tmp_path):
     assert torch.equal(torch.load(pt)["w"], torch.arange(6, dtype=torch.float32))
 
 
-def test_convert_force_replaces_directory_of_other_files_atomically(tmp_path):
+def test_no_option_replaces_a_directory_of_other_files(tmp_path):
     src = small_pt(tmp_path / "m.pt")
     out = victim_dir(tmp_path / "out")
-    (tmp_path / "neighbour.txt").write_text("stays")
-    run_hostile("trove", "convert", src, out, "--force", watch=tmp_path, allowed=[out], expect={0})
-    assert is_tensordict(out) and not (out / "notes.txt").exists()
-    # A file format over a directory: the directory goes, the file takes its name.
-    out2 = victim_dir(tmp_path / "out2")
-    run_hostile("trove", "convert", src, out2, "--to", "pt", "--force", watch=tmp_path, allowed=[out2], expect={0})
-    assert out2.is_file()
-    assert torch.equal(torch.load(out2)["b"], torch.ones(2))
+    before = tree_state(str(out))
+    for args in (["--to", "tensordict"], ["--to", "pt"], ["--to", "safetensors"], ["--to", "tdz"],
+                 ["--to", "tensordict", "--sync"]):
+        r = run_hostile("trove", "convert", src, out, *args, watch=tmp_path, expect={2})
+        assert "nothing was written" in r.errtext, r
+    r = run_hostile("trove", "convert", src, out, "--force", watch=tmp_path, expect={2})  # no such option now
+    assert tree_state(str(out)) == before
 
 
 # ---- pack, unpack, presk data outputs ------------------------------------------------------------
@@ -176,17 +172,17 @@ def test_unpack_into_non_empty_directory_is_refused(tmp_path):
     victim = victim_dir(tmp_path / "victim")
     r = run_hostile("trove", "unpack", tdz, victim, watch=tmp_path, expect={2})
     refused(r, "victim")
-    # Into the directory holding the archive: never, even forced.
-    r = run_hostile("trove", "unpack", tdz, tmp_path, "--force", watch=tmp_path, expect={2})
+    # Into the directory holding the archive: never.
+    r = run_hostile("trove", "unpack", tdz, tmp_path, watch=tmp_path, expect={2})
     refused(r, "contains")
-    # Empty, then an unpacked tensordict: both replaced; a forced one replaces the victim.
+    # Empty, then an unpacked tensordict: both replaced; the victim never.
     empty = tmp_path / "empty"
     empty.mkdir()
     run_hostile("trove", "unpack", tdz, empty, watch=tmp_path, allowed=[empty], expect={0})
     run_hostile("trove", "unpack", tdz, empty, watch=tmp_path, allowed=[empty], expect={0})
     assert is_tensordict(empty)
-    run_hostile("trove", "unpack", tdz, victim, "--force", watch=tmp_path, allowed=[victim], expect={0})
-    assert is_tensordict(victim) and not (victim / "notes.txt").exists()
+    r = run_hostile("trove", "unpack", tdz, victim, watch=tmp_path, expect={2})
+    assert (victim / "notes.txt").read_text() == "mine"
 
 
 def test_pack_into_directory_or_source_is_refused(tmp_path):
@@ -196,10 +192,9 @@ def test_pack_into_directory_or_source_is_refused(tmp_path):
     victim = victim_dir(tmp_path / "victim")
     r = run_hostile("trove", "pack", td, victim, watch=tmp_path, expect={2})
     refused(r, "is a directory")
-    r = run_hostile("trove", "pack", td, td, "--force", watch=tmp_path, expect={2})
-    refused(r, "source")
-    r = run_hostile("trove", "pack", td, victim, "--force", watch=tmp_path, allowed=[victim], expect={0})
-    assert zipfile.ZipFile(victim).testzip() is None
+    r = run_hostile("trove", "pack", td, td, watch=tmp_path, expect={2})
+    refused(r, "is a source")
+    assert (victim / "notes.txt").read_text() == "mine"
 
 
 def test_presk_outputs_follow_the_rule(tmp_path):

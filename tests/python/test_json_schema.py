@@ -168,7 +168,7 @@ def test_every_command_on_every_format(files, name, tmp_path):
     assert len(rows) >= len(info["tensors"])
     run_json("trove", "diff", path, files["pt"], "--json", expect=(0, 1))
     dst = tmp_path / "out.safetensors"
-    conv = run_json("trove", "convert", path, dst, "--json", "--dtype", "float16", "--drop-values", "--force")
+    conv = run_json("trove", "convert", path, dst, "--json", "--dtype", "float16", "--drop-values")
     assert conv["destination"] == str(dst) and conv["cast"]["dtype"] == "float16"
     if name == "pskd":
         for tool in (("presk", "data"), ("trove", "data")):

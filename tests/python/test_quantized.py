@@ -117,7 +117,7 @@ def test_stats_are_the_figures_of_the_values(trove, files):
 @pytest.mark.parametrize("layout", ["zip", "legacy"])
 def test_convert_to_pt_writes_them_as_torch_does(trove, files, layout):
     out = str(files["dir"] / f"back-{layout}.pt")
-    r = trove("convert", files[layout], out, "--force")
+    r = trove("convert", files[layout], out)
     assert r.code == 0, r
     back = torch.load(out)  # our own output; torch 1.13's weights_only refuses _rebuild_qtensor, even torch's files
     for key, t in files["obj"].items():

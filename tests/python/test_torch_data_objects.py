@@ -67,7 +67,7 @@ def test_storages_are_listed_and_read(trove, files, layout):
 @pytest.mark.parametrize("layout", ["zip", "legacy"])
 def test_convert_to_pt_gives_torch_its_objects_back(trove, files, layout):
     out = str(files["dir"] / f"back-{layout}.pt")
-    r = trove("convert", files[layout], out, "--force")
+    r = trove("convert", files[layout], out)
     assert r.code == 0, r
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

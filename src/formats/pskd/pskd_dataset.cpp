@@ -6,12 +6,13 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "core/confined_directory.h"
 #include "trove/pskd_dataset.h"
 #include "trove/shared_bytes.h"
 
@@ -23,49 +24,24 @@ namespace {
 bool IsPattern(const std::string& source) { return source.find_first_of("*?[") != std::string::npos; }
 
 // A manifest is told from a shard by its first bytes: a shard starts with the magic, JSON with '{'.
-bool LooksLikeManifest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+bool LooksLikeManifest(const ConfinedFile& file) {
   char head[64] = {};
-  in.read(head, sizeof head);
-  const std::string_view text(head, static_cast<size_t>(in.gcount()));
+  const uint64_t n = std::min<uint64_t>(file.size, sizeof head);
+  PreadExactly(file.fd.get(), reinterpret_cast<uint8_t*>(head), n, 0);
+  const std::string_view text(head, static_cast<size_t>(n));
   const size_t start = text.find_first_not_of(" \t\r\n");
   return start != std::string_view::npos && text[start] == '{';
 }
 
-std::string ReadManifestText(const std::string& path) {
-  std::error_code ec;
-  const uint64_t size = fs::file_size(path, ec);
-  if (ec) FailPskd(PskdCode::kNotPskd, "cannot read " + path + ": " + ec.message());
-  if (size > kMaxManifestBytes) {
-    throw Error(ErrorCode::kLimit, "a manifest of " + std::to_string(size) + " bytes (the cap is " +
+std::string ReadManifestText(const ConfinedFile& file) {
+  if (file.size > kMaxManifestBytes) {
+    throw Error(ErrorCode::kLimit, "a manifest of " + std::to_string(file.size) + " bytes (the cap is " +
                                        std::to_string(kMaxManifestBytes) + ", kMaxManifestBytes)")
-        .SetFile(path);
+        .SetFile(file.path);
   }
-  std::ifstream in(path, std::ios::binary);
-  std::string text(static_cast<size_t>(size), '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(size))) FailPskd(PskdCode::kNotPskd, "cannot read " + path);
+  std::string text(static_cast<size_t>(file.size), '\0');
+  WithFile(file.path, [&] { PreadExactly(file.fd.get(), reinterpret_cast<uint8_t*>(text.data()), text.size(), 0); });
   return text;
-}
-
-// `a` lies inside folder `base` (both canonical).
-bool Inside(const fs::path& a, const fs::path& base) {
-  auto [b_end, a_at] = std::mismatch(base.begin(), base.end(), a.begin(), a.end());
-  return b_end == base.end();
-}
-
-std::string ResolveManifestEntry(const std::string& manifest, const std::string& entry) {
-  const fs::path dir = fs::path(manifest).parent_path().empty() ? fs::path(".") : fs::path(manifest).parent_path();
-  const fs::path path = dir / entry;
-  std::error_code ec;
-  if (fs::exists(path, ec)) {
-    const fs::path target = fs::canonical(path, ec);
-    const fs::path base = fs::canonical(dir, ec);
-    if (ec || !Inside(target, base)) {
-      throw Error(ErrorCode::kRefused, "shard '" + entry + "' leads out of the manifest's folder (through a link)")
-          .SetFile(manifest);
-    }
-  }
-  return path.string();
 }
 
 std::vector<std::string> Glob(const std::string& pattern) {
@@ -113,13 +89,49 @@ std::string TypeWithEncodings(const SampleType& type) {
   return text;
 }
 
-std::shared_ptr<MappedFile> MapShard(const std::string& path) {
+// Where a shard comes from: a path the user gave (a file or a pattern's match), or a name a
+// manifest gave, opened only by the rule for files a file names (core/confined_directory.h)
+// inside the manifest's folder.
+struct ShardSource {
+  static ShardSource Named(std::string path) {
+    ShardSource s;
+    s.path = std::move(path);
+    return s;
+  }
+  std::string path;
+  std::shared_ptr<const ConfinedDirectory> manifest_dir;  // set for a manifest's entry
+  std::string name;                                       // the manifest's name for it
+  std::string manifest;                                   // the manifest's path
+};
+
+// The shard opened (by the rule when a manifest named it), nullopt when it does not exist.
+std::optional<ConfinedFile> OpenShardSource(const ShardSource& source) {
+  if (source.manifest_dir) {
+    return WithFile(source.manifest, [&] { return source.manifest_dir->OpenFile(source.name); });
+  }
   try {
-    return MappedFile::Open(path, /*keep_descriptor=*/false);
+    return OpenUserFile(source.path);
   } catch (const Error& e) {
-    FailPskd(PskdCode::kNotPskd, "cannot read " + e.message());
+    if (e.code() == ErrorCode::kNotFound) return std::nullopt;
+    throw;
   }
 }
+
+// Mapped without keeping a descriptor: a dataset of thousands of shards reads only through the
+// mappings.
+std::shared_ptr<MappedFile> MapShard(const ShardSource& source) {
+  std::optional<ConfinedFile> file;
+  try {
+    file = OpenShardSource(source);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kRefused) throw;
+    FailPskd(PskdCode::kNotPskd, "cannot read " + e.message());
+  }
+  if (!file) FailPskd(PskdCode::kNotPskd, "cannot read " + source.path + ": " + std::strerror(ENOENT));
+  return MappedFile::FromDescriptor(file->fd.release(), source.path, file->size, /*keep_descriptor=*/false);
+}
+
+std::vector<ShardSource> ExpandSources(const std::vector<std::string>& sources);
 
 }  // namespace
 
@@ -165,46 +177,69 @@ std::vector<std::string> ParseShardManifest(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> ExpandShardSources(const std::vector<std::string>& sources) {
+namespace {
+
+std::vector<ShardSource> ExpandSources(const std::vector<std::string>& sources) {
   if (sources.empty()) Fail(ErrorCode::kUsage, "a dataset needs at least one .psk.d file");
-  std::vector<std::string> out;
+  std::vector<ShardSource> out;
   for (const std::string& source : sources) {
     struct stat st {};
     if (::stat(source.c_str(), &st) != 0) {
       if (!IsPattern(source)) {
-        out.push_back(source);  // reading it says why it cannot be read
+        out.push_back(ShardSource::Named(source));  // reading it says why it cannot be read
         continue;
       }
       for (std::string& match : Glob(source)) {
         RefuseFolder(match, "matched by '" + source + "'");
-        out.push_back(std::move(match));
+        out.push_back(ShardSource::Named(std::move(match)));
       }
     } else if (S_ISDIR(st.st_mode)) {
       RefuseFolder(source, "name its shards with a pattern such as '" + source + "/*.psk.d', or a manifest");
-    } else if (S_ISREG(st.st_mode) && LooksLikeManifest(source)) {
-      const std::vector<std::string> names =
-          WithFile(source, [&] { return ParseShardManifest(ReadManifestText(source)); });
-      for (const std::string& name : names) out.push_back(ResolveManifestEntry(source, name));
+    } else if (S_ISREG(st.st_mode)) {
+      ConfinedFile file = OpenUserFile(source);
+      if (!LooksLikeManifest(file)) {
+        out.push_back(ShardSource::Named(source));
+        continue;
+      }
+      const std::vector<std::string> names = WithFile(source, [&] { return ParseShardManifest(ReadManifestText(file)); });
+      const fs::path folder = fs::path(source).parent_path();
+      auto dir = ConfinedDirectory::Open(folder.empty() ? std::string(".") : folder.string());
+      for (const std::string& name : names) out.push_back({(folder / name).string(), dir, name, source});
     } else {
-      out.push_back(source);
+      out.push_back(ShardSource::Named(source));  // reading it says what it is
     }
     if (out.size() > kMaxShards) {
       Fail(ErrorCode::kLimit, "more than " + std::to_string(kMaxShards) + " shards (kMaxShards)");
     }
   }
   // A shard named twice would be read twice an epoch: almost surely a pattern overlapping a list.
-  std::map<std::pair<uint64_t, uint64_t>, const std::string*> seen;
-  for (const std::string& path : out) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) continue;
-    // Opening a pipe or a device to read its header could wait forever for a writer.
-    if (!S_ISREG(st.st_mode)) FailPskd(PskdCode::kNotPskd, path + ": not a regular file");
-    auto [it, fresh] = seen.emplace(std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino)), &path);
+  // Opening a pipe or a device to read its header could wait forever for a writer: the rule and
+  // OpenUserFile refuse anything but a regular file before reading.
+  std::map<FileIdentity, const std::string*> seen;
+  for (const ShardSource& s : out) {
+    std::optional<ConfinedFile> file;
+    try {
+      file = OpenShardSource(s);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kRefused) throw;
+      if (e.code() == ErrorCode::kUnsupported) FailPskd(PskdCode::kNotPskd, s.path + ": not a regular file");
+      continue;  // reading it says why it cannot be read
+    }
+    if (!file) continue;
+    auto [it, fresh] = seen.emplace(file->identity, &s.path);
     if (!fresh) {
-      Fail(ErrorCode::kRefused, "'" + *it->second + "' and '" + path + "' are the same file: a dataset lists each shard once");
+      Fail(ErrorCode::kRefused, "'" + *it->second + "' and '" + s.path + "' are the same file: a dataset lists each shard once");
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ExpandShardSources(const std::vector<std::string>& sources) {
+  std::vector<std::string> paths;
+  for (ShardSource& s : ExpandSources(sources)) paths.push_back(std::move(s.path));
+  return paths;
 }
 
 // --- Dataset --------------------------------------------------------------------------------
@@ -220,6 +255,7 @@ struct Dataset::State {
   SampleType type;
   uint64_t count = 0;
   std::vector<ShardInfo> infos;
+  std::vector<ShardSource> sources;  // how to open shard k again (empty for Dataset::Of)
   std::vector<std::unique_ptr<Shard>> shards;
 
   void Add(std::string path, Header header, uint64_t file_size) {
@@ -238,11 +274,12 @@ struct Dataset::State {
 };
 
 Dataset Dataset::Open(const std::vector<std::string>& sources) {
-  const std::vector<std::string> paths = ExpandShardSources(sources);
+  std::vector<ShardSource> expanded = ExpandSources(sources);
   auto state = std::make_shared<State>();
-  for (const std::string& path : paths) {
+  for (const ShardSource& source : expanded) {
+    const std::string& path = source.path;
     // Mapped for the header, unmapped again: an open dataset holds neither mappings nor descriptors.
-    std::shared_ptr<MappedFile> mapped = MapShard(path);
+    std::shared_ptr<MappedFile> mapped = MapShard(source);
     const uint64_t size = mapped->size();
     PskdFile file = PskdFile::FromMapped(std::move(mapped));
     file.RequireLayout();
@@ -255,6 +292,7 @@ Dataset Dataset::Open(const std::vector<std::string>& sources) {
     }
     state->Add(path, file.header(), size);
   }
+  state->sources = std::move(expanded);
   Dataset d;
   d.state_ = std::move(state);
   return d;
@@ -296,7 +334,7 @@ const PskdFile& Dataset::Shard(size_t k) const {
   const State::Shard& shard = *state_->shards.at(k);
   std::call_once(shard.mapped, [&] {
     const std::string& path = state_->infos[k].path;
-    std::shared_ptr<MappedFile> mapped = MapShard(path);
+    std::shared_ptr<MappedFile> mapped = MapShard(state_->sources.at(k));
     const uint64_t size = mapped->size();
     auto file = std::make_unique<PskdFile>(PskdFile::FromMapped(std::move(mapped)));
     const Header& h = file->header();

@@ -141,7 +141,7 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
   pskd::SampleType type = pskd::ParseSampleType(text);
   type.SetEncodings(encodings);
 
-  pskd::PskdWriter writer(path, type, opts.durability, opts.replace);
+  pskd::PskdWriter writer(path, type, opts.durability);
   pskd::SampleEncoder encoder(writer.type());
   ProgressReporter progress(opts.progress, writer.type().sample_bytes * static_cast<uint64_t>(count));
   std::vector<ElementCursor> cursors;

@@ -98,10 +98,10 @@ void SampleEncoder::PutReal(double value) {
   Advance();
 }
 
-PskdWriter::PskdWriter(const std::string& path, SampleType type, Durability durability, Replace replace)
+PskdWriter::PskdWriter(const std::string& path, SampleType type, Durability durability)
     : type_(std::move(type)) {
   if (type_.is_params) FailPskd(PskdCode::kNotClosedType, "params " + type_.params_name + ": the leaf layout needs the program");
-  out_ = std::make_unique<AtomicFile>(path, durability, replace);
+  out_ = std::make_unique<AtomicFile>(path, durability);
   std::vector<uint8_t> header = EncodeHeader(type_, 0);
   out_->Write(header.data(), header.size());
 }

@@ -395,7 +395,7 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
   std::string pkl = pickler.Dump(root);
 
   const std::string prefix = ArchiveName(path);
-  AtomicFile file(path, options.durability, options.replace);
+  AtomicFile file(path, options.durability);
   ZipWriter zip(file, ZipLayout::kPyTorch);
   zip.AddEntry(prefix + "/data.pkl", pkl.data(), pkl.size(), ZipMethod::kStored, kStorageAlignment);
   zip.AddEntry(prefix + "/.format_version", "1", 1, ZipMethod::kStored, kStorageAlignment);

@@ -172,7 +172,7 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Safete
     Fail(ErrorCode::kLimit, "the header would exceed " + std::to_string(kMaxSafetensorsHeaderBytes) + " bytes (kMaxSafetensorsHeaderBytes)");
   }
 
-  AtomicFile file(path, options.durability, options.replace);
+  AtomicFile file(path, options.durability);
   uint8_t length[8];
   const uint64_t n = header.size();
   StoreLe(length, n, 8);

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +36,47 @@ uint64_t ParseShardSize(const std::string& text) {
   if (__builtin_mul_overflow(value, it->second, &bytes) || bytes == 0) Fail(ErrorCode::kUsage, "--max-shard-size '" + text + "' is out of range");
   return bytes;
 }
+
+namespace {
+
+// model-00002-of-00003.safetensors, or model.safetensors for a single shard, as the Hugging Face
+// tools name them.
+std::string ShardFileName(const std::string& stem, const std::string& ext, size_t index, size_t count) {
+  if (count == 1) return stem + ext;
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, "-%05zu-of-%05zu", index + 1, count);
+  return stem + suffix + ext;
+}
+
+// A name this writer gives in some sharding: stem + ext, stem-NNNNN-of-NNNNN + ext, or the index.
+bool IsShardingName(const std::string& name, const std::string& stem, const std::string& ext) {
+  if (name == stem + ext || name == stem + ext + ".index.json") return true;
+  const std::string middle = "-NNNNN-of-NNNNN";
+  if (name.size() != stem.size() + middle.size() + ext.size() || !name.starts_with(stem) || !name.ends_with(ext)) return false;
+  for (size_t i = 0; i < middle.size(); ++i) {
+    const char c = name[stem.size() + i];
+    if (middle[i] == 'N' ? !std::isdigit(static_cast<unsigned char>(c)) : c != middle[i]) return false;
+  }
+  return true;
+}
+
+// After the new shards and index are in place: the files of an earlier sharding of the same
+// naming (other shard counts, the single file or the index the new layout no longer has) would
+// be read with the new ones by tools that glob, so they go, as save_pretrained removes them. Only
+// regular files of exactly those names; never a source of this command; nothing else.
+void RemoveStaleShards(const std::string& directory, const std::string& stem, const std::string& ext,
+                       const std::set<std::string>& written) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (written.count(name) || !IsShardingName(name, stem, ext)) continue;
+    std::error_code sec;
+    if (!it->is_regular_file(sec) || it->is_symlink(sec) || IsGuardedSource(it->path().string())) continue;
+    ::unlink(it->path().c_str());
+  }
+}
+
+}  // namespace
 
 void WriteShardedCheckpoint(const Document& doc, const std::string& directory, const ShardedWriteOptions& options) {
   const Format target = options.shard_format;
@@ -79,7 +122,9 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
 
   const bool st = target == Format::kSafetensors;
   const std::string stem = st ? "model" : "pytorch_model", ext = st ? ".safetensors" : ".bin";
-  AtomicDirectory out(directory, options.durability, options.replace);
+  // Into an existing directory (a model folder with its config.json, tokenizer and README) only
+  // the shards and the index go; every other file there stays.
+  AtomicDirectory out(directory, options.durability, OutputKind::kFilesInDirectory);
   nlohmann::json weight_map = nlohmann::json::object();
   SafetensorsWriteOptions shard_options = options;
   // Each shard's writer reports its own bytes; they map onto the shard's share of `total` (a
@@ -96,9 +141,7 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
   for (size_t s = 0; s < shards.size(); ++s) {
     share = 0;
     for (const Item& item : shards[s]) share += item.view->nbytes();
-    char suffix[64];
-    std::snprintf(suffix, sizeof suffix, "-%05zu-of-%05zu", s + 1, shards.size());
-    const std::string file = stem + (shards.size() > 1 ? suffix : "") + ext;
+    const std::string file = ShardFileName(stem, ext, s, shards.size());
     Document part;
     part.format = doc.format;
     part.path = doc.path;
@@ -117,14 +160,20 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
     });
     before += share;
   }
+  std::set<std::string> written;
+  for (size_t s = 0; s < shards.size(); ++s) written.insert(ShardFileName(stem, ext, s, shards.size()));
   if (shards.size() > 1) {
     nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     const std::string text = index.dump(2, ' ', /*ensure_ascii=*/true) + "\n";
-    AtomicFile file((std::filesystem::path(out.path()) / (stem + ext + ".index.json")).string(), options.durability);
+    const std::string name = stem + ext + ".index.json";
+    AtomicFile file((std::filesystem::path(out.path()) / name).string(), options.durability);
     file.Write(text.data(), text.size());
     file.Commit();
+    out.MoveLast(name);
+    written.insert(name);
   }
   out.Commit();
+  RemoveStaleShards(directory, stem, ext, written);
 }
 
 }  // namespace trove

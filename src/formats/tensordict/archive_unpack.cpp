@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "formats/tensordict/td_names.h"
 #include "core/progress.h"
 #include "core/write_behind.h"
 #include "formats/tensordict/level_reader.h"
@@ -61,10 +62,9 @@ int OpenDirChain(int root, const std::vector<std::string>& parts, size_t n, cons
 
 }  // namespace
 
-void UnpackTdz(const std::string& archive, const std::string& dir, Durability durability, Replace replace) {
+void UnpackTdz(const std::string& archive, const std::string& dir, Durability durability) {
   TensordictWriteOptions options;
   options.durability = durability;
-  options.replace = replace;
   UnpackTdz(archive, dir, options);
 }
 
@@ -75,7 +75,7 @@ void UnpackTdz(const std::string& archive, const std::string& dir, const Tensord
   if (zip.Find("meta.json") == nullptr) {
     Fail(ErrorCode::kCorrupt, archive + ": not a tensordict archive (no top-level meta.json entry)");
   }
-  AtomicDirectory out(dir, options.durability, options.replace);
+  AtomicDirectory out(dir, options.durability, OutputKind::kTree, tensordict::IsTensordictFileName);
   uint64_t total = 0;
   for (const ZipEntry& e : zip.entries()) total += e.uncompressed_size;
   ProgressReporter progress(options.progress, total);

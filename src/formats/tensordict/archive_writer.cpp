@@ -188,7 +188,7 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
 void WriteTdz(const Document& doc, const std::string& path, const TensordictWriteOptions& options) {
   WithFile(path, [&] {
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
-    AtomicFile out(path, options.durability, options.replace);
+    AtomicFile out(path, options.durability);
     ZipWriter zip(out, ZipLayout::kTensordict);
     ProgressReporter progress(options.progress, tensordict::TensorBytes(*plan));
     EmitPlannedDir(*plan, "", zip, options.compression, progress);
@@ -207,7 +207,7 @@ void PackTdz(const std::string& dir, const std::string& archive, const Tensordic
     if (::fstatat(root, "meta.json", &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       Fail(ErrorCode::kNotFound, dir + ": no meta.json (not a tensordict directory)");
     }
-    AtomicFile out(archive, options.durability, options.replace);
+    AtomicFile out(archive, options.durability);
     ZipWriter zip(out, ZipLayout::kTensordict);
     std::vector<uint8_t> buffer(kPackChunkBytes);
     WithFile(archive, [&] {

@@ -197,13 +197,27 @@ class DirectorySource final : public TreeSource {
   Fd OpenFile(const std::string& dir, const std::string& name) {
     if (!IsPlainComponent(name)) Fail(ErrorCode::kRefused, Describe(dir, name) + ": file name refused");
     int dfd = DirFd(dir);
-    // O_NONBLOCK: a FIFO planted in the folder must not hang the reader (regular files ignore it).
+    // What it is before it is opened: a device, FIFO or socket planted in the folder is never
+    // opened (opening some devices acts), a link never followed (the format has none).
+    struct stat before {};
+    if (::fstatat(dfd, name.c_str(), &before, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) return Fd();
+      Fail(ErrorCode::kIo, Describe(dir, name) + ": " + std::strerror(errno));
+    }
+    if (S_ISLNK(before.st_mode)) Fail(ErrorCode::kRefused, Describe(dir, name) + ": is a symlink (refused: it could leave the folder)");
+    if (!S_ISREG(before.st_mode)) Fail(ErrorCode::kCorrupt, Describe(dir, name) + ": not a regular file (not opened)");
+    // O_NONBLOCK: a FIFO swapped in meanwhile must not hang the reader (regular files ignore it).
     int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
       int err = errno;
       if (err == ENOENT) return Fd();
       if (err == ELOOP) Fail(ErrorCode::kRefused, Describe(dir, name) + ": is a symlink (refused: it could leave the folder)");
       Fail(ErrorCode::kIo, Describe(dir, name) + ": " + std::strerror(err));
+    }
+    struct stat after {};
+    if (::fstat(fd, &after) != 0 || after.st_dev != before.st_dev || after.st_ino != before.st_ino) {
+      ::close(fd);
+      Fail(ErrorCode::kIo, Describe(dir, name) + ": changed while being opened");
     }
     return Fd(fd);
   }

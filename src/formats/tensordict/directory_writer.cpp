@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "formats/tensordict/td_names.h"
 #include "core/progress.h"
 #include "core/write_behind.h"
 #include "formats/tensordict/write_plan.h"
@@ -165,7 +166,7 @@ void WritePlannedTree(const tensordict::PlannedDir& root, const std::string& pat
 void WriteTensordictDir(const Document& doc, const std::string& dir, const TensordictWriteOptions& options) {
   WithFile(dir, [&] {
     auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
-    AtomicDirectory out(dir, options.durability, options.replace);
+    AtomicDirectory out(dir, options.durability, OutputKind::kTree, tensordict::IsTensordictFileName);
     ProgressReporter progress(options.progress, tensordict::TensorBytes(*plan));
     WritePlannedTree(*plan, out.path(), out.syncs(), progress);
     out.Commit();

@@ -23,4 +23,10 @@ inline constexpr char kNestedTensorClass[] = "torch:NestedTensor";
 
 inline bool IsMemmapName(std::string_view name) { return name.ends_with(kMemmapSuffix); }
 
+// The files a tensordict directory holds (meta.json, leaves, sidecars): what a tensordict writer
+// may replace along with an existing tree (trove/atomic_file.h's OwnFileTest).
+inline bool IsTensordictFileName(std::string_view name) {
+  return name == "meta.json" || IsMemmapName(name) || name == kPickleSidecar || name == kOtherPickleSidecar;
+}
+
 }  // namespace trove::tensordict

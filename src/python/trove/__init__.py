@@ -723,7 +723,7 @@ def _to_specs(obj: Any) -> tuple:
     return walk(obj), keep
 
 
-def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force: bool = False,  # noqa: A002
+def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None,  # noqa: A002
          progress: Optional[Callable[[int, int], Any]] = None, note: Optional[Callable[[str], Any]] = None,
          compression: Optional[str] = None, metadata: Optional[dict[str, str]] = None,
          max_shard_size: Optional[int | str] = None) -> None:
@@ -732,8 +732,9 @@ def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force:
     format: "pt", "safetensors", "tensordict", "tdz" or "pskd"; None: from the name (.pt .pth .bin
     .ckpt, .safetensors, .tdz, .psk.d; a name without extension is a tensordict directory). Written
     under a temporary name and renamed, like every trove writer; torch.load of a .pt result equals
-    `obj` (tensors sharing a storage stay shared, Parameters stay Parameters). force: replace an
-    existing destination of another kind. Formats without a value tree (safetensors) take a dict of
+    `obj` (tensors sharing a storage stay shared, Parameters stay Parameters). An existing
+    destination is replaced only when it is what trove writes there: trove never deletes a file it
+    did not write (docs/security.md). Formats without a value tree (safetensors) take a dict of
     tensors.
 
     progress(done, total): called as the tensor bytes are written (done never decreases; the last
@@ -745,7 +746,7 @@ def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None, force:
     filled as the Hugging Face tools do.
     """
     tree, keep = _to_specs(obj)
-    _trove._save(tree, os.fspath(path), format or "", _TensorSpec, force, progress, note, compression or "", metadata,
+    _trove._save(tree, os.fspath(path), format or "", _TensorSpec, progress, note, compression or "", metadata,
                  max_shard_size)
     del keep
 
@@ -803,7 +804,7 @@ def scan(path: str | os.PathLike) -> Report:
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = None,
-            keys: Optional[Iterable[str] | str] = None, dtype: Optional[str] = None, force: bool = False,
+            keys: Optional[Iterable[str] | str] = None, dtype: Optional[str] = None,
             drop_values: bool = False, progress: Optional[Callable[[int, int], Any]] = None,
             note: Optional[Callable[[str], Any]] = None, compression: Optional[str] = None,
             metadata: Optional[dict[str, str]] = None, max_shard_size: Optional[int | str] = None,
@@ -820,7 +821,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     tensors become float32 tensors of their values (`--dequantize`; else only .pt takes them)."""
     if isinstance(keys, str):
         keys = [keys]
-    _trove._convert(os.fspath(src), os.fspath(dst), to or "", list(keys or []), dtype or "", force, drop_values,
+    _trove._convert(os.fspath(src), os.fspath(dst), to or "", list(keys or []), dtype or "", drop_values,
                     progress, note, compression or "", metadata, max_shard_size, _policy(strict, permissive),
                     keep_unknown, drop_unknown, dequantize)
 

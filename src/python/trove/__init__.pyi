@@ -105,14 +105,14 @@ class DiffReport:
 def open(path: _Path, framework: str = ..., raw: bool = ..., permissive: bool = ..., strict: bool = ...) -> File: ...
 def load(path: _Path, map_location: Any = ..., weights_only: bool = ..., framework: str = ..., mmap: bool = ...,
          strict: bool = ...) -> Any: ...
-def save(obj: Any, path: _Path, format: Optional[str] = ..., force: bool = ...,
+def save(obj: Any, path: _Path, format: Optional[str] = ...,
          progress: Optional[Callable[[int, int], Any]] = ..., note: Optional[Callable[[str], Any]] = ...,
          compression: Optional[str] = ..., metadata: Optional[dict[str, str]] = ...,
          max_shard_size: Optional[int | str] = ...) -> None: ...
 def verify(path: _Path) -> Report: ...
 def scan(path: _Path) -> Report: ...
 def convert(src: _Path, dst: _Path, to: Optional[str] = ..., keys: Optional[Union[Iterable[str], str]] = ...,
-            dtype: Optional[str] = ..., force: bool = ..., drop_values: bool = ...,
+            dtype: Optional[str] = ..., drop_values: bool = ...,
             progress: Optional[Callable[[int, int], Any]] = ..., note: Optional[Callable[[str], Any]] = ...,
             compression: Optional[str] = ..., metadata: Optional[dict[str, str]] = ...,
             max_shard_size: Optional[Union[int, str]] = ..., strict: bool = ..., permissive: bool = ...,

@@ -1,0 +1,268 @@
+#include "core/confined_directory.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "trove/error.h"
+
+namespace trove {
+namespace fs = std::filesystem;
+
+namespace {
+
+// What a non-regular file is, for the message that refuses it.
+std::string_view KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+[[noreturn]] void Refuse(std::string_view name, const std::string& why) {
+  throw Error(ErrorCode::kRefused, why).AddContext("'" + std::string(name) + "'");
+}
+
+[[noreturn]] void FailErrno(std::string_view name, int err) {
+  throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(err))
+      .AddContext("'" + std::string(name) + "'");
+}
+
+std::vector<std::string_view> Components(std::string_view name) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t slash = name.find('/', start);
+    out.push_back(name.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    if (slash == std::string_view::npos) return out;
+    start = slash + 1;
+  }
+}
+
+bool IsPlainComponent(std::string_view c) {
+  return !c.empty() && c != "." && c != ".." && c.size() <= NAME_MAX &&
+         c.find_first_of(std::string_view("\0\\", 2)) == std::string_view::npos;
+}
+
+// The repository folder of a Hugging Face cache (`.../models--org--name`) when `canonical` lies in
+// one of its snapshots (`<repo>/snapshots/<revision>[/...]`) and the repository has its blobs
+// folder; "" otherwise.
+std::string HfRepositoryOf(const std::string& canonical) {
+  const fs::path p(canonical);
+  fs::path repo;
+  std::vector<fs::path> parts(p.begin(), p.end());
+  for (size_t i = 1; i + 1 < parts.size(); ++i) {
+    if (parts[i] != "snapshots") continue;
+    const std::string name = parts[i - 1].string();
+    if (!name.starts_with("models--") && !name.starts_with("datasets--") && !name.starts_with("spaces--")) continue;
+    fs::path candidate;
+    for (size_t j = 0; j < i; ++j) candidate /= parts[j];
+    repo = candidate;
+  }
+  if (repo.empty()) return "";
+  struct stat st {};
+  if (::lstat((repo / "blobs").c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "";
+  return repo.string();
+}
+
+// Checks an opened descriptor against what fstatat saw before the open: the same regular file.
+uint64_t CheckOpened(int fd, const struct stat& before, std::string_view name) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) FailErrno(name, errno);
+  if (!S_ISREG(st.st_mode)) Refuse(name, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file");
+  if (st.st_dev != before.st_dev || st.st_ino != before.st_ino) {
+    throw Error(ErrorCode::kIo, "changed while being opened").AddContext("'" + std::string(name) + "'");
+  }
+  return static_cast<uint64_t>(st.st_size);
+}
+
+// Opens `leaf` in directory `dfd` by the rule: regular (checked before opening), never followed.
+// nullopt when it does not exist; `symlink` is set instead of failing when it is a link.
+std::optional<ConfinedFile> OpenRegularAt(int dfd, const std::string& leaf, std::string_view name, bool* symlink) {
+  struct stat st {};
+  if (::fstatat(dfd, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    FailErrno(name, errno);
+  }
+  if (S_ISLNK(st.st_mode) && symlink != nullptr) {
+    *symlink = true;
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    if (S_ISLNK(st.st_mode)) Refuse(name, "is a symbolic link (refused: a link could lead anywhere)");
+    Refuse(name, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file (not opened)");
+  }
+  const int fd = ::openat(dfd, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) Refuse(name, "is a symbolic link (refused: a link could lead anywhere)");
+    FailErrno(name, errno);
+  }
+  ConfinedFile out;
+  out.fd = Fd(fd);
+  out.size = CheckOpened(fd, st, name);
+  out.identity = {st.st_dev, st.st_ino};
+  return out;
+}
+
+}  // namespace
+
+void ConfinedDirectory::CheckName(std::string_view name) {
+  if (name.empty()) Refuse(name, "an empty file name");
+  if (name.size() > kMaxNamedPathBytes) {
+    throw Error(ErrorCode::kRefused, "a file name of " + std::to_string(name.size()) + " bytes (the cap is " +
+                                         std::to_string(kMaxNamedPathBytes) + ", kMaxNamedPathBytes)");
+  }
+  if (name.front() == '/') Refuse(name, "an absolute path (a file may name only files inside its own directory)");
+  for (std::string_view c : Components(name)) {
+    if (!IsPlainComponent(c)) {
+      Refuse(name, c == ".." ? "leads out of its directory ('..')"
+                             : "is not a plain relative path (empty, '.', '\\' or NUL component, or one over NAME_MAX)");
+    }
+  }
+}
+
+std::shared_ptr<const ConfinedDirectory> ConfinedDirectory::Open(const std::string& path) {
+  std::shared_ptr<ConfinedDirectory> dir(new ConfinedDirectory());
+  dir->path_ = path;
+  const int fd = ::open(path.empty() ? "." : path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOTDIR) throw Error(ErrorCode::kUnsupported, "not a directory").SetFile(path);
+    throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(err)).SetFile(path);
+  }
+  dir->fd_ = Fd(fd);
+  // The directory as opened (its descriptor), so that a path swapped meanwhile cannot mislead.
+  char self[64];
+  std::snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+  std::error_code ec;
+  const fs::path canonical = fs::read_symlink(self, ec);
+  dir->canonical_ = ec ? fs::weakly_canonical(fs::absolute(path.empty() ? "." : path, ec), ec).string() : canonical.string();
+  dir->hf_repository_ = HfRepositoryOf(dir->canonical_);
+  return dir;
+}
+
+std::optional<ConfinedFile> ConfinedDirectory::OpenFile(std::string_view name) const {
+  CheckName(name);
+  std::vector<std::string> parts;
+  for (std::string_view c : Components(name)) parts.emplace_back(c);
+  // Each round walks `parts` (relative to this directory) component by component, never
+  // following a link; a link met on the way is read, its target joined lexically to the real
+  // directories walked so far (so ".." in it means what the kernel would make of it), and the
+  // walk starts again from the top with what that gives, at most kMaxLinkHops times.
+  for (int hops = 0;; ++hops) {
+    Fd walked;
+    int dfd = fd_.get();
+    size_t i = 0;
+    std::string link_target;
+    for (; i < parts.size(); ++i) {
+      const bool last = i + 1 == parts.size();
+      struct stat st {};
+      if (::fstatat(dfd, parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return std::nullopt;
+        FailErrno(name, errno);
+      }
+      if (S_ISLNK(st.st_mode)) {
+        char target[PATH_MAX + 1];
+        const ssize_t n = ::readlinkat(dfd, parts[i].c_str(), target, PATH_MAX);
+        if (n < 0) FailErrno(name, errno);
+        link_target.assign(target, static_cast<size_t>(n));
+        break;
+      }
+      if (last) {
+        bool symlink = false;
+        std::optional<ConfinedFile> file = OpenRegularAt(dfd, parts[i], name, &symlink);
+        if (symlink) continue;  // replaced by a link meanwhile: the next round reads it
+        if (file) file->path = path_.empty() ? std::string(name) : (fs::path(path_) / std::string(name)).string();
+        return file;
+      }
+      if (!S_ISDIR(st.st_mode)) {
+        Refuse(name, "'" + parts[i] + "' is " + std::string(KindOf(st.st_mode)) + ", not a directory");
+      }
+      const int next = ::openat(dfd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (next < 0) {
+        if (errno == ENOENT) return std::nullopt;
+        if (errno == ELOOP || errno == ENOTDIR) continue;  // replaced meanwhile: walk again
+        FailErrno(name, errno);
+      }
+      walked = Fd(next);
+      dfd = next;
+    }
+    if (hops == kMaxLinkHops) Refuse(name, "leads through more than " + std::to_string(kMaxLinkHops) + " symbolic links");
+    // parts[i] is a link: its target, relative to the directory holding it (parts[0..i)); an
+    // absolute target is taken relative to this directory's canonical path when it starts there.
+    if (link_target.empty()) Refuse(name, "is or passes an empty symbolic link");
+    fs::path joined;
+    if (link_target.front() == '/') {
+      const fs::path absolute = fs::path(link_target).lexically_normal();
+      joined = absolute.lexically_relative(canonical_);
+      if (joined.empty()) Refuse(name, "leads out of its directory through a symbolic link");
+    } else {
+      for (size_t j = 0; j < i; ++j) joined /= parts[j];
+      joined /= link_target;
+    }
+    for (size_t j = i + 1; j < parts.size(); ++j) joined /= parts[j];
+    joined = joined.lexically_normal();
+    std::vector<std::string> next;
+    for (const fs::path& c : joined) {
+      if (c == ".") continue;
+      next.push_back(c.string());
+    }
+    if (next.empty() || next.front() == ".." || next.back().empty()) {
+      // Out of this directory. The Hugging Face cache's snapshot links lead, lexically, to a
+      // plain file directly in the same repository's blobs folder: that blob is opened by the rule.
+      const fs::path resolved = (fs::path(canonical_) / joined).lexically_normal();
+      const fs::path blobs = fs::path(hf_repository_) / "blobs";
+      if (hf_repository_.empty() || resolved.parent_path() != blobs || !IsPlainComponent(resolved.filename().string())) {
+        Refuse(name, "leads out of its directory through a symbolic link");
+      }
+      const int bfd = ::open(blobs.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (bfd < 0) FailErrno(name, errno);
+      const Fd blobs_fd(bfd);
+      std::optional<ConfinedFile> file = OpenRegularAt(bfd, resolved.filename().string(), name, nullptr);
+      if (!file) FailErrno(name, ENOENT);  // a dangling link: its blob is missing
+      file->path = path_.empty() ? std::string(name) : (fs::path(path_) / std::string(name)).string();
+      return file;
+    }
+    for (const std::string& c : next) {
+      if (!IsPlainComponent(c)) Refuse(name, "leads out of its directory through a symbolic link");
+    }
+    parts = std::move(next);
+  }
+}
+
+ConfinedFile ConfinedDirectory::RequireFile(std::string_view name) const {
+  std::optional<ConfinedFile> file = OpenFile(name);
+  if (!file) FailErrno(name, ENOENT);
+  return std::move(*file);
+}
+
+ConfinedFile OpenUserFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(err)).SetFile(path);
+  }
+  ConfinedFile out;
+  out.fd = Fd(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(ErrorCode::kIo, std::strerror(errno)).SetFile(path);
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(ErrorCode::kUnsupported, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file")
+        .SetFile(path);
+  }
+  out.path = path;
+  out.size = static_cast<uint64_t>(st.st_size);
+  out.identity = {st.st_dev, st.st_ino};
+  return out;
+}
+
+}  // namespace trove
