@@ -56,7 +56,7 @@ struct ValueDiff {
   // Each side's leaf, null when the key is absent there; owned by the report's arenas.
   const Value* a = nullptr;
   const Value* b = nullptr;
-  std::string a_text, b_text;  // Python-like text of each side ("" when absent)
+  std::string a_text, b_text;  // Python-like text of each side, escaped for people ("" when absent)
 };
 
 struct DiffReport {

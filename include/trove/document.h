@@ -190,7 +190,8 @@ std::vector<UnknownObject> FindUnknownObjects(const Value* root);
 // The same for a document's root, without a walk when its arena holds no such object at all.
 std::vector<UnknownObject> FindUnknownObjects(const Document& doc);
 // "a.B (2), c.D": the classes of `objects`, each once with its count, in order of first use,
-// at most `max_classes` of them ("and N more classes").
+// at most `max_classes` of them ("and N more classes"); text for people, each name escaped as
+// names are shown (src/core/display_escape.h).
 std::string UnknownClassesText(const std::vector<UnknownObject>& objects, size_t max_classes = 8);
 
 }  // namespace trove

@@ -65,11 +65,17 @@ class Error : public std::exception {
   // Everything message() renders before the reason, outermost first.
   const std::vector<Part>& parts() const noexcept { return parts_; }
 
-  // The rendered text users see.
+  // The rendered text, its names as the file holds them (control characters included).
   const std::string& message() const noexcept { return message_; }
   const char* what() const noexcept override { return message_.c_str(); }
   // message() without the "E9004: " spec code (tools that print the code apart).
   std::string MessageWithoutSpecCode() const;
+  // message() as a person is shown it (the command line's stderr, Python's exception text):
+  // every character a terminal would act on escaped (src/core/display_escape.h, docs/security.md),
+  // the file and the entry as names (a backslash doubled), so a file cannot rewrite the screen.
+  std::string DisplayMessage() const;
+  // DisplayMessage() without the spec code.
+  std::string DisplayMessageWithoutSpecCode() const;
   // message() without the file, entry and/or offset parts (a Finding states those apart).
   std::string MessageWithout(bool file, bool entry, bool offset) const;
 

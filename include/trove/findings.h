@@ -24,7 +24,8 @@ struct Finding {
   std::string message;
   std::string key_path;  // the tensor or value involved, where known ("" otherwise)
   // Scan: the call the pickle asks for, in Python-like text with its arguments
-  // ("posix.system('echo hi')"), where a value of the tree records one ("" otherwise).
+  // ("posix.system('echo hi')"), where a value of the tree records one ("" otherwise); its
+  // names and strings are escaped as trove shows text to people (docs/security.md).
   std::string call;
 };
 

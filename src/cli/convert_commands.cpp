@@ -12,8 +12,10 @@
 
 #include "cli/commands.h"
 #include "formats/tensordict/td_names.h"
+#include "cli/escaped_output.h"
 #include "cli/json_output.h"
 #include "cli/progress.h"
+#include "core/display_escape.h"
 #include "core/float_text.h"
 #include "trove/convert.h"
 #include "trove/open.h"
@@ -77,7 +79,7 @@ void ReportConversion(const Document& doc, const std::string& src, const std::st
     if (s.tensors.size() > 3) where += fmt::format(" and {} more", s.tensors.size() - 3);
     warning = "--dtype " + std::string(dtype ? Name(*dtype) : "") + ": " + fmt::format("{}", fmt::join(parts, ", ")) + " (in " + std::to_string(s.tensors.size()) +
               (s.tensors.size() == 1 ? " tensor: " : " tensors: ") + where + ")";
-    std::cerr << "trove: warning: " << dst << ": " << warning << '\n';
+    std::cerr << "trove: warning: " << EscapeForDisplay(dst) << ": " << EscapeForDisplay(warning, DisplayEscape::kLine) << '\n';
   }
   if (!json) return;
   Json j = Envelope("convert");
@@ -96,7 +98,7 @@ void ReportConversion(const Document& doc, const std::string& src, const std::st
                {"lossy_tensors", s.tensors}};
   j["warnings"] = warning.empty() ? Json::array() : Json::array({warning});
   j["notes"] = notes;
-  PrintJson(std::cout, j);
+  PrintJson(ExactStdout(), j);
 }
 
 }  // namespace
@@ -176,7 +178,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     notes.clear();
     opts.note = [](const std::string& text) {
       notes.push_back(text);
-      std::cerr << "trove: note: " << dst << ": " << text << '\n';
+      std::cerr << "trove: note: " << EscapeForDisplay(dst) << ": " << EscapeForDisplay(text, DisplayEscape::kLine) << '\n';
     };
     if (!dtype.empty()) {
       auto d = DTypeFromName(dtype);
@@ -356,30 +358,31 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                       {"only_in_a", r.only_in_a.size()},    {"only_in_b", r.only_in_b.size()},
                       {"values", r.values.size()},          {"skipped", r.tensors_skipped}};
       j["left_out"] = {{"tensors", rows_left}, {"only_in_a", only_a_left}, {"only_in_b", only_b_left}};
-      PrintJson(std::cout, j);
+      PrintJson(ExactStdout(), j);
     } else {
       auto more = [](size_t left, const char* what) {
         if (left) std::cout << fmt::format("... {} more {} not shown (--top {})\n", Thousands(left), what, top);
       };
-      for (const auto& k : only_a) std::cout << "only in A: " << k << '\n';
+      for (const auto& k : only_a) std::cout << "only in A: " << EscapeForDisplay(k) << '\n';
       more(only_a_left, "only in A");
-      for (const auto& k : only_b) std::cout << "only in B: " << k << '\n';
+      for (const auto& k : only_b) std::cout << "only in B: " << EscapeForDisplay(k) << '\n';
       more(only_b_left, "only in B");
       for (const TensorDiff* tp : rows) {
         const TensorDiff& t = *tp;
+        const std::string key = EscapeForDisplay(t.key);
         const std::string dtypes = t.dtype_changed() ? t.a_dtype + " -> " + t.b_dtype + ", " : "";
         switch (cat(t)) {
           case kNotComparable:
-            std::cout << "changed:   " << t.key << ": " << t.a_dtype << ShapeString(t.a_shape) << " -> " << t.b_dtype
+            std::cout << "changed:   " << key << ": " << t.a_dtype << ShapeString(t.a_shape) << " -> " << t.b_dtype
                       << ShapeString(t.b_shape) << " (not comparable)\n";
             break;
           case kEqualValues:
-            std::cout << "dtype:     " << t.key << ": " << dtypes << "equal values (" << Thousands(t.elements)
+            std::cout << "dtype:     " << key << ": " << dtypes << "equal values (" << Thousands(t.elements)
                       << " elements)\n";
             break;
           case kIdentical: break;
           default:
-            std::cout << (t.within_tolerance ? "close:     " : "differs:   ") << t.key << ": " << dtypes << "max|a-b| "
+            std::cout << (t.within_tolerance ? "close:     " : "differs:   ") << key << ": " << dtypes << "max|a-b| "
                       << DoubleText(t.max_abs) << ", ||a-b|| " << DoubleText(t.l2) << ", ||a-b||/||a|| "
                       << (t.l2_a > 0 ? DoubleText(t.l2 / t.l2_a) : std::string("n/a")) << " ("
                       << Thousands(t.elements_differing) << " of " << Thousands(t.elements) << " elements differ)\n";
@@ -387,7 +390,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       }
       more(rows_left, "tensor rows");
       for (const auto& v : r.values)
-        std::cout << "value:     " << v.key << ": " << (v.a ? v.a_text : "(absent)") << " -> " << (v.b ? v.b_text : "(absent)") << '\n';
+        std::cout << "value:     " << EscapeForDisplay(v.key) << ": " << (v.a ? v.a_text : "(absent)") << " -> "
+                  << (v.b ? v.b_text : "(absent)") << '\n';  // the texts are Python-like reprs, escaped (trove/diff.h)
       std::vector<std::string> parts;
       const std::pair<Cat, const char*> names[] = {{kDiffers, "differ"},
                                                    {kClose, "within tolerance"},

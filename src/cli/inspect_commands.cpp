@@ -12,11 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/escaped_output.h"
 #include "cli/json_output.h"
 #include "cli/suggest.h"
 #include "cli/table.h"
 #include "cli/tensor_slice.h"
 #include "cli/value_printer.h"
+#include "core/display_escape.h"
 #include "core/float_text.h"
 #include "trove/checks.h"
 #include "trove/convert.h"
@@ -176,7 +178,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
   if (o.json) {
     // Written as j.dump(2) would write the whole document, but one record and one tensor at a
     // time: the document of a wide tree would take ~6 kB per leaf, several times its index.
-    JsonObjectWriter out(std::cout);
+    JsonObjectWriter out(ExactStdout());
     const Json envelope = Envelope("info");
     for (const auto& [k, v] : envelope.items()) out.Member(k, v);
     out.Member("format", doc.format);
@@ -217,7 +219,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
   const bool aligned = !o.tsv;
   // Sizes for people at a terminal; exact byte counts for whatever reads a pipe.
   auto size = [&](uint64_t n) { return tty ? HumanBytes(n) : std::to_string(n); };
-  std::cout << doc.path << ": " << doc.format << ", " << Thousands(doc.file_size) << " bytes"
+  std::cout << EscapeForDisplay(doc.path) << ": " << EscapeForDisplay(doc.format) << ", " << Thousands(doc.file_size) << " bytes"
             << (tty && doc.file_size >= 1024 ? " (" + HumanBytes(doc.file_size) + ")" : std::string()) << '\n';
   {
     std::string dtypes;
@@ -238,7 +240,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     // A reader's own tensor count says what the summary's first line says already.
     if (k == "tensors" && v.type == PropertyValue::Type::kInteger && static_cast<uint64_t>(v.integer) == totals.tensors) continue;
     const std::string* assumed = doc.Property(k + "_assumed");
-    std::cout << "  " << fmt::format("{:<18} ", k) << v.text
+    std::cout << "  " << fmt::format("{:<18} ", EscapeForDisplay(k)) << EscapeForDisplay(v.text)
               << (assumed && *assumed == "true" ? " (assumed: the file does not say)" : "") << '\n';
   }
   // The record table is the container's plumbing: listed when short or asked for.
@@ -289,8 +291,11 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
   }
   std::cout << "values\n";
   for (const auto& line : DescribeValues(doc.root, 40)) std::cout << "  " << line << '\n';
-  for (const auto& w : doc.warnings) std::cout << "warning: " << w << '\n';
+  for (const auto& w : doc.warnings) std::cout << "warning: " << EscapeForDisplay(w, DisplayEscape::kLine) << '\n';
 }
+
+// A key as cat heads what it prints: escaped (core/display_escape.h), "" for the empty key.
+std::string ShownKey(const std::string& key) { return key.empty() ? "\"\"" : EscapeForDisplay(key); }
 
 // Every key path `cat` can reach: the tensors, then the other leaves, in tree order.
 std::vector<std::string> KeyPaths(const Document& doc) {
@@ -304,11 +309,11 @@ std::vector<std::string> KeyPaths(const Document& doc) {
   std::string hint = DidYouMean(Suggest(key, keys));
   if (hint.empty()) {
     std::string known;
-    for (size_t i = 0; i < keys.size() && i < 10; ++i) known += (i ? ", " : "") + keys[i];
+    for (size_t i = 0; i < keys.size() && i < 10; ++i) known += (i ? ", " : "") + EscapeForDisplay(keys[i]);
     if (keys.size() > 10) known += ", ... (trove info lists them)";
     hint = known.empty() ? " (the file holds no values)" : " (keys: " + known + ")";
   }
-  Fail(ErrorCode::kNotFound, std::string("no ") + what + " '" + key + "'" + hint);
+  Fail(ErrorCode::kNotFound, std::string("no ") + what + " '" + EscapeForDisplay(key) + "'" + hint);
 }
 
 // One element as text (Python-like) or JSON (docs/json.md). Text is at the dtype's precision
@@ -562,11 +567,11 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
   }
   if (quantized) {
     const bool values = Info(v.dtype).kind == DTypeKind::kFloat;
-    std::printf("%s: %s %s, %s: %s\n", key.empty() ? "\"\"" : key.c_str(), std::string(Name(quantized->dtype)).c_str(),
+    std::printf("%s: %s %s, %s: %s\n", ShownKey(key).c_str(), std::string(Name(quantized->dtype)).c_str(),
                 ShapeString(v.shape).c_str(), QuantizerText(*quantized->quantizer).c_str(),
                 values ? "its values (float32)" : "the stored integers (--dequantize for the values)");
   } else {
-    std::printf("%s: %s %s\n", key.empty() ? "\"\"" : key.c_str(), std::string(Name(v.dtype)).c_str(), ShapeString(v.shape).c_str());
+    std::printf("%s: %s %s\n", ShownKey(key).c_str(), std::string(Name(v.dtype)).c_str(), ShapeString(v.shape).c_str());
   }
   if (o.head > 0 || v.numel() == 0 || v.shape.empty()) {
     PrintNested(v, false, o.head > 0 ? o.head : kMaxHumanElements, stdout);
@@ -588,16 +593,16 @@ void CatValue(const std::string& key, const Value& v, const CatOptions& o) {
     Json j = Envelope("cat");
     j["key"] = key;
     j["value"] = ValueJson(&v, {kMaxCatJsonNodes, SIZE_MAX});
-    std::cout << DumpJson(j, -1) << '\n';
+    ExactStdout() << DumpJson(j, -1) << '\n';
     return;
   }
   const bool container = v.kind == ValueKind::kDict || v.kind == ValueKind::kList || v.kind == ValueKind::kTuple ||
                          v.kind == ValueKind::kObject;
   if (!container) {
-    std::cout << (key.empty() ? "\"\"" : key) << " = " << ScalarText(v, 1 << 16) << '\n';
+    std::cout << ShownKey(key) << " = " << ScalarText(v, 1 << 16) << '\n';
     return;
   }
-  std::cout << (key.empty() ? "(root)" : key) << ":\n";
+  std::cout << (key.empty() ? "(root)" : EscapeForDisplay(key)) << ":\n";
   for (const auto& line : DescribeValues(&v, 200)) std::cout << "  " << line << '\n';
 }
 
@@ -639,13 +644,15 @@ Json FindingJson(const Finding& f) {
           {"key_path", f.key_path}, {"call", f.call}};
 }
 
+// A finding on its line (and its call's): the path, entry and key path are names, the message
+// and the call trove's text holding names (core/display_escape.h), so no finding can hide another.
 std::string FindingText(const std::string& path, const Finding& f) {
-  std::string where = path;
-  if (!f.entry.empty()) where += ": " + f.entry;
+  std::string where = EscapeForDisplay(path);
+  if (!f.entry.empty()) where += ": " + EscapeForDisplay(f.entry);
   if (f.offset) where += " @ " + std::to_string(f.offset);
-  if (!f.key_path.empty()) where += " (key " + f.key_path + ")";
-  std::string text = fmt::format("{:<8} {}: {}", SeverityName(f.severity), where, f.message);
-  if (!f.call.empty()) text += "\n         call: " + f.call;
+  if (!f.key_path.empty()) where += " (key " + EscapeForDisplay(f.key_path) + ")";
+  std::string text = fmt::format("{:<8} {}: {}", SeverityName(f.severity), where, EscapeForDisplay(f.message, DisplayEscape::kLine));
+  if (!f.call.empty()) text += "\n         call: " + EscapeForDisplay(f.call, DisplayEscape::kLine);
   return text;
 }
 
@@ -758,15 +765,15 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       } else if (r.bytes_without_checksum > 0) {
         unchecked = "; " + Thousands(r.bytes_without_checksum) + " bytes under no checksum";
       }
-      std::cout << r.path << ": " << (problems ? std::to_string(problems) + " problem(s)" : std::string("ok")) << " ("
-                << r.format << ", " << r.entries_checked << " entries, " << Thousands(r.bytes_checked) << " bytes checked"
+      std::cout << EscapeForDisplay(r.path) << ": " << (problems ? std::to_string(problems) + " problem(s)" : std::string("ok")) << " ("
+                << EscapeForDisplay(r.format) << ", " << r.entries_checked << " entries, " << Thousands(r.bytes_checked) << " bytes checked"
                 << unchecked << ")\n";
     }
     if (json) {
       Json j = Envelope("verify");
       j["ok"] = !any_problem;
       j["files"] = std::move(files);
-      PrintJson(std::cout, j);
+      PrintJson(ExactStdout(), j);
     }
     *exit_code = any_problem ? kExitFindings : kExitOk;
   });
@@ -814,7 +821,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
           if (classes[c]) by_class += (by_class.empty() ? " (" : ", ") + std::to_string(classes[c]) + " " + c;
         }
         if (!by_class.empty()) by_class += ")";
-        std::cout << r.path << ": " << r.format << ", " << (r.findings.size() - notes) << " finding(s)"
+        std::cout << EscapeForDisplay(r.path) << ": " << EscapeForDisplay(r.format) << ", " << (r.findings.size() - notes) << " finding(s)"
                   << (notes ? ", " + std::to_string(notes) + " note(s)" : std::string()) << ", " << r.globals.size()
                   << " global reference(s)" << by_class << ", " << (r.globals.size() - allowed)
                   << " outside the allowlist\n";
@@ -825,7 +832,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       j["fail_on"] = fail_on;
       j["failing"] = failing;
       j["files"] = std::move(files);
-      PrintJson(std::cout, j);
+      PrintJson(ExactStdout(), j);
     }
     *exit_code = failing ? kExitFindings : kExitOk;
   });

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <set>
@@ -11,8 +12,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/escaped_output.h"
 #include "cli/json_output.h"
 #include "cli/suggest.h"
+#include "core/display_escape.h"
 #include "core/float_text.h"
 #include "formats/pskd/text_output.h"
 #include "trove/version.h"
@@ -171,7 +174,12 @@ uint64_t Number(const std::string& command, const std::string& name, const std::
   return v;
 }
 
-void Print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+// Text for people goes through std::cout (its escaping: cli/escaped_output.h); JSON does not.
+void Print(const std::string& text) { std::cout << text; }
+void PrintExact(const std::string& text) { ExactStdout() << text; }
+
+// A path or a type text as a message shows it (core/display_escape.h).
+std::string Shown(const std::string& text) { return EscapeForDisplay(text); }
 
 std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -180,11 +188,11 @@ std::string Plural(uint64_t n, const char* one, const char* many) {
 // What a command wrote, said on stdout; on stderr when stdout was the output (`-o -`).
 void Wrote(const std::string& out, const std::string& what) {
   if (out == kStdoutPath) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "presk data: wrote stdout (%s)\n", what.c_str());
+    std::cout.flush();
+    std::cerr << "presk data: wrote stdout (" << what << ")\n";
     return;
   }
-  Print("presk data: wrote " + out + " (" + what + ")\n");
+  Print("presk data: wrote " + Shown(out) + " (" + what + ")\n");
 }
 
 // Binary outputs never go to a terminal or pipe by accident.
@@ -246,7 +254,7 @@ int Pack(const std::vector<std::string>& words) {
   }
   const std::string type_text = type.text;
   uint64_t n = PackFile(args.positional[0], type, out);
-  Print("presk data: wrote " + out + " (" + Plural(n, "sample", "samples") + " of type " + type_text + ")\n");
+  Print("presk data: wrote " + Shown(out) + " (" + Plural(n, "sample", "samples") + " of type " + Shown(type_text) + ")\n");
   return kExitOk;
 }
 
@@ -258,7 +266,7 @@ int LmWindows(const std::vector<std::string>& words) {
   uint64_t seq = Number("lm-windows", "--seq", Required(args, "lm-windows", "--seq"));
   uint64_t stride = args.Has("--stride") ? Number("lm-windows", "--stride", args.Get("--stride")) : seq;
   LmWindowsResult r = WriteLmWindows(args.positional[0], vocab, seq, stride, out);
-  Print("presk data: wrote " + out + " (" + std::to_string(r.windows) + " windows of type " + r.type + " from " +
+  Print("presk data: wrote " + Shown(out) + " (" + std::to_string(r.windows) + " windows of type " + Shown(r.type) + " from " +
         std::to_string(r.tokens) + " tokens)\n");
   return kExitOk;
 }
@@ -312,7 +320,7 @@ int InfoJson(const PskdFile& file, const std::string& path, uint64_t samples) {
     shown.push_back({{"index", i}, {"value", SampleJson(type, 0, file.Sample(i))}});
   }
   j["samples"] = std::move(shown);
-  Print(DumpJson(j, 2) + "\n");
+  PrintExact(DumpJson(j, 2) + "\n");
   return kExitOk;
 }
 
@@ -323,11 +331,11 @@ int Info(const std::vector<std::string>& words) {
   if (args.flags.count("--json")) return InfoJson(file, args.positional[0], samples);
   const SampleType& type = file.type();
   std::string out;
-  out += "type    " + type.text + "\n";
+  out += "type    " + Shown(type.text) + "\n";
   out += "count   " + std::to_string(file.count()) + "\n";
   out += "version " + std::to_string(file.header().version) + "\n";
   if (type.is_params) {
-    out += "sample  params " + type.params_name + ": its leaf layout needs the program that declares it "
+    out += "sample  params " + Shown(type.params_name) + ": its leaf layout needs the program that declares it "
            "(open the file from the program, e.g. presk train)\n";
     Print(out);
     return kExitOk;
@@ -407,10 +415,9 @@ int Batches(const std::vector<std::string>& words) {
   Pipeline pipeline(data.count(), spec);
   std::vector<uint64_t> order = pipeline.Order(epoch, part);
   if (pipeline.batches_per_epoch() == 0) {
-    const std::string what = args.positional.size() == 1 ? args.positional[0] : "the dataset";
-    std::fprintf(stderr, "presk data: note: no batch: --batch %llu is more than the %llu samples of %s "
-                 "(an incomplete batch is dropped)\n", static_cast<unsigned long long>(spec.batch),
-                 static_cast<unsigned long long>(data.count()), what.c_str());
+    const std::string what = args.positional.size() == 1 ? Shown(args.positional[0]) : "the dataset";
+    std::cerr << "presk data: note: no batch: --batch " << spec.batch << " is more than the " << data.count()
+              << " samples of " << what << " (an incomplete batch is dropped)\n";
   }
   if (const uint64_t dropped = pipeline.batches_per_epoch() % part.world_size; dropped != 0) {
     // Said on stderr, so that stdout stays one line per batch: every rank drops the same batches.
@@ -418,7 +425,7 @@ int Batches(const std::vector<std::string>& words) {
                              Plural(pipeline.batches_per_epoch(), "batch", "batches") + (dropped == 1 ? " goes" : " go") +
                              " to no rank (every rank takes " +
                              Plural(pipeline.batches_per_rank(part.world_size), "step", "steps") + ")\n";
-    std::fputs(note.c_str(), stderr);
+    std::cerr << note;
   }
   if (args.flags.count("--read")) {
     // Loads every batch through the batch loader (what a training loop does) and prints a summary.
@@ -460,21 +467,21 @@ int Batches(const std::vector<std::string>& words) {
 // `command`: the command that ran, whose help a usage error points to.
 void PrintError(const Error& e, const std::string& command) {
   std::optional<PskdCode> code = PskdCodeOf(e);
-  std::string message = PskdMessageWithoutCode(e);
+  const std::string message = e.DisplayMessageWithoutSpecCode();
   if (!code) {
     // Errors from the core carry no E9xxx code: an unreadable input is E9002, an I/O error E9003.
     if (e.code() == ErrorCode::kNotFound) code = PskdCode::kNotPskd;
     if (e.code() == ErrorCode::kIo) code = PskdCode::kTruncated;
   }
   if (code) {
-    std::fprintf(stderr, "presk data: error[E%d]: %s\n", static_cast<int>(*code), message.c_str());
+    std::cerr << "presk data: error[E" << static_cast<int>(*code) << "]: " << message << '\n';
   } else {
-    std::fprintf(stderr, "presk data: error: %s\n", message.c_str());
+    std::cerr << "presk data: error: " << message << '\n';
     if (e.code() == ErrorCode::kUsage) {
       if (FindCommand(command)) {
-        std::fprintf(stderr, "(run 'presk data %s --help' for its usage)\n", command.c_str());
+        std::cerr << "(run 'presk data " << command << " --help' for its usage)\n";
       } else {
-        std::fprintf(stderr, "(run 'presk data --help' for the commands)\n");
+        std::cerr << "(run 'presk data --help' for the commands)\n";
       }
     }
   }
@@ -485,7 +492,7 @@ void PrintError(const Error& e, const std::string& command) {
 int RunPreskData(const std::vector<std::string>& args) {
   const bool help_word = !args.empty() && args[0] == "help";
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || (help_word && args.size() == 1)) {
-    std::fputs(Usage().c_str(), args.empty() ? stderr : stdout);
+    (args.empty() ? std::cerr : std::cout) << Usage();
     return args.empty() ? kExitError : kExitOk;
   }
   // `presk data help CMD` and `presk data CMD --help` (anywhere among its words).
@@ -498,12 +505,12 @@ int RunPreskData(const std::vector<std::string>& args) {
   if (known == nullptr) {
     std::vector<std::string> names;
     for (const CommandHelp& c : kCommands) names.emplace_back(c.name);
-    std::fprintf(stderr, "presk data: error: unknown command '%s'%s\n(run 'presk data --help' for the commands)\n",
-                 command.c_str(), DidYouMean(Suggest(command, names)).c_str());
+    std::cerr << "presk data: error: unknown command '" << Shown(command) << "'" << DidYouMean(Suggest(command, names))
+              << "\n(run 'presk data --help' for the commands)\n";
     return kExitError;
   }
   if (asks_help) {
-    std::fputs(CommandUsage(*known).c_str(), stdout);
+    std::cout << CommandUsage(*known);
     return kExitOk;
   }
   int status = kExitError;
@@ -520,32 +527,33 @@ int RunPreskData(const std::vector<std::string>& args) {
       else if (command == "batches") status = Batches(rest);
     });
   } catch (const Error& e) {
-    std::fflush(stdout);
+    std::cout.flush();
     PrintError(e, command);
     return ExitStatusAfterSignals(kExitError);
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "presk data: error: %s\n", e.what());
+    std::cout.flush();
+    std::cerr << "presk data: error: " << EscapeForDisplay(e.what(), DisplayEscape::kLine) << '\n';
     return ExitStatusAfterSignals(kExitError);
   }
-  std::fflush(stdout);
+  std::cout.flush();
   return ExitStatusAfterSignals(status);
 }
 
 int PreskMain(int argc, char** argv) {
   InstallWriteSignalHandlers();
   RaiseDescriptorLimit();
+  const EscapedStandardStreams escaped_output;
   std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty() || words[0] == "--help" || words[0] == "-h") {
-    std::fprintf(words.empty() ? stderr : stdout, "usage: presk data COMMAND ... (presk data --help)\n");
+    (words.empty() ? std::cerr : std::cout) << "usage: presk data COMMAND ... (presk data --help)\n";
     return words.empty() ? kExitError : kExitOk;
   }
   if (words[0] == "--version") {
-    std::printf("presk (trove) %s\n", kVersion);
+    std::cout << "presk (trove) " << kVersion << '\n';
     return kExitOk;
   }
   if (words[0] != "data") {
-    std::fprintf(stderr, "presk: error: unknown command '%s' (this presk has only `presk data`)\n", words[0].c_str());
+    std::cerr << "presk: error: unknown command '" << Shown(words[0]) << "' (this presk has only `presk data`)\n";
     return kExitError;
   }
   return RunPreskData(std::vector<std::string>(words.begin() + 1, words.end()));

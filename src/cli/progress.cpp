@@ -4,7 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <iostream>
+
+#include "cli/escaped_output.h"
 
 namespace trove::cli {
 
@@ -40,10 +41,10 @@ void Progress::Run() {
     const uint64_t done = std::min(done_.load(std::memory_order_relaxed), total);
     const double rate = done / secs;
     const double left = rate > 0 ? (total - done) / rate : 0;
-    std::cerr << fmt::format("\r{:.1f}/{:.1f} MB  {:.0f} MB/s  {:.0f} s left   ", done / 1e6, total / 1e6, rate / 1e6, left);
+    ExactStderr() << fmt::format("\r{:.1f}/{:.1f} MB  {:.0f} MB/s  {:.0f} s left   ", done / 1e6, total / 1e6, rate / 1e6, left);
     shown = true;
   }
-  if (shown) std::cerr << "\r\033[K";
+  if (shown) ExactStderr() << "\r\033[K";
 }
 
 }  // namespace trove::cli

@@ -11,9 +11,11 @@
 #include <tuple>
 
 #include "cli/commands.h"
+#include "cli/escaped_output.h"
 #include "cli/json_output.h"
 #include "cli/stats_report.h"
 #include "cli/table.h"
+#include "core/display_escape.h"
 #include "core/float_text.h"
 #include "trove/convert.h"
 #include "trove/error.h"
@@ -38,7 +40,7 @@ std::vector<const NamedTensor*> Select(const Document& doc, const std::vector<st
   std::vector<const NamedTensor*> out;
   for (const auto& k : keys) {
     const NamedTensor* t = doc.FindTensor(k);
-    if (!t) Fail(ErrorCode::kNotFound, doc.path + ": no tensor '" + k + "' (trove info lists the keys)");
+    if (!t) Fail(ErrorCode::kNotFound, doc.path + ": no tensor '" + EscapeForDisplay(k) + "' (trove info lists the keys)");
     out.push_back(t);
   }
   for (const auto& t : doc.tensors) {
@@ -179,7 +181,7 @@ std::string Sparkline(const std::vector<uint64_t>& counts) {
 
 void PrintReport(const StatsReport& r, bool histograms) {
   const bool tty = StdoutIsTerminal();
-  std::cout << r.path << ": " << r.format << ", " << r.rows.size() << " tensor(s)\n";
+  std::cout << EscapeForDisplay(r.path) << ": " << EscapeForDisplay(r.format) << ", " << r.rows.size() << " tensor(s)\n";
   Table table({"key", "dtype", "shape", "min", "max", "mean", "std", "zeros", "nan", "inf"});
   for (const auto& row : r.rows) {
     const TensorView& v = *row.view;
@@ -223,7 +225,7 @@ void PrintReport(const StatsReport& r, bool histograms) {
   line("bytes", bytes.empty() ? "0" : bytes);
   auto keys = [](const std::vector<std::string>& v) {
     std::string s = std::to_string(v.size());
-    for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : ": ") + v[i];
+    for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : ": ") + EscapeForDisplay(v[i].empty() ? "\"\"" : v[i]);
     if (v.size() > 10) s += ", ...";
     return s;
   };
@@ -237,10 +239,10 @@ void PrintFiniteCheck(const StatsReport& r) {
     if (row.skipped) continue;
     const TensorStats& s = r.stats[row.stats];
     if (s.nan + s.pos_inf + s.neg_inf == 0) continue;
-    std::cout << r.path << ": " << (row.key.empty() ? "\"\"" : row.key) << ": " << s.nan << " NaN, " << s.pos_inf
+    std::cout << EscapeForDisplay(r.path) << ": " << (row.key.empty() ? "\"\"" : EscapeForDisplay(row.key)) << ": " << s.nan << " NaN, " << s.pos_inf
               << " +Inf, " << s.neg_inf << " -Inf of " << Thousands(s.count) << " values\n";
   }
-  std::cout << r.path << ": "
+  std::cout << EscapeForDisplay(r.path) << ": "
             << (r.non_finite.empty() ? "all " + std::to_string(r.rows.size()) + " tensor(s) finite"
                                      : std::to_string(r.non_finite.size()) + " of " + std::to_string(r.rows.size()) +
                                            " tensor(s) hold NaN or Inf")
@@ -289,7 +291,7 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
       doc = OpenWarning(path, read);
       r = ComputeStatsReport(doc, Select(doc, keys, globs), options);
     });
-    if (json) PrintJson(std::cout, StatsReportJson(r, bins > 0));
+    if (json) PrintJson(ExactStdout(), StatsReportJson(r, bins > 0));
     else if (check_finite) PrintFiniteCheck(r);
     else PrintReport(r, bins > 0);
     *exit_code = check_finite && !r.non_finite.empty() ? kExitFindings : kExitOk;

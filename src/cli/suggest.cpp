@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/display_escape.h"
+
 namespace trove::cli {
 
 size_t EditDistance(std::string_view a, std::string_view b, size_t limit) {
@@ -64,7 +66,7 @@ std::string DidYouMean(const std::vector<std::string>& suggestions) {
   std::string s = " (did you mean ";
   for (size_t i = 0; i < suggestions.size(); ++i) {
     if (i) s += i + 1 == suggestions.size() ? " or " : ", ";
-    s += "'" + suggestions[i] + "'";
+    s += "'" + EscapeForDisplay(suggestions[i]) + "'";
   }
   return s + "?)";
 }

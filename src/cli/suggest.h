@@ -19,7 +19,7 @@ size_t EditDistance(std::string_view a, std::string_view b, size_t limit);
 // At most `most` candidates close to `typed`, best first; empty when none is close.
 std::vector<std::string> Suggest(std::string_view typed, const std::vector<std::string>& candidates, size_t most = 3);
 
-// " (did you mean 'a' or 'b'?)" or "".
+// " (did you mean 'a' or 'b'?)" or "", each name escaped as core/display_escape.h shows names.
 std::string DidYouMean(const std::vector<std::string>& suggestions);
 
 }  // namespace trove::cli

@@ -2,7 +2,14 @@
 
 #include <algorithm>
 
+#include "core/display_escape.h"
+
 namespace trove::cli {
+
+void Table::Add(std::vector<std::string> row) {
+  for (std::string& cell : row) cell = EscapeForDisplay(cell);
+  rows_.push_back(std::move(row));
+}
 
 size_t DisplayWidth(const std::string& s) {
   size_t n = 0;

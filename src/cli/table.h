@@ -1,4 +1,9 @@
 // cli/table.h: rows of text columns, printed aligned for a terminal or tab-separated for a pipe.
+//
+// Cells are given as they are (a key, an entry name from the file) and escaped as names when
+// added (core/display_escape.h: control characters, tabs and newlines included), so that a cell
+// stays in its column and on its row and widths are measured on what is shown. A value object;
+// thread-compatible.
 #pragma once
 
 #include <ostream>
@@ -10,7 +15,7 @@ namespace trove::cli {
 class Table {
  public:
   explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void Add(std::vector<std::string> row);
   size_t size() const { return rows_.size(); }
   // aligned: padded columns under a header (terminal). Otherwise: header and rows tab-separated.
   void Print(std::ostream& out, bool aligned, const std::string& indent = "  ") const;

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "core/display_escape.h"
 #include "trove/error.h"
 #include "trove/tensordict.h"
 #include "trove/zip_reader.h"
@@ -62,7 +63,7 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   refresh->add_option("archive", archive, ".tdz archive (edited in place)")->required();
   refresh->footer("Prints each entry whose checksum was rewritten.");
   refresh->callback([exit_code, args] {
-    for (const std::string& name : RefreshTdzChecksums(args->archive)) std::cout << "refreshed " << name << '\n';
+    for (const std::string& name : RefreshTdzChecksums(args->archive)) std::cout << "refreshed " << EscapeForDisplay(name) << '\n';
     *exit_code = kExitOk;
   });
 }

@@ -8,7 +8,9 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/escaped_output.h"
 #include "cli/suggest.h"
+#include "core/display_escape.h"
 #include "trove/error.h"
 #include "trove/open.h"
 #include "trove/version.h"
@@ -42,7 +44,7 @@ Document OpenWarning(const std::string& path, const ReadOptions& options) {
   Document doc = Open(path, options);
   const std::vector<UnknownObject> unknown = FindUnknownObjects(doc);
   if (!unknown.empty()) {
-    std::cerr << "trove: warning: " << path << ": " << unknown.size()
+    std::cerr << "trove: warning: " << EscapeForDisplay(path) << ": " << unknown.size()
               << (unknown.size() == 1 ? " object" : " objects") << " of classes trove does not know, read as inert data "
               << "(nothing run): " << UnknownClassesText(unknown) << '\n';
   }
@@ -81,7 +83,7 @@ int UsageError(const CLI::App& app, const CLI::ParseError& e) {
       if (extra.starts_with("-")) hint += DidYouMean(Suggest(extra.substr(0, extra.find('=')), OptionNames(*command)));
     }
   }
-  std::cerr << "trove: error: " << e.what() << hint << "\n(run 'trove "
+  std::cerr << "trove: error: " << EscapeForDisplay(e.what(), DisplayEscape::kLine) << hint << "\n(run 'trove "
             << (command != nullptr ? command->get_name() + " " : std::string()) << "--help' for usage)\n";
   return kExitError;
 }
@@ -91,6 +93,7 @@ int UsageError(const CLI::App& app, const CLI::ParseError& e) {
 int TroveMain(int argc, char** argv) {
   InstallWriteSignalHandlers();
   RaiseDescriptorLimit();
+  const EscapedStandardStreams escaped_output;
   // `trove data ...` is `presk data ...`: hand the words over untouched.
   if (argc >= 2 && std::string(argv[1]) == "data") {
     std::vector<std::string> args(argv + 2, argv + argc);
@@ -124,7 +127,7 @@ int TroveMain(int argc, char** argv) {
     const std::string word = argv[1];
     const std::vector<std::string> commands = CommandNames(app);
     if (std::find(commands.begin(), commands.end(), word) == commands.end()) {
-      std::cerr << "trove: error: unknown command '" << word << "'" << DidYouMean(Suggest(word, commands))
+      std::cerr << "trove: error: unknown command '" << EscapeForDisplay(word) << "'" << DidYouMean(Suggest(word, commands))
                 << "\n(run 'trove --help' for the commands)\n";
       return kExitError;
     }
@@ -141,7 +144,7 @@ int TroveMain(int argc, char** argv) {
           return kExitOk;
         }
       }
-      std::cerr << "trove: error: no command '" << topic << "'" << DidYouMean(Suggest(topic, commands))
+      std::cerr << "trove: error: no command '" << EscapeForDisplay(topic) << "'" << DidYouMean(Suggest(topic, commands))
                 << "\n(run 'trove --help' for the commands)\n";
       return kExitError;
     }
@@ -159,13 +162,13 @@ int TroveMain(int argc, char** argv) {
     return UsageError(app, e);
   } catch (const Error& e) {
     std::fflush(stdout);
-    std::cerr << "trove: error: " << e.message() << '\n';
+    std::cerr << "trove: error: " << e.DisplayMessage() << '\n';
     return ExitStatusAfterSignals(kExitError);
   } catch (const std::bad_alloc&) {
     std::cerr << "trove: error: out of memory\n";
     return kExitError;
   } catch (const std::exception& e) {
-    std::cerr << "trove: error: " << e.what() << '\n';
+    std::cerr << "trove: error: " << EscapeForDisplay(e.what(), DisplayEscape::kLine) << '\n';
     return ExitStatusAfterSignals(kExitError);
   }
   return ExitStatusAfterSignals(exit_code);

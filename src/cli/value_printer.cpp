@@ -1,33 +1,31 @@
 #include "cli/value_printer.h"
 
-#include <cctype>
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
+#include <string_view>
 
+#include "core/display_escape.h"
 #include "core/float_text.h"
+#include "core/utf8.h"
 #include "trove/document.h"
 
 namespace trove::cli {
 namespace {
 
-// Python's repr of a str, or of bytes (`bytes`: every byte past ASCII escaped), cut at max_chars.
+// Python's repr of a str, or of bytes (`bytes`: every byte past ASCII escaped), in the display
+// notation (core/display_escape.h), cut after max_chars bytes of the text (at a character's start).
 std::string Quote(const std::string& s, size_t max_chars, bool bytes = false) {
+  const size_t cut = bytes ? std::min(s.size(), max_chars) : utf8::CutLength(s, max_chars);
   std::string out = "'";
-  for (unsigned char c : s) {
-    if (out.size() > max_chars) {
-      out += "...";
-      break;
-    }
-    if (c == '\'' || c == '\\') { out += '\\'; out += static_cast<char>(c); }
-    else if (c == '\n') out += "\\n";
-    else if (c < 32 || c == 127 || (bytes && c >= 128)) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
-    else out += static_cast<char>(c);
-  }
-  return out + "'";
+  AppendEscapedForDisplay(std::string_view(s).substr(0, cut), out, bytes ? DisplayEscape::kBytes : DisplayEscape::kName, '\'');
+  return out + (cut < s.size() ? "...'" : "'");
 }
 
+// A class name from the file, escaped.
+std::string TypeName(const Value& v) { return EscapeForDisplay(v.type_name); }
+
 std::string TypeLabel(const Value& v) {
-  if (!v.type_name.empty() && v.type_name != "dict" && v.type_name != "bytes") return v.type_name;
+  if (!v.type_name.empty() && v.type_name != "dict" && v.type_name != "bytes") return TypeName(v);
   return std::string(KindName(v.kind));
 }
 
@@ -84,7 +82,7 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
   if (out.size() >= max_lines) return;
   if (const Value* inner = StandsFor(*v)) v = inner;
   std::string indent(static_cast<size_t>(depth) * 2, ' ');
-  std::string head = indent + (label.empty() ? "" : label + ": ");
+  std::string head = indent + (label.empty() ? "" : EscapeForDisplay(label) + ": ");
   if (depth >= kMaxPrintDepth) {
     out.push_back(head + "...");
     return;
@@ -98,7 +96,7 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
     return;
   }
   if (v->kind == ValueKind::kObject) {
-    out.push_back(head + "<" + v->type_name + ">");
+    out.push_back(head + "<" + TypeName(*v) + ">");
     if (v->args) Describe(v->args, "args", depth + 1, out, max_lines);
     if (v->state) Describe(v->state, "state", depth + 1, out, max_lines);
     return;
@@ -171,12 +169,12 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
     case ValueKind::kBytes: {
       // b'\x00\x01' as Python shows it; a long one cut, with its length.
       std::string text = "b" + Quote(v.text, max_chars, true);
-      if (text.size() > max_chars) text += " (" + std::to_string(v.text.size()) + " bytes)";
+      if (v.text.size() > max_chars) text += " (" + std::to_string(v.text.size()) + " bytes)";
       return v.type_name == "bytearray" ? "bytearray(" + text + ")" : text;
     }
-    case ValueKind::kGlobal: return v.type_name;
+    case ValueKind::kGlobal: return TypeName(v);
     case ValueKind::kTensor: return "tensor " + TensorSummary(*v.tensor);
-    case ValueKind::kObject: return "<" + v.type_name + ">";
+    case ValueKind::kObject: return "<" + TypeName(v) + ">";
     case ValueKind::kList: case ValueKind::kTuple: case ValueKind::kSet: case ValueKind::kFrozenSet: {
       if (v.kind == ValueKind::kTuple && v.type_name == "torch.Size") {
         std::string s = "torch.Size([";

@@ -2,7 +2,9 @@
 //
 // The rendering is bounded whatever the file holds: depth beyond kMaxPrintDepth and nodes
 // beyond the caller's budget print as "...", and shared or cyclic subtrees are printed once per
-// path up to those bounds. Stateless functions; thread-safe.
+// path up to those bounds. Every text from the file (keys, class names, strings) is shown escaped
+// (core/display_escape.h: strings as Python's repr in that notation), so each line stays one line
+// of plain text. Stateless functions; thread-safe.
 #pragma once
 
 #include <cstddef>

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/display_escape.h"
 #include "core/float_text.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
@@ -16,6 +17,7 @@ namespace {
 // Non-tensor leaves compared per document: beyond this, the rest is summarised, not listed.
 constexpr size_t kMaxValueLeaves = 1'000'000;
 
+// A leaf as Python would show it, its text escaped for a person (core/display_escape.h).
 std::string LeafText(const Value& v) {
   switch (v.kind) {
     case ValueKind::kNone: return "None";
@@ -23,9 +25,9 @@ std::string LeafText(const Value& v) {
     case ValueKind::kInt: return v.IntToString();
     case ValueKind::kFloat: return FloatText(v.real);
     case ValueKind::kComplex: return ComplexText(v.real, v.imag);
-    case ValueKind::kStr: return "'" + v.text + "'";
+    case ValueKind::kStr: return "'" + EscapeForDisplay(v.text, DisplayEscape::kName, '\'') + "'";
     case ValueKind::kBytes: return "b<" + std::to_string(v.text.size()) + " bytes>";
-    case ValueKind::kGlobal: return v.type_name;
+    case ValueKind::kGlobal: return EscapeForDisplay(v.type_name);
     case ValueKind::kTuple:
       if (v.type_name == "torch.Size") {
         std::string s = "torch.Size([";

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/display_escape.h"
 #include "core/float_text.h"
 #include "trove/error.h"
 
@@ -600,7 +601,7 @@ std::string UnknownClassesText(const std::vector<UnknownObject>& objects, size_t
   std::string text;
   for (size_t i = 0; i < classes.size() && i < max_classes; ++i) {
     if (i) text += ", ";
-    text += classes[i].first;
+    text += EscapeForDisplay(classes[i].first);
     if (classes[i].second > 1) text += " (" + std::to_string(classes[i].second) + ")";
   }
   if (classes.size() > max_classes) text += " and " + std::to_string(classes.size() - max_classes) + " more classes";

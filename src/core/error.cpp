@@ -1,5 +1,7 @@
 #include "trove/error.h"
 
+#include "core/display_escape.h"
+
 namespace trove {
 
 std::string_view ErrorCodeName(ErrorCode code) {
@@ -18,9 +20,15 @@ std::string_view ErrorCodeName(ErrorCode code) {
 namespace {
 
 // The parts joined: an offset follows what precedes it with a space ("entry @ 57"), anything else
-// with ": "; the spec code and the reason follow the last part with ": ".
+// with ": "; the spec code and the reason follow the last part with ": ". `display`: for a
+// person (core/display_escape.h): the file and the entry are names, escaped whole; a context
+// phrase and the reason are trove's text around names, escaped but for their backslashes.
 std::string RenderParts(const std::vector<Error::Part>& parts, const std::optional<int>& spec_code,
-                        const std::string& reason) {
+                        const std::string& reason, bool display = false) {
+  auto append = [display](std::string& m, const std::string& text, DisplayEscape how) {
+    if (display) AppendEscapedForDisplay(text, m, how);
+    else m += text;
+  };
   std::string m;
   for (size_t i = 0; i < parts.size(); ++i) {
     const Error::Part& p = parts[i];
@@ -29,12 +37,12 @@ std::string RenderParts(const std::vector<Error::Part>& parts, const std::option
       m.append("@ ").append(p.text);
     } else {
       if (i > 0) m += ": ";
-      m += p.text;
+      append(m, p.text, p.kind == Error::PartKind::kContext ? DisplayEscape::kLine : DisplayEscape::kName);
     }
   }
   if (!parts.empty()) m += ": ";
   if (spec_code) m.append("E").append(std::to_string(*spec_code)).append(": ");
-  m += reason;
+  append(m, reason, DisplayEscape::kLine);
   return m;
 }
 
@@ -50,6 +58,10 @@ std::vector<std::string> Error::contexts() const {
 }
 
 std::string Error::MessageWithoutSpecCode() const { return RenderParts(parts_, std::nullopt, reason_); }
+
+std::string Error::DisplayMessage() const { return RenderParts(parts_, spec_code_, reason_, true); }
+
+std::string Error::DisplayMessageWithoutSpecCode() const { return RenderParts(parts_, std::nullopt, reason_, true); }
 
 std::string Error::MessageWithout(bool file, bool entry, bool offset) const {
   std::vector<Part> kept;

@@ -13,7 +13,7 @@
 #include "pickle/global_class.h"
 #include "pickle/numpy_data.h"
 #include "pickle/py_keys.h"
-#include "pickle/utf8.h"
+#include "core/utf8.h"
 #include "trove/error.h"
 #include "trove/unpickler.h"
 
@@ -96,7 +96,7 @@ std::optional<std::string> Encode(const Value* text, const Value* encoding, bool
     size_t i = 0;
     uint32_t cp = 0;
     while (i < text->text.size()) {
-      if (!pickle_utf8::Next(text->text, i, cp) || cp > 0xFF) return std::nullopt;
+      if (!utf8::Next(text->text, i, cp) || cp > 0xFF) return std::nullopt;
       out.push_back(static_cast<char>(cp));
     }
     return out;
@@ -106,7 +106,7 @@ std::optional<std::string> Encode(const Value* text, const Value* encoding, bool
     size_t i = 0;
     uint32_t cp = 0;
     while (i < text->text.size()) {
-      if (!pickle_utf8::Next(text->text, i, cp) || (cp >= 0xD800 && cp <= 0xDFFF)) return std::nullopt;
+      if (!utf8::Next(text->text, i, cp) || (cp >= 0xD800 && cp <= 0xDFFF)) return std::nullopt;
     }
     return text->text;
   }

@@ -1,11 +1,14 @@
 #include "pickle/pickle_scan.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_set>
 #include <vector>
 
+#include "core/display_escape.h"
 #include "core/float_text.h"
+#include "core/utf8.h"
 #include "pickle/global_class.h"
 #include "trove/document.h"
 #include "trove/error.h"
@@ -130,28 +133,16 @@ void AppendArgText(const Value& v, int depth, std::string& out) {
     out += "...";
     return;
   }
+  // A str or bytes as Python's repr, in the display notation (core/display_escape.h), cut at
+  // the text's budget (at a character's start).
   auto quoted = [&](std::string_view s, const char* prefix) {
     out += prefix;
     out += '\'';
-    for (unsigned char c : s) {
-      if (out.size() > kMaxCallTextBytes) {
-        out += "...";
-        break;
-      }
-      if (c == '\'' || c == '\\') {
-        out += '\\';
-        out += static_cast<char>(c);
-      } else if (c == '\n') {
-        out += "\\n";
-      } else if (c < 32 || c == 127 || (c >= 128 && *prefix == 'b')) {
-        static const char kHex[] = "0123456789abcdef";
-        out += "\\x";
-        out += kHex[c >> 4];
-        out += kHex[c & 15];
-      } else {
-        out += static_cast<char>(c);
-      }
-    }
+    const bool bytes = *prefix == 'b';
+    const size_t room = kMaxCallTextBytes > out.size() ? kMaxCallTextBytes - out.size() : 0;
+    const size_t cut = bytes ? std::min(s.size(), room) : utf8::CutLength(s, room);
+    AppendEscapedForDisplay(s.substr(0, cut), out, bytes ? DisplayEscape::kBytes : DisplayEscape::kName, '\'');
+    if (cut < s.size()) out += "...";
     out += '\'';
   };
   auto items = [&](const std::vector<Value*>& list, const char* open, const char* close, bool tuple) {
@@ -194,18 +185,19 @@ void AppendArgText(const Value& v, int depth, std::string& out) {
       return;
     }
     case ValueKind::kTensor: out += "tensor"; return;
-    case ValueKind::kGlobal: out += v.type_name; return;
+    case ValueKind::kGlobal: AppendEscapedForDisplay(v.type_name, out); return;
     case ValueKind::kObject:
-      out += v.type_name;
+      AppendEscapedForDisplay(v.type_name, out);
       if (v.args && v.args->kind == ValueKind::kTuple) items(v.args->items, "(", ")", false);
       else out += "(...)";
       return;
   }
 }
 
-// "posix.system('echo hi')" for a call node; the bare name for a global used as a value.
+// "posix.system('echo hi')" for a call node; the bare name for a global used as a value. Text
+// for people: names and strings escaped (core/display_escape.h).
 std::string CallText(const Value& node) {
-  std::string out = node.type_name;
+  std::string out = EscapeForDisplay(node.type_name);
   if (node.kind == ValueKind::kObject) {
     if (node.args && node.args->kind == ValueKind::kTuple) {
       out += '(';

@@ -13,7 +13,7 @@
 
 #include "core/little_endian.h"
 #include "pickle/opcodes.h"
-#include "pickle/utf8.h"
+#include "core/utf8.h"
 #include "trove/error.h"
 
 namespace trove {
@@ -350,7 +350,7 @@ class Writer {
     } else {
       std::string text;
       text.reserve(data.size() * 2);
-      for (unsigned char c : data) pickle_utf8::Append(text, c);
+      for (unsigned char c : data) utf8::Append(text, c);
       s.Add({Task::kGlobal, nullptr, GlobalName("_codecs", "encode")});
       s.Add({Task::kFreshStr, nullptr, Name(std::move(text))});
       s.Add({Task::kLatin1});

@@ -15,7 +15,7 @@
 #include "pickle/global_class.h"
 #include "pickle/opcodes.h"
 #include "pickle/py_keys.h"
-#include "pickle/utf8.h"
+#include "core/utf8.h"
 
 namespace trove {
 namespace {
@@ -334,7 +334,7 @@ class Machine {
   }
   std::string ReadUtf8Line(const char* what) {
     std::string_view line = in_.Line();
-    if (pickle_utf8::FirstInvalid(line) != pickle_utf8::kValid) {
+    if (utf8::FirstInvalid(line) != utf8::kValid) {
       Fail(ErrorCode::kCorrupt, OpName() + " " + what + " is not valid UTF-8");
     }
     return std::string(line);
@@ -538,12 +538,12 @@ class Machine {
   // Python 2 str (STRING family): text when it is UTF-8 (torch reads with encoding="utf-8"),
   // else bytes (numpy-era latin-1 payloads stay intact).
   Value* Python2Str(std::string raw) {
-    if (pickle_utf8::FirstInvalid(raw) == pickle_utf8::kValid) return arena_.Str(std::move(raw));
+    if (utf8::FirstInvalid(raw) == utf8::kValid) return arena_.Str(std::move(raw));
     return arena_.Bytes(std::move(raw));
   }
   Value* Utf8Str(std::string_view raw) {
-    size_t bad = pickle_utf8::FirstInvalid(raw);
-    if (bad != pickle_utf8::kValid) {
+    size_t bad = utf8::FirstInvalid(raw);
+    if (bad != utf8::kValid) {
       Fail(ErrorCode::kCorrupt, OpName() + " is not valid UTF-8 (byte " + std::to_string(bad) + " of " +
                                     std::to_string(raw.size()) + ")");
     }
@@ -611,14 +611,14 @@ class Machine {
     for (size_t i = 0; i < s.size();) {
       auto c = static_cast<uint8_t>(s[i++]);
       if (c != '\\' || i == s.size()) {
-        pickle_utf8::Append(out, c);
+        utf8::Append(out, c);
         continue;
       }
       auto next = static_cast<uint8_t>(s[i++]);
       int count = next == 'u' ? 4 : next == 'U' ? 8 : 0;
       if (count == 0) {  // a backslash pair, or an escape raw-unicode-escape does not know
-        pickle_utf8::Append(out, '\\');
-        pickle_utf8::Append(out, next);
+        utf8::Append(out, '\\');
+        utf8::Append(out, next);
         continue;
       }
       uint32_t cp = 0;
@@ -629,7 +629,7 @@ class Machine {
         cp = cp * 16 + static_cast<uint32_t>(d);
       }
       if (cp > 0x10FFFF) Fail(ErrorCode::kCorrupt, "UNICODE escape \\U out of range");
-      pickle_utf8::Append(out, cp);
+      utf8::Append(out, cp);
     }
     return out;
   }
@@ -668,7 +668,7 @@ class Machine {
     if (!shadow.empty()) shadow.pop_back();
   }
   static Token StrToken(std::string text) {
-    if (pickle_utf8::FirstInvalid(text) != pickle_utf8::kValid) return {};
+    if (utf8::FirstInvalid(text) != utf8::kValid) return {};
     return {Token::kStr, std::move(text)};
   }
   void ListLexical(PickleGlobal g) {
@@ -682,7 +682,7 @@ class Machine {
   }
   void ListLexicalName(std::string module, std::string name) {
     // Python decodes names as UTF-8 and stops at one that is not: no such name can be imported.
-    if (pickle_utf8::FirstInvalid(module) != pickle_utf8::kValid || pickle_utf8::FirstInvalid(name) != pickle_utf8::kValid) {
+    if (utf8::FirstInvalid(module) != utf8::kValid || utf8::FirstInvalid(name) != utf8::kValid) {
       return;
     }
     if (current_protocol_ < 3) RenamePython2(module, name);

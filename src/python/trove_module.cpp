@@ -82,7 +82,9 @@ py::object* g_error_classes[kErrorCodes] = {};  // set by _register_errors; neve
 void CopyErrorFields(py::object& exc, const Error& e) {
   auto text_or_none = [](const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); };
   exc.attr("code") = py::str(std::string(trove::ErrorCodeName(e.code())));
-  exc.attr("message") = py::str(e.message());
+  // The text a person sees (a traceback): escaped as the command line's (trove/error.h). The
+  // fields below are the file's own text.
+  exc.attr("message") = py::str(e.DisplayMessage());
   exc.attr("reason") = py::str(e.reason());
   exc.attr("file") = text_or_none(e.file());
   exc.attr("entry") = text_or_none(e.entry());
@@ -95,11 +97,11 @@ void CopyErrorFields(py::object& exc, const Error& e) {
 void SetPythonError(const Error& e) {
   const int code = static_cast<int>(e.code());
   if (code < 0 || code >= kErrorCodes || g_error_classes[code] == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
+    PyErr_SetString(PyExc_RuntimeError, e.DisplayMessage().c_str());
     return;
   }
   py::object cls = *g_error_classes[code];
-  py::object exc = cls(e.message());
+  py::object exc = cls(e.DisplayMessage());
   CopyErrorFields(exc, e);
   PyErr_SetObject(cls.ptr(), exc.ptr());
 }

@@ -51,7 +51,9 @@
 #include <string>
 #include <string_view>
 
+#include "core/display_escape.h"
 #include "core/little_endian.h"
+#include "core/utf8.h"
 
 namespace trove::zip {
 
@@ -136,23 +138,14 @@ inline const char* EntryNameProblem(std::string_view name) {
   return nullptr;
 }
 
-// A name as it can be shown in a message: bytes outside printable ASCII (and quotes) escaped as
-// \xNN, cut after 200 bytes so a hostile 64 KiB name cannot flood a log.
+// A name as it can be shown in a message: quoted and escaped as trove shows names
+// (core/display_escape.h), cut after 200 bytes so a hostile 64 KiB name cannot flood a log.
 inline std::string QuoteName(std::string_view name) {
   constexpr size_t kShown = 200;
-  static const char kHex[] = "0123456789abcdef";
+  const size_t cut = utf8::CutLength(name, kShown);
   std::string out = "'";
-  for (size_t i = 0; i < name.size() && i < kShown; ++i) {
-    auto c = static_cast<unsigned char>(name[i]);
-    if (c >= 0x20 && c < 0x7F && c != '\'' && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  if (name.size() > kShown) out += "...";
+  AppendEscapedForDisplay(name.substr(0, cut), out, DisplayEscape::kName, '\'');
+  if (cut < name.size()) out += "...";
   out.push_back('\'');
   return out;
 }

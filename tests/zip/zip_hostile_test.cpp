@@ -244,7 +244,7 @@ TEST(ZipHostile, EscapingAndMalformedNames) {
   ExpectOpenError(Build({{"../x", "1", 0}}).bytes, ErrorCode::kRefused, "entry '../x' @ 35: refused name: '..' component");
   ExpectOpenError(Build({{"a/../../x", "1", 0}}).bytes, ErrorCode::kRefused, "'..' component");
   ExpectOpenError(Build({{"/abs", "1", 0}}).bytes, ErrorCode::kRefused, "entry '/abs' @ 35: refused name: absolute name");
-  ExpectOpenError(Build({{"a\\b", "1", 0}}).bytes, ErrorCode::kRefused, "entry 'a\\x5cb' @ 34: refused name: backslash");
+  ExpectOpenError(Build({{"a\\b", "1", 0}}).bytes, ErrorCode::kRefused, "entry 'a\\\\b' @ 34: refused name: backslash");
   ExpectOpenError(Build({{std::string("a\0b", 3), "1", 0}}).bytes, ErrorCode::kRefused, "entry 'a\\x00b' @ 34: refused name: NUL");
   ExpectOpenError(Build({{"", "1", 0}}).bytes, ErrorCode::kRefused, "empty name");
   // "..." and "a..b" are ordinary names.

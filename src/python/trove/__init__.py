@@ -420,7 +420,8 @@ class File:
         self._doc = _trove._open(os.fspath(path), _policy(strict, permissive))
         unknown = self._doc.unknown_classes()
         if unknown:
-            classes = list(dict.fromkeys(unknown))
+            # Class names come from the file: repr() escapes what would act on a terminal.
+            classes = [repr(c) for c in dict.fromkeys(unknown)]
             warnings.warn(f"{os.fspath(path)}: {len(unknown)} object(s) of classes trove does not know, read as inert "
                           f"trove.Object records (nothing run): {', '.join(classes[:8])}"
                           f"{' and more' if len(classes) > 8 else ''}", UnknownObjectsWarning, stacklevel=3)

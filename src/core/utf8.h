@@ -1,8 +1,11 @@
-// pickle/utf8.h: UTF-8 as Python's pickle uses it ("utf-8" with "surrogatepass").
+// core/utf8.h: UTF-8 as Python's pickle uses it ("utf-8" with "surrogatepass"), for the pickle
+// layer's str values, for the display rule (core/display_escape.h), which shows a surrogate
+// escaped as Python's repr of such a str does, and for cutting a name shown in a message.
 //
 // Python str may hold lone surrogates; pickle writes them as the 3-byte UTF-8 form of the code
 // point (ED A0 80..ED BF BF) and torch reads with surrogatepass, so trove's str values accept them.
-// Everything else is strict UTF-8: no overlong forms, nothing above U+10FFFF.
+// Everything else is strict UTF-8: no overlong forms, nothing above U+10FFFF. Stateless inline
+// functions; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace trove::pickle_utf8 {
+namespace trove::utf8 {
 
 inline constexpr size_t kValid = static_cast<size_t>(-1);
 
@@ -46,6 +49,15 @@ inline size_t FirstInvalid(std::string_view s) {
   return kValid;
 }
 
+// The longest prefix of s no longer than n bytes that ends between sequences: a text cut there
+// for a message never shows half a character (at most 3 bytes shorter than n).
+inline size_t CutLength(std::string_view s, size_t n) {
+  if (n >= s.size()) return s.size();
+  size_t cut = n;
+  while (cut > 0 && n - cut < 3 && (static_cast<uint8_t>(s[cut]) & 0xC0) == 0x80) --cut;
+  return cut;
+}
+
 // Appends cp (surrogates included, as their 3-byte form).
 inline void Append(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
@@ -65,4 +77,4 @@ inline void Append(std::string& out, uint32_t cp) {
   }
 }
 
-}  // namespace trove::pickle_utf8
+}  // namespace trove::utf8
