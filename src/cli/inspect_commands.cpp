@@ -509,7 +509,7 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
   const bool raw = o.raw, json = o.json;
   // Every element is printed: a view far larger than its storage is refused unless allowed (the
   // human form prints kMaxHumanElements at most, so it is always summarised).
-  if ((raw || json || o.full) && !o.allow_expand) v.CheckExpansion(key);
+  if ((raw || json || o.full) && !o.allow_expand) CheckExpansion({NamedTensor{key, &v}}, false);
   if (!v.has_data) Fail(ErrorCode::kUnsupported, "tensor '" + key + "' has no data (a meta tensor: shape only)");
   if (!Info(v.dtype).readable) {
     // A quantized tensor: its stored integers (torch's int_repr()), or with --dequantize its values.

@@ -375,21 +375,6 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
   }
 }
 
-void TensorView::CheckExpansion(const std::string& key) const {
-  if (!has_data) return;
-  const TensorView* source = this;  // the stored view under any converting views
-  while (source->cast_source) source = source->cast_source.get();
-  const TensorView& stored = *source;
-  const uint64_t allowed = std::max(kExpandFreeBytes, stored.storage.size() > UINT64_MAX / kMaxExpandRatio
-                                                          ? UINT64_MAX : stored.storage.size() * kMaxExpandRatio);
-  if (nbytes() > allowed) {
-    Fail(ErrorCode::kLimit, "tensor '" + key + "' is a view of " + ShapeString(shape) + " (" + std::to_string(nbytes()) +
-                                " bytes) over " + std::to_string(stored.storage.size()) +
-                                " stored bytes: writing it whole would expand it more than kMaxExpandRatio (" +
-                                std::to_string(kMaxExpandRatio) + "x); --allow-expand writes it anyway");
-  }
-}
-
 void TensorView::CopyElements(uint64_t first, uint64_t count, uint8_t* out) const {
   if (cast_source) Fail(ErrorCode::kUsage, "CopyElements of a converting view");
   if (!has_data) Fail(ErrorCode::kUsage, "tensor has no data (meta tensor)");
