@@ -147,6 +147,34 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
 
 std::string Quote(const std::string& name) { return "tensor '" + name + "'"; }
 
+// What the reference (the safetensors crate, whose header is serde_json's from_str of the
+// header bytes) refuses and nlohmann's parser would let through: a NUL byte anywhere (nlohmann
+// stops reading at one, so NUL padding, or more JSON after a NUL, was never seen; the reference
+// pads with spaces and, as for any JSON, allows only spaces, tabs and line breaks after the
+// object), and the integer `-0` (serde_json reads it as the float -0.0, which no shape or
+// offset takes; nlohmann as the integer 0). Other negative numbers the parse refuses by name.
+void CheckHeaderBytes(const char* header, uint64_t n) {
+  bool in_string = false, escaped = false;
+  for (uint64_t i = 0; i < n; ++i) {
+    const char c = header[i];
+    if (c == '\0') {
+      Fail(ErrorCode::kCorrupt, "header @ " + std::to_string(8 + i) +
+                                    ": a NUL byte (not JSON: padding after the object may only be spaces)");
+    }
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '-' && i + 1 < n && header[i + 1] == '0' &&
+               (i + 2 == n || (header[i + 2] != '.' && header[i + 2] != 'e' && header[i + 2] != 'E'))) {
+      Fail(ErrorCode::kCorrupt, "header @ " + std::to_string(8 + i) +
+                                    ": '-0', a negative number (the reference reads it as the float -0.0)");
+    }
+  }
+}
+
 }  // namespace
 
 bool LooksLikeSafetensors(std::string_view head, uint64_t file_size) {
@@ -177,6 +205,7 @@ Document ReadSafetensorsParts(const std::string& path, uint64_t size, const uint
   const uint64_t n = SafetensorsHeaderLength(prefix, size);
   const char* header = reinterpret_cast<const char*>(prefix + 8);
   if (n == 0 || header[0] != '{') Fail(ErrorCode::kCorrupt, "header @ 8: does not start with '{'");
+  CheckHeaderBytes(header, n);
   HeaderHandler handler;
   nlohmann::json::sax_parse(header, header + n, &handler, nlohmann::json::input_format_t::json, /*strict=*/true);
 
