@@ -9,6 +9,7 @@ import io
 import json
 import os
 import pickle
+import struct
 import zipfile
 from collections import OrderedDict
 
@@ -44,10 +45,31 @@ class _Tensor:
         return torch._utils._rebuild_tensor_v2, (self.storage, 0, (n,), (1,), False, OrderedDict())
 
 
+class _View:
+    """torch._utils._rebuild_tensor_v2 of any size and stride."""
+
+    def __init__(self, storage, size, stride):
+        self.storage, self.size, self.stride = storage, size, stride
+
+    def __reduce__(self):
+        return torch._utils._rebuild_tensor_v2, (self.storage, 0, self.size, self.stride, False, OrderedDict())
+
+
+class _PerChannel:
+    """torch._utils._rebuild_qtensor of a per-channel quantized view."""
+
+    def __init__(self, storage, size, stride, scales, zero_points, axis):
+        self.args = (storage, 0, size, stride, (torch.per_channel_affine, scales, zero_points, axis), False,
+                     OrderedDict())
+
+    def __reduce__(self):
+        return torch._utils._rebuild_qtensor, self.args
+
+
 class _TorchPickler(pickle.Pickler):
     def persistent_id(self, obj):
         if isinstance(obj, _Storage):
-            return ("storage", torch.FloatStorage, obj.key, "cpu", obj.numel)
+            return ("storage", getattr(obj, "cls", torch.FloatStorage), obj.key, "cpu", obj.numel)
         return None
 
 
@@ -229,3 +251,40 @@ def test_zero_buffer_beside_real_weights_converts(tmp_path):
         z.writestr("m.memmap", bytes(32 * MiB))
     code, _, err, _ = peak_rss("convert", small, tmp_path / "small.pt")
     assert code == 0, err
+
+
+# ---- a per-channel quantizer over a hundred million channels, stored once ---------------------
+
+CHANNELS = 1 << 27
+
+
+@pytest.fixture(scope="module")
+def wide_per_channel(tmp_path_factory):
+    # A qint8 view [2^27] of one stored byte (stride 0), whose scales and zero points are
+    # stride-0 views of one stored float64 and one stored int64: 2^27 channels in a 1 kB file.
+    path = tmp_path_factory.mktemp("quantized") / "q.pt"
+    q, scale, zero = _Storage("0", 1), _Storage("1", 1), _Storage("2", 1)
+    q.cls, scale.cls, zero.cls = torch.QInt8Storage, torch.DoubleStorage, torch.LongStorage
+    obj = {"q": _PerChannel(q, (CHANNELS,), (0,), _View(scale, (CHANNELS,), (0,)), _View(zero, (CHANNELS,), (0,)), 0)}
+    data = io.BytesIO()
+    _TorchPickler(data, protocol=2).dump(obj)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/data.pkl", data.getvalue())
+        z.writestr("archive/version", "3\n")
+        z.writestr("archive/data/0", b"\x05")
+        z.writestr("archive/data/1", struct.pack("<d", 0.5))
+        z.writestr("archive/data/2", struct.pack("<q", 1))
+    assert path.stat().st_size < 2048
+    return path
+
+
+@pytest.mark.parametrize("command", [["stats", "--json"], ["info", "--json"], ["cat", "q", "--dequantize"]])
+def test_per_channel_table_is_the_stored_parameters(wide_per_channel, command):
+    # The dequantizing read holds one scale and one zero point per stored element, not per
+    # channel (2 x 2^27 doubles = 2 GiB).
+    code, out, err, rss = peak_rss(command[0], wide_per_channel, *command[1:])
+    assert code == 0, err
+    assert rss < METADATA_RSS_BYTES, f"{command}: {rss / MiB:.0f} MiB"
+    if command[0] == "stats":
+        row = json.loads(out)["tensors"][0]
+        assert row["count"] == CHANNELS and row["min"] == row["max"] == 2.0  # (5 - 1) * 0.5
