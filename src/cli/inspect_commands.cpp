@@ -704,7 +704,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   cat->add_flag("--force", force, "--raw: write binary bytes to a terminal anyway");
   AddPolicyFlags(cat, cat_policy);
   cat->add_flag("--allow-expand", cat_options.allow_expand,
-                "--raw/--json/--full: print views far larger than their stored bytes (stride 0) whole");
+                "--raw/--json/--full: print views far larger than their stored bytes (stride 0, or a compressed storage inflating like a bomb) whole");
   cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat ck.pt epoch optimizer/param_groups/0/lr config\n"
               "  trove cat model.pt 'blocks.*.attn.bias' 'embed.weight[0:4, :]'\n"
               "  trove cat model.pt lin.weight lin.bias --raw > wb.bin\n"
