@@ -622,7 +622,19 @@ void CheckExpansion(const std::vector<NamedTensor>& tensors, bool views_kept) {
     uint64_t written = 0;              // by every view of it
     uint64_t views = 0;
   };
-  std::unordered_map<const void*, Stored> storages;  // by the storage's (deferred) bytes
+  // By where the storage's bytes start and their length (an empty storage may start where the
+  // next one does).
+  struct StorageId {
+    const void* at;
+    uint64_t offset, size;
+    bool operator==(const StorageId&) const = default;
+  };
+  struct StorageIdHash {
+    size_t operator()(const StorageId& id) const {
+      return std::hash<const void*>()(id.at) ^ (std::hash<uint64_t>()(id.offset) * 31) ^ (std::hash<uint64_t>()(id.size) * 131);
+    }
+  };
+  std::unordered_map<StorageId, Stored, StorageIdHash> storages;
   struct Entry {
     const Stored* first = nullptr;
     uint64_t compressed = 0, inflated = 0;
@@ -640,8 +652,8 @@ void CheckExpansion(const std::vector<NamedTensor>& tensors, bool views_kept) {
                                   " stored bytes: writing it whole would expand it more than kMaxExpandRatio (" +
                                   std::to_string(kMaxExpandRatio) + "x); --allow-expand writes it anyway");
     }
-    auto [it, first] = storages.try_emplace(bytes.identity().first == nullptr ? static_cast<const void*>(stored)
-                                                                              : bytes.identity().first);
+    const auto [at, offset] = bytes.identity();
+    auto [it, first] = storages.try_emplace(StorageId{at == nullptr ? static_cast<const void*>(stored) : at, offset, bytes.size()});
     Stored& s = it->second;
     if (first) {
       s.key = &t.key;
