@@ -42,8 +42,10 @@ struct ConvertOptions : WriteOptions {
   std::optional<uint64_t> vocab;        // .psk.d: the N of idx[N] for integer leaves (else max+1)
   ZipMethod compression = ZipMethod::kStored;  // .tdz payloads (ZipMethodFromName)
   ReadOptions read;
-  // Write views that expand beyond kMaxExpandRatio (trove/tensor.h) into a format without strides
-  // anyway (`--allow-expand`); otherwise that is Error(kLimit) before anything is written.
+  // Write anyway what the expansion rule (trove/tensor.h, CheckExpansion in trove/document.h)
+  // refuses: views beyond kMaxExpandRatio written whole into a format without strides or shared
+  // storage, compressed storages inflating beyond kMaxInflateRatio (`--allow-expand`); otherwise
+  // that is Error(kLimit) before anything is written.
   bool allow_expand = false;
   // .safetensors: "__metadata__" entries; values other than tensors left out instead of refused.
   std::vector<std::pair<std::string, std::string>> metadata;

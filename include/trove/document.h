@@ -168,6 +168,17 @@ inline constexpr uint64_t kMaxTreeVisits = 10'000'000;  // far above any real ch
 inline constexpr uint64_t kMaxTreePathBytes = uint64_t{256} << 20;
 std::vector<NamedTensor> CollectTensors(const Value* root);
 
+// The expansion rule (trove/tensor.h: kMaxExpandRatio, kMaxInflateRatio, kExpandFreeBytes) for
+// writing `tensors` out, checked before anything is written. Throws Error(kLimit) naming the
+// tensor or the compressed entry, the bytes, the ratio and the cap (and --allow-expand):
+//  - unless `views_kept` (.pt keeps views and shared storages as they are): a view whose bytes
+//    exceed kMaxExpandRatio times its storage, or all the views together exceeding
+//    kMaxExpandRatio times the storages they view, each storage counted once;
+//  - compressed storages that together inflate beyond kMaxInflateRatio times the bytes all the
+//    storages written occupy in the file.
+// Reads sizes only: nothing is inflated or touched. Meta tensors write nothing.
+void CheckExpansion(const std::vector<NamedTensor>& tensors, bool views_kept);
+
 // The value an object node merely wraps, or null: tensordict's NonTensorData stands for its
 // `data`. Readers keep the wrapper (nothing lost); walks, diffs and other formats see the value.
 const Value* StandsFor(const Value& node);

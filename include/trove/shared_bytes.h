@@ -42,6 +42,10 @@ class DeferredSource {
   // A reader starting at `offset`, holding a bounded window's worth of state whatever the size:
   // every streaming read of deferred bytes (Stream, SharedBytes::Reader) goes through it.
   virtual std::unique_ptr<DeferredReader> Open(uint64_t offset) const = 0;
+  // The bytes the source holds them in when it produces them by inflating (a compressed entry's
+  // compressed size), so that an expansion can be judged before anything is produced; nullopt
+  // for a source that only copies or maps them.
+  virtual std::optional<uint64_t> compressed_size() const { return std::nullopt; }
 };
 
 class SharedBytes {
@@ -76,6 +80,14 @@ class SharedBytes {
   std::string_view view() const { return {reinterpret_cast<const char*>(data()), static_cast<size_t>(size_)}; }
   // True while the bytes are deferred and nobody has asked for them whole.
   bool deferred() const;
+  // For bytes a source inflates (a compressed zip entry, deferred or produced already): the
+  // whole entry's compressed and inflated sizes (a slice reports its whole entry's, since reading
+  // any of it inflates the entry up to there); nullopt for bytes held or mapped as they are.
+  struct Compression {
+    uint64_t compressed = 0;
+    uint64_t inflated = 0;
+  };
+  std::optional<Compression> compression() const;
   // True when both are the same bytes of the same owner (never produces deferred bytes).
   bool SameBytes(const SharedBytes& other) const {
     return owner_ == other.owner_ && data_ == other.data_ && deferred_offset_ == other.deferred_offset_ &&

@@ -35,13 +35,29 @@ enum class ByteOrder : uint8_t { kLittle, kBig };
 // costs memory proportional to it.
 inline constexpr size_t kMaxTensorRank = 64;
 
-// How far a view may expand when it is written out whole (a format without strides, `cat` to a
-// pipe): its logical bytes may be up to kMaxExpandRatio times the bytes its storage holds, or
-// kExpandFreeBytes whatever the storage. A stride-0 view (torch's expand) of a few bytes can be
-// terabytes logically; writing that is refused unless asked for (`--allow-expand`). Real views
-// (transposes, slices, a broadcast bias) stay far below.
+// The expansion rule: how far the bytes a write produces may exceed the stored bytes they come
+// from, checked before anything is written (CheckExpansion in trove/document.h; `--allow-expand`
+// writes anyway). Each bound below is at least kExpandFreeBytes, so that small files never meet it.
+//
+// Views written whole (a format without strides or shared storage, `cat` to a pipe): a view's
+// logical bytes may be up to kMaxExpandRatio times the bytes its storage holds, and so may all
+// the views written together over the storages they view (each storage counted once). A
+// stride-0 view (torch's expand) of a few bytes can be terabytes logically, and a storage shared
+// by a hundred thousand keys is written a hundred thousand times (tensordict and safetensors
+// cannot share). Real views (transposes, slices, a broadcast bias, tied weights) stay far below.
 inline constexpr uint64_t kMaxExpandRatio = 16;
 inline constexpr uint64_t kExpandFreeBytes = uint64_t{64} << 20;
+// Compressed storages (deflated .pt records, compressed .tdz leaves), written in any format: all
+// of them together may inflate to at most kMaxInflateRatio times the bytes every storage written
+// occupies in the file. A run of one byte value is what reaches deflate's maximum (about
+// 1032:1; bzip2 and lzma go further), and it is what a decompression bomb is made of. Data real
+// checkpoints hold compresses far less (float weights about 1.1:1, integer ids and masks under
+// 10:1), and a file mixing it with constant buffers (optimizer moments at step 0, a
+// preallocated replay buffer) stays far below 256:1 taken whole, unless nearly all of it is one
+// value. Judged over the whole file (a bomb split into many entries is still a bomb; a zero
+// buffer beside real weights is not) and above kExpandFreeBytes, as Apache POI's ZipSecureFile
+// judges a ratio only above a size floor.
+inline constexpr uint64_t kMaxInflateRatio = 256;
 
 // What a cast (CastView) did to the values it converted, counted by every pass that streams all
 // of them (the last whole pass is kept, so a writer that streams a tensor twice counts it once).
@@ -137,10 +153,6 @@ struct TensorView {
       Fail(ErrorCode::kUnsupported, "a complex element read as a real number (use At<std::complex<double>>)");
     }
   }
-
-  // Throws Error(kLimit) naming `key` when writing this view whole would expand it beyond
-  // kMaxExpandRatio times its storage (and beyond kExpandFreeBytes).
-  void CheckExpansion(const std::string& key) const;
 
   // Copies elements [first, first + count) in row-major order into `out` as C-contiguous
   // little-endian bytes (count * element size): a bounded window of any view, so that two tensors

@@ -16,7 +16,8 @@
 // directory, overlapping entries and duplicate names.
 // The constructor reads metadata only (never payload bytes), in time linear in the entries.
 // Stored entries are zero-copy views of the mapping; deflate, bzip2 and lzma entries are
-// decompressed into owned memory, never beyond their declared size (a bomb stops there).
+// decompressed into owned memory (Read) or deferred until their bytes are wanted (ReadDeferred),
+// never beyond their declared size (a bomb stops there).
 // A ZipReader is immutable after construction; reading entries from many threads is safe.
 #pragma once
 
@@ -110,6 +111,11 @@ class ZipReader {
   // The payload: a view for stored entries, decompressed owned bytes otherwise (checked against
   // the declared size; a mismatch is Error(kCorrupt) naming the entry).
   SharedBytes Read(const ZipEntry& entry) const;
+  // The payload for a reader that may never look at it (a tensor's storage): a view for stored
+  // entries, as Read; for compressed ones deferred bytes (SharedBytes::Deferred) that inflate
+  // only when streamed (window by window, never held) or asked for whole, so that metadata
+  // commands inflate nothing. Sizes are checked as Read checks them, when inflating.
+  SharedBytes ReadDeferred(const ZipEntry& entry) const;
   // CRC-32 of the payload compared with the declared one; false on mismatch.
   bool CheckCrc(const ZipEntry& entry) const;
   // Everything the constructor tolerated but a scanner should report (data-descriptor flags, local

@@ -136,7 +136,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                     "Quantized tensors become float32 tensors of their values (else only .pt takes them, quantized)");
   convert->add_flag("--sync", sync, kSyncFlagHelp);
   convert->add_flag("--allow-expand", allow_expand,
-                    "Write views that expand far beyond their stored bytes (stride 0) whole into .tdz, tensordict or .psk.d");
+                    "Write what expands far beyond its stored bytes anyway: stride-0 views and storages shared by many keys, written whole into .tdz, tensordict, .safetensors or .psk.d; compressed storages inflating like a decompression bomb (kMaxInflateRatio)");
   convert->add_option("--metadata", metadata, ".safetensors: KEY=VALUE for the header's __metadata__ (repeatable)");
   convert->add_option("--max-shard-size", max_shard_size,
                       "Write DST as a directory of shards and an index (--to safetensors or pt), e.g. 5GB, 500MiB");

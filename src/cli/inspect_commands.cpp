@@ -514,7 +514,7 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
   const bool raw = o.raw, json = o.json;
   // Every element is printed: a view far larger than its storage is refused unless allowed (the
   // human form prints kMaxHumanElements at most, so it is always summarised).
-  if ((raw || json || o.full) && !o.allow_expand) v.CheckExpansion(key);
+  if ((raw || json || o.full) && !o.allow_expand) CheckExpansion({NamedTensor{key, &v}}, false);
   if (!v.has_data) Fail(ErrorCode::kUnsupported, "tensor '" + key + "' has no data (a meta tensor: shape only)");
   if (!Info(v.dtype).readable) {
     // A quantized tensor: its stored integers (torch's int_repr()), or with --dequantize its values.
@@ -711,7 +711,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   cat->add_flag("--force", force, "--raw: write binary bytes to a terminal anyway");
   AddPolicyFlags(cat, cat_policy);
   cat->add_flag("--allow-expand", cat_options.allow_expand,
-                "--raw/--json/--full: print views far larger than their stored bytes (stride 0) whole");
+                "--raw/--json/--full: print views far larger than their stored bytes (stride 0, or a compressed storage inflating like a bomb) whole");
   cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat ck.pt epoch optimizer/param_groups/0/lr config\n"
               "  trove cat model.pt 'blocks.*.attn.bias' 'embed.weight[0:4, :]'\n"
               "  trove cat model.pt lin.weight lin.bias --raw > wb.bin\n"

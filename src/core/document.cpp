@@ -1,5 +1,6 @@
 #include "trove/document.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -606,6 +607,101 @@ std::string UnknownClassesText(const std::vector<UnknownObject>& objects, size_t
   }
   if (classes.size() > max_classes) text += " and " + std::to_string(classes.size() - max_classes) + " more classes";
   return text;
+}
+
+namespace {
+
+uint64_t Times(uint64_t bytes, uint64_t ratio) { return bytes > UINT64_MAX / ratio ? UINT64_MAX : bytes * ratio; }
+uint64_t Plus(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+}  // namespace
+
+void CheckExpansion(const std::vector<NamedTensor>& tensors, bool views_kept) {
+  struct Stored {
+    const std::string* key = nullptr;  // the first tensor viewing it
+    const TensorView* view = nullptr;
+    uint64_t written = 0;              // by every view of it
+    uint64_t views = 0;
+  };
+  // By where the storage's bytes start and their length (an empty storage may start where the
+  // next one does).
+  struct StorageId {
+    const void* at;
+    uint64_t offset, size;
+    bool operator==(const StorageId&) const = default;
+  };
+  struct StorageIdHash {
+    size_t operator()(const StorageId& id) const {
+      return std::hash<const void*>()(id.at) ^ (std::hash<uint64_t>()(id.offset) * 31) ^ (std::hash<uint64_t>()(id.size) * 131);
+    }
+  };
+  std::unordered_map<StorageId, Stored, StorageIdHash> storages;
+  struct Entry {
+    const Stored* first = nullptr;
+    uint64_t compressed = 0, inflated = 0;
+  };
+  std::unordered_map<const void*, Entry> entries;  // compressed entries, each counted once
+  uint64_t written = 0, viewed = 0, occupied = 0, inflated = 0;
+  for (const NamedTensor& t : tensors) {
+    if (!t.view->has_data) continue;
+    const TensorView* stored = t.view;  // the stored view under any converting views
+    while (stored->cast_source) stored = stored->cast_source.get();
+    const SharedBytes& bytes = stored->storage;
+    if (!views_kept && t.view->nbytes() > std::max(kExpandFreeBytes, Times(bytes.size(), kMaxExpandRatio))) {
+      Fail(ErrorCode::kLimit, "tensor '" + t.key + "' is a view of " + ShapeString(t.view->shape) + " (" +
+                                  std::to_string(t.view->nbytes()) + " bytes) over " + std::to_string(bytes.size()) +
+                                  " stored bytes: writing it whole would expand it more than kMaxExpandRatio (" +
+                                  std::to_string(kMaxExpandRatio) + "x); --allow-expand writes it anyway");
+    }
+    const auto [at, offset] = bytes.identity();
+    auto [it, first] = storages.try_emplace(StorageId{at == nullptr ? static_cast<const void*>(stored) : at, offset, bytes.size()});
+    Stored& s = it->second;
+    if (first) {
+      s.key = &t.key;
+      s.view = stored;
+      viewed = Plus(viewed, bytes.size());
+      const std::optional<SharedBytes::Compression> c = bytes.compression();
+      if (!c) {
+        occupied = Plus(occupied, bytes.size());
+      } else if (auto [e, new_entry] = entries.try_emplace(bytes.owner().get()); new_entry) {
+        e->second = {&s, c->compressed, c->inflated};
+        occupied = Plus(occupied, c->compressed);
+        inflated = Plus(inflated, c->inflated);
+      }
+    }
+    // A view kept a view writes its storage once, whichever keys share it.
+    s.written = views_kept ? bytes.size() : Plus(s.written, t.view->nbytes());
+    ++s.views;
+  }
+  for (const auto& [id, s] : storages) written = Plus(written, s.written);
+  if (!views_kept && written > std::max(kExpandFreeBytes, Times(viewed, kMaxExpandRatio))) {
+    const Stored* most = nullptr;
+    for (const auto& [id, s] : storages)
+      if (most == nullptr || s.written > most->written) most = &s;
+    Fail(ErrorCode::kLimit, std::to_string(tensors.size()) + " tensors would write " + std::to_string(written) +
+                                " bytes from the " + std::to_string(viewed) + " bytes of the " +
+                                std::to_string(storages.size()) + " storages they view (storage '" +
+                                most->view->storage_key + "' of '" + *most->key + "' alone " +
+                                std::to_string(most->views) + " times, " + std::to_string(most->written) +
+                                " bytes): more than kMaxExpandRatio (" + std::to_string(kMaxExpandRatio) +
+                                "x); this format cannot share a storage between tensors, so each one is written "
+                                "whole (.pt keeps shared storages shared; --keys/--exclude select fewer); "
+                                "--allow-expand writes it anyway");
+  }
+  if (inflated > std::max(kExpandFreeBytes, Times(occupied, kMaxInflateRatio))) {
+    const Entry* most = nullptr;
+    for (const auto& [id, e] : entries)
+      if (most == nullptr || e.inflated / std::max<uint64_t>(e.compressed, 1) > most->inflated / std::max<uint64_t>(most->compressed, 1)) most = &e;
+    Fail(ErrorCode::kLimit, "compressed storage '" + most->first->view->storage_key + "' (tensor '" + *most->first->key +
+                                "') inflates " + std::to_string(most->compressed) + " bytes to " +
+                                std::to_string(most->inflated) + " (" +
+                                std::to_string(most->inflated / std::max<uint64_t>(most->compressed, 1)) +
+                                ":1); the compressed storages would write " + std::to_string(inflated) +
+                                " bytes from the " + std::to_string(occupied) + " bytes the storages occupy (" +
+                                std::to_string(inflated / std::max<uint64_t>(occupied, 1)) +
+                                ":1), more than kMaxInflateRatio (" + std::to_string(kMaxInflateRatio) +
+                                ":1), a decompression bomb's ratio; --allow-expand writes it anyway");
+  }
 }
 
 }  // namespace trove

@@ -1,6 +1,8 @@
 #include "trove/quantizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 #include <limits>
 
 #include "core/float_text.h"
@@ -46,21 +48,28 @@ TensorView IntReprView(const TensorView& quantized) {
   return v;
 }
 
+namespace {
+
+// Whether `v` is a value of the integer type a quantized dtype stores (quint8: 0..255, qint8:
+// -128..127, qint32: its 32 bits, ...).
+bool FitsIntRepr(int64_t v, DType repr) {
+  const unsigned bits = Info(repr).bits;
+  if (bits >= 64) return true;
+  return Info(repr).kind == DTypeKind::kUInt ? v >= 0 && v < (int64_t{1} << bits)
+                                            : v >= -(int64_t{1} << (bits - 1)) && v < (int64_t{1} << (bits - 1));
+}
+
+}  // namespace
+
 void ValidateQuantizer(const Quantizer& q, const TensorView& t) {
   const std::optional<DType> repr = IntReprDType(t.dtype);
   if (!repr && Info(t.dtype).kind != DTypeKind::kQuantized) Fail(ErrorCode::kCorrupt, "a quantizer on a tensor that is not quantized");
   if (!q.per_channel()) {
     if (!std::isfinite(q.scale)) Fail(ErrorCode::kCorrupt, "quantizer scale " + FloatText(q.scale) + " is not finite");
-    if (repr) {
-      // torch checks the zero point against the integer type's range when it quantizes.
-      const bool fits = Info(*repr).kind == DTypeKind::kUInt
-                            ? q.zero_point >= 0 && q.zero_point < (int64_t{1} << Info(*repr).bits)
-                            : q.zero_point >= -(int64_t{1} << (Info(*repr).bits - 1)) &&
-                                  q.zero_point < (int64_t{1} << (Info(*repr).bits - 1));
-      if (!fits) {
-        Fail(ErrorCode::kCorrupt, "quantizer zero point " + std::to_string(q.zero_point) + " is outside the range of " +
-                                      std::string(Name(t.dtype)));
-      }
+    // torch checks the zero point against the integer type's range when it quantizes.
+    if (repr && !FitsIntRepr(q.zero_point, *repr)) {
+      Fail(ErrorCode::kCorrupt, "quantizer zero point " + std::to_string(q.zero_point) + " is outside the range of " +
+                                    std::string(Name(t.dtype)));
     }
     return;
   }
@@ -84,6 +93,22 @@ void ValidateQuantizer(const Quantizer& q, const TensorView& t) {
   };
   check(q.scales, "scales", true);
   check(q.zero_points, "zero points", float_qparams);
+  // Integer zero points, as the per-tensor one, within the integer type (torch refuses both).
+  // Each distinct stored one is read once: a stride-0 view of one over 2^27 channels is one.
+  if (repr && !float_qparams) {
+    const TensorView& z = *q.zero_points;
+    const int64_t distinct = z.strides[0] == 0 ? std::min<int64_t>(channels, 1) : channels;
+    for (int64_t c = 0; c < distinct; ++c) {
+      const ElementValue e = z.Element(std::span<const int64_t>(&c, 1));
+      const bool fits = e.kind == ElementValue::Kind::kInt ? FitsIntRepr(e.i, *repr)
+                                                            : e.u <= static_cast<uint64_t>(INT64_MAX) &&
+                                                                  FitsIntRepr(static_cast<int64_t>(e.u), *repr);
+      if (!fits) {
+        Fail(ErrorCode::kCorrupt, "quantizer zero point " + (e.kind == ElementValue::Kind::kInt ? std::to_string(e.i) : std::to_string(e.u)) +
+                                      " (channel " + std::to_string(c) + ") is outside the range of " + std::string(Name(t.dtype)));
+      }
+    }
+  }
 }
 
 std::string QuantizerText(const Quantizer& q) {

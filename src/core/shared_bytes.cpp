@@ -35,6 +35,7 @@ SharedBytes SharedBytes::CopyOf(const void* data, uint64_t size) {
 struct SharedBytes::DeferredState {
   std::shared_ptr<const DeferredSource> source;
   bool lazy_mapping = false;  // LazyMapped: the source maps a file
+  uint64_t size = 0;          // of all the bytes the source produces
   std::once_flag once;
   std::atomic<bool> produced{false};
   SharedBytes bytes;
@@ -51,11 +52,19 @@ bool SharedBytes::mapped() const { return mapped_ || (deferred_ && deferred_->la
 SharedBytes SharedBytes::Deferred(std::shared_ptr<const DeferredSource> source, uint64_t size) {
   auto state = std::make_shared<DeferredState>();
   state->source = std::move(source);
+  state->size = size;
   SharedBytes b;
   b.owner_ = state;
   b.deferred_ = std::move(state);
   b.size_ = size;
   return b;
+}
+
+std::optional<SharedBytes::Compression> SharedBytes::compression() const {
+  if (!deferred_ || deferred_->lazy_mapping) return std::nullopt;
+  const std::optional<uint64_t> compressed = deferred_->source->compressed_size();
+  if (!compressed) return std::nullopt;
+  return Compression{*compressed, deferred_->size};
 }
 
 bool SharedBytes::deferred() const { return deferred_ && !deferred_->lazy_mapping && !deferred_->produced.load(); }

@@ -78,35 +78,52 @@ class Dequantizer {
     const Quantizer& z = *q.quantizer;
     in_double_ = DequantizesInDouble(z);
     if (!z.per_channel()) {
-      scales_.push_back(z.scale);
-      zero_points_.push_back(static_cast<double>(z.zero_point));
+      scales_.values = {z.scale};
+      zero_points_.values = {static_cast<double>(z.zero_point)};
       return;
     }
     const size_t axis = static_cast<size_t>(z.axis);
     channels_ = static_cast<uint64_t>(q.shape[axis]);
     for (size_t d = axis + 1; d < q.shape.size(); ++d) inner_ *= static_cast<uint64_t>(std::max<int64_t>(q.shape[d], 1));
-    // One double per channel: at most the stored scales' own size, read once per stream.
-    scales_ = Channel(*z.scales);
-    zero_points_ = Channel(*z.zero_points);
+    scales_ = ChannelTable(*z.scales);
+    zero_points_ = ChannelTable(*z.zero_points);
   }
 
   double Value(const uint8_t* in, uint64_t flat) const {
     const double v = NumericValue(DecodeElement(repr_, in));
-    const size_t c = channels_ == 0 ? 0 : static_cast<size_t>((flat / inner_) % channels_);
-    return Dequantized(v, zero_points_[c], scales_[c], in_double_);
+    const uint64_t c = channels_ == 0 ? 0 : (flat / inner_) % channels_;
+    return Dequantized(v, zero_points_.At(c), scales_.At(c), in_double_);
   }
   DType repr() const { return repr_; }
 
  private:
-  static std::vector<double> Channel(const TensorView& t) {
-    std::vector<double> out(static_cast<size_t>(t.numel()));
-    for (int64_t i = 0; i < t.numel(); ++i) out[static_cast<size_t>(i)] = NumericValue(t.Element(std::span<const int64_t>(&i, 1)));
-    return out;
-  }
+  // A per-channel parameter as doubles, read once per stream: the stored elements the channels'
+  // view spans (channel c is element c * stride of the table), so the table is at most the
+  // stored scales' own size whatever the channel count: a stride-0 view of one stored scale
+  // over 2^27 channels is a table of one.
+  struct ChannelTable {
+    ChannelTable() = default;
+    explicit ChannelTable(const TensorView& t) {
+      const int64_t channels = t.shape.empty() ? 1 : t.shape[0];
+      stride = t.shape.empty() || channels <= 1 ? 0 : static_cast<uint64_t>(t.strides[0]);
+      const uint64_t span = channels == 0 ? 0 : static_cast<uint64_t>(channels - 1) * stride + 1;
+      TensorView stored = t;  // the stored elements [offset, offset + span), validated inside the storage
+      stored.shape = {static_cast<int64_t>(span)};
+      stored.strides = {1};
+      values.resize(static_cast<size_t>(span));
+      for (uint64_t i = 0; i < span; ++i) {
+        const int64_t at = static_cast<int64_t>(i);
+        values[static_cast<size_t>(i)] = NumericValue(stored.Element(std::span<const int64_t>(&at, 1)));
+      }
+    }
+    double At(uint64_t channel) const { return values[static_cast<size_t>(channel * stride)]; }
+    std::vector<double> values;
+    uint64_t stride = 0;
+  };
   DType repr_ = DType::kInt8;
   uint64_t inner_ = 1, channels_ = 0;
   bool in_double_ = false;
-  std::vector<double> scales_, zero_points_;
+  ChannelTable scales_, zero_points_;
 };
 
 namespace {
@@ -372,21 +389,6 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
       if (++index[d] < shape[d]) break;
       index[d] = 0;
     }
-  }
-}
-
-void TensorView::CheckExpansion(const std::string& key) const {
-  if (!has_data) return;
-  const TensorView* source = this;  // the stored view under any converting views
-  while (source->cast_source) source = source->cast_source.get();
-  const TensorView& stored = *source;
-  const uint64_t allowed = std::max(kExpandFreeBytes, stored.storage.size() > UINT64_MAX / kMaxExpandRatio
-                                                          ? UINT64_MAX : stored.storage.size() * kMaxExpandRatio);
-  if (nbytes() > allowed) {
-    Fail(ErrorCode::kLimit, "tensor '" + key + "' is a view of " + ShapeString(shape) + " (" + std::to_string(nbytes()) +
-                                " bytes) over " + std::to_string(stored.storage.size()) +
-                                " stored bytes: writing it whole would expand it more than kMaxExpandRatio (" +
-                                std::to_string(kMaxExpandRatio) + "x); --allow-expand writes it anyway");
   }
 }
 

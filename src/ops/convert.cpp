@@ -294,10 +294,9 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
                                           "its attributes; --exclude '**%attr:**' leaves them out); nothing was written");
       }
     }
-    // .pt keeps a view a view; the other formats have no strides and write each tensor whole.
-    if (target != Format::kPt && !options.allow_expand) {
-      for (const auto& t : doc.tensors) t.view->CheckExpansion(t.key);
-    }
+    // .pt keeps a view a view and a shared storage shared; the other formats have neither and
+    // write each tensor whole. Compressed storages are written inflated by every writer.
+    if (!options.allow_expand) CheckExpansion(doc.tensors, target == Format::kPt && !options.max_shard_bytes);
     if (options.max_shard_bytes) {
       ShardedWriteOptions sharded;
       static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPart(options);

@@ -476,14 +476,16 @@ class Writer {
 
   void Save(const Value* v, bool ask_hook) {
     if (v == nullptr) Fail(ErrorCode::kUsage, "null value in the tree");
+    // A node pickled already is a memo GET, without asking the hook again: a tensor shared by a
+    // million keys makes its replacement once, not a million times. (A persistent id is never
+    // memoized, so such a node still asks the hook each time, as Python's pickler does.)
+    if (WriteGetIfMemoized(v)) return;
     std::optional<PickleOverride> replacement;
     if (ask_hook && hook_) replacement = hook_(*v);
     Sequence s;
     if (replacement && replacement->persistent_id != nullptr) {
       s.Add({Task::kSaveNoHook, replacement->persistent_id});
       s.Opcode(op::kBinPersId);
-    } else if (WriteGetIfMemoized(v)) {
-      return;
     } else if (replacement) {
       Call(s, GlobalName(replacement->module, replacement->name), replacement->args, *v);
       Build(s, replacement->state);

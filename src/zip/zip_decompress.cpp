@@ -199,6 +199,7 @@ class DeferredEntry final : public DeferredSource {
   std::unique_ptr<DeferredReader> Open(uint64_t offset) const override {
     return std::make_unique<EntryReader>(raw_, method_, usize_, where_, offset);
   }
+  std::optional<uint64_t> compressed_size() const override { return raw_.size(); }
 
  private:
   SharedBytes raw_;

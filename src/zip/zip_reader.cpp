@@ -815,6 +815,13 @@ SharedBytes ZipReader::Read(const ZipEntry& entry) const {
   return Recorded(zip::Decompress(entry.method, raw.data(), raw.size(), entry.uncompressed_size, where), entry);
 }
 
+SharedBytes ZipReader::ReadDeferred(const ZipEntry& entry) const {
+  if (entry.method == static_cast<uint16_t>(ZipMethod::kStored)) return Read(entry);
+  const std::string where = Where(entry.name, entry.local_header_offset);
+  SharedBytes raw = WithContext(where, [&] { return bytes_.Slice(entry.data_offset, entry.compressed_size); });
+  return Recorded(zip::DeferredDecompress(std::move(raw), entry.method, entry.uncompressed_size, where), entry);
+}
+
 bool ZipReader::CheckCrc(const ZipEntry& entry) const {
   // In windows whose pages are released after use: checking a stored entry of any size keeps
   // one window resident.

@@ -8,6 +8,8 @@ watched trees.
 """
 import os
 import subprocess
+import sys
+import tempfile
 
 from conftest import BIN_DIR, HOSTILE_MEMORY_BYTES, HOSTILE_SECONDS, Result, _limit_memory
 
@@ -77,3 +79,43 @@ def run_hostile(tool, *args, watch, allowed=(), cwd=None, input=None, expect=Non
             f"{' '.join(cmd)}: touched {path} outside its outputs: "
             f"{before.get(path)} -> {after.get(path)}")
     return r
+
+
+# Runs in a fresh, small interpreter: sets the bounds for trove, runs it, and reports its exit
+# status and peak RSS. A child forked straight from the test process would count the test
+# process's own pages (torch's included) in its peak, since the peak survives exec.
+_MEASURE = r"""
+import os, resource, signal, subprocess, sys, threading
+memory, file_size, seconds, report = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+def limits():
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if file_size >= 0:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+p = subprocess.Popen(sys.argv[5:], preexec_fn=limits)
+killer = threading.Timer(seconds, p.kill)
+killer.start()
+_, status, usage = os.wait4(p.pid, 0)
+killer.cancel()
+with open(report, "w") as f:
+    f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss * 1024}")
+"""
+
+
+def peak_rss(*args, file_size_limit=None):
+    """Runs trove under the hostile bounds; returns (exit status, stdout, stderr, peak RSS bytes).
+
+    With `file_size_limit`, a file the command writes may not grow beyond it (RLIMIT_FSIZE, with
+    SIGXFSZ ignored so that the write fails with EFBIG instead of killing the command).
+    """
+    with tempfile.TemporaryDirectory() as d:
+        report = os.path.join(d, "report")
+        cmd = [sys.executable, "-c", _MEASURE, str(HOSTILE_MEMORY_BYTES),
+               str(-1 if file_size_limit is None else file_size_limit), str(HOSTILE_SECONDS), report,
+               os.path.join(BIN_DIR, "trove")] + [str(a) for a in args]
+        p = subprocess.run(cmd, capture_output=True, timeout=HOSTILE_SECONDS + 60)
+        assert p.returncode == 0, p.stderr
+        with open(report) as f:
+            code, rss = (int(x) for x in f.read().split())
+    assert 0 <= code < 128, f"trove {args}: ended by a signal (or still running after {HOSTILE_SECONDS} s)"
+    return code, p.stdout, p.stderr, rss

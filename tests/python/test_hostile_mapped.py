@@ -313,12 +313,16 @@ def inflate_bomb(tmp_path_factory):
 def test_inflate_bomb_is_never_held(inflate_bomb, tmp_path, command):
     args = [command[0], inflate_bomb] + command[1:]
     if command[0] == "cat" and command[-1] in ("--raw", "--json"):
-        # The whole leaf streamed to a file in bounded memory (the address-space limit is 1 GiB).
+        # Writing the whole leaf out is the expansion rule's to refuse (1028:1 is a bomb's ratio)...
+        r = run_hostile("trove", *args, watch=inflate_bomb.parent, expect={2})
+        assert "kMaxInflateRatio" in r.errtext and "x0" in r.errtext and "1028:1" in r.errtext, r.errtext
+        # ...and when asked for, it streams to a file in bounded memory (the address-space limit
+        # is 1 GiB).
         out = tmp_path / "out"
         with open(out, "wb") as sink:
             import subprocess
             from conftest import BIN_DIR, _limit_memory
-            p = subprocess.run([os.path.join(BIN_DIR, "trove")] + [str(a) for a in args], stdout=sink,
+            p = subprocess.run([os.path.join(BIN_DIR, "trove")] + [str(a) for a in args] + ["--allow-expand"], stdout=sink,
                                stderr=subprocess.PIPE, preexec_fn=_limit_memory, timeout=120)
         assert p.returncode == 0, p.stderr
         size = out.stat().st_size

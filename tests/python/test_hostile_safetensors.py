@@ -48,6 +48,12 @@ CASES = {
     "missing_field": (header_file('{"a":{"dtype":"U8","shape":[1]}}', b""), ["tensor 'a'", "needs dtype, shape and data_offsets"]),
     "deep_nesting": (header_file('{"a":{"dtype":"U8","shape":' + "[" * 100000 + "]" * 100000 + "}}", b""), ["tensor 'a'"]),
     "rank_beyond_cap": (header_file(json.dumps({"a": entry("U8", [1] * 65, 0, 1)}), b"\0"), ["kMaxTensorRank"]),
+    # What the reference refuses (serde_json over the header bytes): NULs as padding or before
+    # more JSON, and -0, which it reads as a float; spaces after the object are its own padding.
+    "nul_padding": (header_file(json.dumps({"a": entry("U8", [1], 0, 1)}) + "\0\0\0", b"\0"), ["a NUL byte"]),
+    "json_after_nul": (header_file(json.dumps({"a": entry("U8", [1], 0, 1)}) + '\0{"b": 1}', b"\0"), ["a NUL byte"]),
+    "negative_zero_in_shape": (header_file('{"a":{"dtype":"U8","shape":[-0],"data_offsets":[0,0]}}', b""), ["'-0'"]),
+    "negative_zero_offset": (header_file('{"a":{"dtype":"U8","shape":[1],"data_offsets":[-0,1]}}', b"\0"), ["'-0'"]),
     "odd_f4": (header_file(json.dumps({"a": entry("F4", [2, 1], 0, 1)}), b"\0"),
                ["tensor 'a'", "even last dimension"]),
 }
@@ -79,6 +85,15 @@ def test_failed_write_keeps_the_existing_destination(tmp_path):
     dst.write_bytes(b"precious")
     r = run_hostile("trove", "convert", tmp_path / "src.pt", dst, watch=tmp_path, allowed=[dst], expect={2})
     assert "'epoch'" in r.errtext and dst.read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize("padding", ["        ", " \t\r\n"])
+def test_whitespace_after_the_header_object_is_read(tmp_path, padding):
+    # The reference pads with spaces (serde_json allows any JSON whitespace after the object).
+    path = tmp_path / "padded.safetensors"
+    path.write_bytes(header_file(json.dumps({"a": entry("U8", [2], 0, 2)}) + padding, b"\x07\x09"))
+    r = run_hostile("trove", "cat", path, "a", "--json", watch=tmp_path, expect={0})
+    assert json.loads(r.out)["data"] == [7, 9]
 
 
 def test_many_tensors_header_is_bounded(tmp_path):

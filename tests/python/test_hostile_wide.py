@@ -9,16 +9,13 @@ minute. The caps are read from their header, so a tree "at the cap" follows the 
 import json
 import os
 import re
-import signal
 import struct
-import subprocess
-import threading
 import zlib
 
 import pytest
 
-from conftest import BIN_DIR, HOSTILE_SECONDS, SOURCE, _limit_memory
-from hostile import run_hostile
+from conftest import SOURCE
+from hostile import peak_rss, run_hostile
 
 # Issue 11's target: peak resident memory of any command under this, plus what it was asked to hold.
 TARGET_RSS_BYTES = 256 << 20
@@ -73,26 +70,6 @@ def flat_tdz(path, leaves):
     entries = [("meta.json", json.dumps(meta).encode())]
     entries += [(f"k{i}.memmap", b"\0\0\x80\x3f") for i in range(leaves)]
     return write_stored_zip(path, entries)
-
-
-def peak_rss(*args):
-    """Runs trove under the hostile bounds; returns (exit status, stdout, stderr, peak RSS bytes)."""
-    p = subprocess.Popen([os.path.join(BIN_DIR, "trove")] + [str(a) for a in args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, preexec_fn=_limit_memory)
-    killer = threading.Timer(HOSTILE_SECONDS, lambda: p.send_signal(signal.SIGKILL))
-    killer.start()
-    out, err = [], []
-    readers = [threading.Thread(target=lambda s, b: b.append(s.read()), args=(s, b))
-               for s, b in ((p.stdout, out), (p.stderr, err))]
-    for t in readers:
-        t.start()
-    _, status, usage = os.wait4(p.pid, 0)
-    killer.cancel()
-    for t in readers:
-        t.join()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    assert 0 <= p.returncode < 128, f"trove {args}: ended by a signal (or still running after {HOSTILE_SECONDS} s)"
-    return p.returncode, out[0], err[0], usage.ru_maxrss * 1024
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import pickletools
+import struct
 import sys
 
 import numpy as np
@@ -211,6 +212,22 @@ def test_malformed_quantizers_are_refused_by_name(trove, files, name, edit, reas
     path = patched(files, name, edit)
     r = trove("info", path, limit=True)
     assert r.code == 2 and "tensor '" in r.errtext and "quantizer" in r.errtext and reason in r.errtext, r
+
+
+def test_per_channel_zero_point_outside_the_type_is_refused_by_name(trove, tmp_path):
+    # As the per-tensor one: torch refuses both when it quantizes.
+    q = torch.quantize_per_channel(torch.randn(3, 4), torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64),
+                                   torch.tensor([0, 1, 2]), 0, torch.qint8)
+    torch.save({"qc": q}, tmp_path / "ok.pt")
+    stored = struct.pack("<3q", 0, 1, 2)
+
+    def transform(entry, data):
+        return entry, struct.pack("<3q", 0, 1, 200) if data == stored else data
+    path = ptfiles.rewrite_zip(str(tmp_path / "ok.pt"), str(tmp_path / "bad.pt"), transform=transform)
+    assert trove("info", str(tmp_path / "ok.pt"), limit=True).code == 0
+    r = trove("info", path, limit=True)
+    assert r.code == 2 and "tensor 'qc'" in r.errtext, r
+    assert "zero point 200 (channel 2) is outside the range of qint8" in r.errtext, r
 
 
 # ---- Python ----------------------------------------------------------------------------------------

@@ -220,6 +220,10 @@
 
   var rows = A.tensors.map(function (t, i) { return { t: t, index: i, tr: null, detail: null, drawn: false }; });
   var sortColumn = -1, sortDescending = false, visible = rows;
+  // The table shows one page of rows at a time, each row built when first shown: a checkpoint of
+  // 100,000 tensors would otherwise build 100,000 rows before the page could show anything.
+  // Filtering and sorting work on every row; the pager moves through the result.
+  var PAGE_ROWS = 500, page = 0;
   var EAGER_SPARKLINES = 100;
   var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
     entries.forEach(function (e) {
@@ -238,7 +242,7 @@
     cell.appendChild(histogramSvg(row.t.histogram, 96, 20, "#2f6fdf"));
   }
 
-  function makeRow(row) {
+  function makeRow(row, eager) {
     var t = row.t, tr = el("tr", "row" + (t.nan + t.pos_inf + t.neg_inf > 0 ? " bad" : ""));
     columns.forEach(function (c) {
       var td = el("td", c.cls || "", c.show ? c.show(t) : c.get ? String(c.get(t)) : null);
@@ -247,9 +251,10 @@
     tr.troveRow = row;
     tr.addEventListener("click", function () { toggleDetail(row); });
     row.tr = tr;
-    // The first screenful is drawn at once, so the page never opens on empty cells (and a
-    // browser that delivers intersections late still shows them); the rest as they scroll in.
-    if (observer && row.index >= EAGER_SPARKLINES) observer.observe(tr);
+    // The first screenful of a page is drawn at once, so the page never opens on empty cells
+    // (and a browser that delivers intersections late still shows them); the rest as they
+    // scroll in.
+    if (observer && !eager) observer.observe(tr);
     else drawSparkline(row);
   }
 
@@ -298,18 +303,33 @@
     return function (k) { return k.toLowerCase().indexOf(low) >= 0; };
   }
 
+  function pages() { return Math.max(1, Math.ceil(visible.length / PAGE_ROWS)); }
+
   function render() {
     var body = document.getElementById("rows"), frag = document.createDocumentFragment();
-    visible.forEach(function (row) { frag.appendChild(row.tr); if (row.detail) frag.appendChild(row.detail); });
+    page = Math.max(0, Math.min(page, pages() - 1));
+    var first = page * PAGE_ROWS, shown = visible.slice(first, first + PAGE_ROWS);
+    shown.forEach(function (row, i) {
+      if (!row.tr) makeRow(row, i < EAGER_SPARKLINES);
+      frag.appendChild(row.tr);
+      if (row.detail) frag.appendChild(row.detail);
+    });
     body.textContent = "";
     body.appendChild(frag);
-    document.getElementById("shown").textContent = visible.length === rows.length
-        ? count(rows.length) + " tensors" : count(visible.length) + " of " + count(rows.length) + " tensors";
+    document.getElementById("shown").textContent = (visible.length === rows.length
+        ? count(rows.length) + " tensors" : count(visible.length) + " of " + count(rows.length) + " tensors") +
+        (pages() > 1 ? ", rows " + count(first + 1) + "\u2013" + count(first + shown.length) : "");
+    var pager = document.getElementById("pager");
+    pager.hidden = pages() <= 1;
+    document.getElementById("page").textContent = "page " + count(page + 1) + " of " + count(pages());
+    document.getElementById("prev").disabled = page === 0;
+    document.getElementById("next").disabled = page >= pages() - 1;
   }
 
   function update() {
     var m = matcher(document.getElementById("filter").value.trim());
     visible = m ? rows.filter(function (r) { return m(r.t.key); }) : rows.slice();
+    page = 0;
     if (sortColumn >= 0) {
       var get = columns[sortColumn].get, sign = sortDescending ? -1 : 1;
       visible.sort(function (p, q) {
@@ -338,13 +358,14 @@
       });
       head.appendChild(th);
     });
-    rows.forEach(makeRow);
+    document.getElementById("prev").addEventListener("click", function () { page--; render(); });
+    document.getElementById("next").addEventListener("click", function () { page++; render(); });
     var pending = 0, filter = document.getElementById("filter");
     filter.addEventListener("input", function () {
       if (pending) return;
       pending = requestAnimationFrame(function () { pending = 0; update(); });
     });
-    // A link may carry a view: report.html#filter=layers.1*&sort=std-desc (a column's name).
+    // A link may carry a view: report.html#filter=layers.1*&sort=std-desc (a column's name)&page=2.
     var view = new URLSearchParams(location.hash.slice(1));
     if (view.has("filter")) filter.value = view.get("filter");
     var sort = (view.get("sort") || "").match(/^(.*?)(-desc)?$/);
@@ -355,6 +376,10 @@
       head.children[column].classList.add(sortDescending ? "sorted-desc" : "sorted-asc");
     }
     update();
+    if (view.has("page")) {
+      page = (parseInt(view.get("page"), 10) || 1) - 1;
+      render();
+    }
   });
 
   // --- the value tree ---------------------------------------------------------------------------------

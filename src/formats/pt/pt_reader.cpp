@@ -146,7 +146,9 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
       Fail(ErrorCode::kCorrupt, "record '" + name + "' has " + std::to_string(e->uncompressed_size) +
                                     " bytes but the pickle declares " + std::to_string(s.declared_bytes));
     }
-    s.bytes = WithEntry(name, [&] { return zip.Read(*e); });
+    // A compressed record is inflated only when its bytes are wanted: info, scan and verify's
+    // structure never inflate it; streaming commands inflate it window by window.
+    s.bytes = WithEntry(name, [&] { return zip.ReadDeferred(*e); });
     s.resolved = true;
   }
   CollectNamedTensors(doc, resolver);

@@ -17,11 +17,14 @@
 namespace trove {
 namespace {
 
+// One tensor as the header declares it, kept compact: a header may name a million of them
+// (docs/security.md gives the bytes per tensor).
 struct TensorEntry {
   std::string name;
-  std::string dtype;
+  const SafetensorsDType* dtype = nullptr;  // known once parsed (an unknown name is refused)
   std::vector<uint64_t> shape;
-  std::vector<uint64_t> offsets;
+  uint64_t offsets[2] = {0, 0};
+  uint8_t offset_count = 0;
   bool has_dtype = false, has_shape = false, has_offsets = false;
 };
 
@@ -42,12 +45,15 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
   }
   bool number_unsigned(number_unsigned_t v) override {
     if (depth_ != 3 || in_metadata_) return Unexpected("a number");
-    std::vector<uint64_t>& list = field_ == "shape" ? current_.shape : current_.offsets;
-    if (field_ == "shape" && list.size() >= kMaxTensorRank) {
+    if (field_ == "data_offsets") {
+      if (current_.offset_count >= 2) Fail(ErrorCode::kCorrupt, Where() + "data_offsets has more than 2 numbers");
+      current_.offsets[current_.offset_count++] = v;
+      return true;
+    }
+    if (current_.shape.size() >= kMaxTensorRank) {
       Fail(ErrorCode::kLimit, Where() + "more than " + std::to_string(kMaxTensorRank) + " dimensions (kMaxTensorRank)");
     }
-    if (field_ == "data_offsets" && list.size() >= 2) Fail(ErrorCode::kCorrupt, Where() + "data_offsets has more than 2 numbers");
-    list.push_back(v);
+    current_.shape.push_back(v);
     return true;
   }
   bool number_float(number_float_t, const string_t&) override { return Unexpected("a fractional number"); }
@@ -57,7 +63,8 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
       return true;
     }
     if (depth_ == 2 && field_ == "dtype") {
-      current_.dtype = s;
+      current_.dtype = SafetensorsDTypeByName(s);
+      if (current_.dtype == nullptr) Fail(ErrorCode::kCorrupt, Where() + "unknown dtype '" + s + "'");
       current_.has_dtype = true;
       return true;
     }
@@ -98,16 +105,17 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
   }
   bool end_array() override {
     --depth_;
-    if (field_ == "data_offsets" && current_.offsets.size() != 2) {
+    if (field_ == "data_offsets" && current_.offset_count != 2) {
       Fail(ErrorCode::kCorrupt, Where() + "data_offsets must be two numbers [begin, end]");
     }
     return true;
   }
   bool key(string_t& k) override {
     if (depth_ == 1) {
-      if (!top_keys_.insert(k).second) {
-        Fail(ErrorCode::kCorrupt, "header: the name '" + k + "' appears twice");
-      }
+      // A name given twice is found once the parse is done (ReadSafetensorsParts sorts them):
+      // a set of every name here would hold each name once more.
+      if (k == "__metadata__" && seen_metadata_) Fail(ErrorCode::kCorrupt, "header: the name '" + k + "' appears twice");
+      seen_metadata_ |= k == "__metadata__";
       top_key_ = k;
       return true;
     }
@@ -141,11 +149,40 @@ class HeaderHandler : public nlohmann::json_sax<nlohmann::json> {
   int depth_ = 0;
   bool in_metadata_ = false;
   std::string top_key_, field_;
-  std::unordered_set<std::string> top_keys_, keys_;
+  bool seen_metadata_ = false;
+  std::unordered_set<std::string> keys_;  // the fields of one tensor or of __metadata__
   TensorEntry current_;
 };
 
 std::string Quote(const std::string& name) { return "tensor '" + name + "'"; }
+
+// What the reference (the safetensors crate, whose header is serde_json's from_str of the
+// header bytes) refuses and nlohmann's parser would let through: a NUL byte anywhere (nlohmann
+// stops reading at one, so NUL padding, or more JSON after a NUL, was never seen; the reference
+// pads with spaces and, as for any JSON, allows only spaces, tabs and line breaks after the
+// object), and the integer `-0` (serde_json reads it as the float -0.0, which no shape or
+// offset takes; nlohmann as the integer 0). Other negative numbers the parse refuses by name.
+void CheckHeaderBytes(const char* header, uint64_t n) {
+  bool in_string = false, escaped = false;
+  for (uint64_t i = 0; i < n; ++i) {
+    const char c = header[i];
+    if (c == '\0') {
+      Fail(ErrorCode::kCorrupt, "header @ " + std::to_string(8 + i) +
+                                    ": a NUL byte (not JSON: padding after the object may only be spaces)");
+    }
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '-' && i + 1 < n && header[i + 1] == '0' &&
+               (i + 2 == n || (header[i + 2] != '.' && header[i + 2] != 'e' && header[i + 2] != 'E'))) {
+      Fail(ErrorCode::kCorrupt, "header @ " + std::to_string(8 + i) +
+                                    ": '-0', a negative number (the reference reads it as the float -0.0)");
+    }
+  }
+}
 
 }  // namespace
 
@@ -177,25 +214,34 @@ Document ReadSafetensorsParts(const std::string& path, uint64_t size, const uint
   const uint64_t n = SafetensorsHeaderLength(prefix, size);
   const char* header = reinterpret_cast<const char*>(prefix + 8);
   if (n == 0 || header[0] != '{') Fail(ErrorCode::kCorrupt, "header @ 8: does not start with '{'");
+  CheckHeaderBytes(header, n);
   HeaderHandler handler;
+  // Room for as many tensors as the header can hold (the shortest entry, `"a":{"dtype":"U8",
+  // "shape":[],"data_offsets":[0,0]}`, is 49 bytes), reserved once: pages never filled are never
+  // resident, and the vector is not copied as it grows (which held it twice at the peak).
+  handler.tensors.reserve(static_cast<size_t>(n / 49));
   nlohmann::json::sax_parse(header, header + n, &handler, nlohmann::json::input_format_t::json, /*strict=*/true);
 
+  // No name twice (a JSON parser keeps the last one silently: a second tensor of the same name
+  // could hide), found in name order.
+  std::vector<uint32_t> order(handler.tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return handler.tensors[a].name < handler.tensors[b].name; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (handler.tensors[order[i]].name == handler.tensors[order[i - 1]].name) {
+      Fail(ErrorCode::kCorrupt, "header: the name '" + handler.tensors[order[i]].name + "' appears twice");
+    }
+  }
   // Layout: sorted by offsets, the tensors must tile the data section exactly.
   const uint64_t data_start = 8 + n, data_size = size - data_start;
-  std::vector<size_t> order(handler.tensors.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return handler.tensors[a].offsets < handler.tensors[b].offsets;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const TensorEntry &x = handler.tensors[a], &y = handler.tensors[b];
+    return std::pair(x.offsets[0], x.offsets[1]) < std::pair(y.offsets[0], y.offsets[1]);
   });
-  struct Resolved {
-    DType dtype;
-    std::vector<int64_t> shape;
-  };
-  std::vector<Resolved> resolved(handler.tensors.size());
   uint64_t expected_begin = 0;
   const TensorEntry* previous = nullptr;
-  for (size_t i : order) {
-    const TensorEntry& t = handler.tensors[i];
+  for (uint32_t i : order) {
+    TensorEntry& t = handler.tensors[i];
     const uint64_t begin = t.offsets[0], end = t.offsets[1];
     const std::string who = Quote(t.name);
     if (end < begin) Fail(ErrorCode::kCorrupt, who + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before they begin");
@@ -210,8 +256,8 @@ Document ReadSafetensorsParts(const std::string& path, uint64_t size, const uint
       Fail(ErrorCode::kCorrupt, who + ": overlaps " + (previous ? Quote(previous->name) : std::string("another tensor")) +
                                     " (begins at " + std::to_string(begin) + ", before " + std::to_string(expected_begin) + ")");
     }
-    const SafetensorsDType* st = SafetensorsDTypeByName(t.dtype);
-    if (!st) Fail(ErrorCode::kCorrupt, who + ": unknown dtype '" + t.dtype + "'");
+    const SafetensorsDType* st = t.dtype;
+    const std::string dtype_name(st->name);
     uint64_t elements = 1;
     for (uint64_t d : t.shape) {
       if (d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(elements, d, &elements)) {
@@ -220,19 +266,17 @@ Document ReadSafetensorsParts(const std::string& path, uint64_t size, const uint
     }
     uint64_t bits = 0;
     if (__builtin_mul_overflow(elements, static_cast<uint64_t>(st->bits), &bits)) Fail(ErrorCode::kCorrupt, who + ": byte size overflows 64 bits");
-    if (bits % 8 != 0) Fail(ErrorCode::kCorrupt, who + ": " + std::to_string(elements) + " " + t.dtype + " elements are not a whole number of bytes");
+    if (bits % 8 != 0) Fail(ErrorCode::kCorrupt, who + ": " + std::to_string(elements) + " " + dtype_name + " elements are not a whole number of bytes");
     if (bits / 8 != end - begin) {
-      Fail(ErrorCode::kCorrupt, who + ": " + t.dtype + " " + ShapeString(std::vector<int64_t>(t.shape.begin(), t.shape.end())) + " needs " +
+      Fail(ErrorCode::kCorrupt, who + ": " + dtype_name + " " + ShapeString(std::vector<int64_t>(t.shape.begin(), t.shape.end())) + " needs " +
                                     std::to_string(bits / 8) + " bytes, data_offsets give " + std::to_string(end - begin));
     }
-    if (!st->dtype) Fail(ErrorCode::kUnsupported, who + ": dtype " + t.dtype + " has no trove type (no 6-bit floats)");
-    Resolved r{*st->dtype, std::vector<int64_t>(t.shape.begin(), t.shape.end())};
+    if (!st->dtype) Fail(ErrorCode::kUnsupported, who + ": dtype " + dtype_name + " has no trove type (no 6-bit floats)");
     if (st->bits == 4) {
       // F4 counts 4-bit values; trove (like torch) counts bytes of two: halve the last dimension.
-      if (r.shape.empty() || r.shape.back() % 2 != 0) Fail(ErrorCode::kUnsupported, who + ": F4 needs an even last dimension to be read as float4_e2m1fn_x2");
-      r.shape.back() /= 2;
+      if (t.shape.empty() || t.shape.back() % 2 != 0) Fail(ErrorCode::kUnsupported, who + ": F4 needs an even last dimension to be read as float4_e2m1fn_x2");
+      t.shape.back() /= 2;
     }
-    resolved[i] = std::move(r);
     expected_begin = end;
     previous = &t;
   }
@@ -248,18 +292,19 @@ Document ReadSafetensorsParts(const std::string& path, uint64_t size, const uint
   Value* root = doc.arena->Dict("dict");
   const SharedBytes data = whole.Slice(data_start, data_size);
   int64_t index = 0;
-  for (size_t i : order) {
-    const TensorEntry& t = handler.tensors[i];
+  for (uint32_t i : order) {
+    TensorEntry& t = handler.tensors[i];
     TensorView view;
-    view.dtype = resolved[i].dtype;
-    view.shape = std::move(resolved[i].shape);
+    view.dtype = *t.dtype->dtype;  // checked above
+    view.shape.assign(t.shape.begin(), t.shape.end());  // each below 2^63, checked above
+    std::vector<uint64_t>().swap(t.shape);
     view.strides.assign(view.shape.size(), 1);
     for (size_t d = view.shape.size(); d-- > 1;) view.strides[d - 1] = view.strides[d] * std::max<int64_t>(view.shape[d], 1);
     view.storage = data.Slice(t.offsets[0], t.offsets[1] - t.offsets[0]);
     view.storage_index = index++;
     view.storage_key = t.name;
     WithContext(Quote(t.name), [&] { view.Validate(); });
-    root->entries.emplace_back(doc.arena->Str(t.name), doc.arena->Tensor(std::move(view)));
+    root->entries.emplace_back(doc.arena->Str(std::move(t.name)), doc.arena->Tensor(std::move(view)));
   }
   doc.root = root;
   doc.tensors = CollectTensors(root);

@@ -4,7 +4,6 @@
 #include "formats/tensordict/tree_source.h"
 #include "formats/tensordict/level_reader.h"
 #include "trove/error.h"
-#include "zip/zip_decompress.h"
 
 namespace trove::tensordict {
 namespace {
@@ -54,12 +53,7 @@ class ArchiveSource final : public TreeSource {
     const bool stored = e->method == static_cast<uint16_t>(ZipMethod::kStored);
     // A compressed leaf is inflated only when its bytes are asked for (metadata commands never
     // do; streaming ones inflate it window by window).
-    SharedBytes payload = WithContext(Describe(dir, name), [&] {
-      if (stored) return zip_->Read(*e);
-      SharedBytes compressed = zip_->bytes().Slice(e->data_offset, e->compressed_size);
-      SharedBytes deferred = zip::DeferredDecompress(compressed, e->method, e->uncompressed_size, Describe(dir, name));
-      return e->crc32 == 0 ? deferred : deferred.WithRecordedCrc32(e->crc32);
-    });
+    SharedBytes payload = WithContext(Describe(dir, name), [&] { return zip_->ReadDeferred(*e); });
     // In place only when every element sits at its natural alignment in the mapping (tensordict's
     // own rule is offset % itemsize); otherwise the prefix is copied into aligned memory.
     if (stored && element_size > 0 && e->data_offset % element_size == 0) {
