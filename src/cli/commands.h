@@ -22,6 +22,11 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFindings = 1;
 inline constexpr int kExitError = 2;
 
+// The commands, callable in-process (the fuzz targets do). What is the process's own to set up,
+// the signal handlers that let a killed write clean up and the descriptor limit, is done by
+// SetUpProcess, which each executable's main() calls first: a host process (libFuzzer, whose
+// per-input timeout is its SIGALRM handler) keeps its own.
+void SetUpProcess();
 int TroveMain(int argc, char** argv);
 int PreskMain(int argc, char** argv);
 
@@ -65,8 +70,6 @@ void AddPolicyFlags(CLI::App* command, PolicyFlags& flags);
 Document OpenWarning(const std::string& path, const ReadOptions& options);
 
 // True when stdout is a terminal (aligned, coloured-free tables); false for pipes and files.
-// Raises the soft RLIMIT_NOFILE to the hard limit (the executables call it once, at start).
-void RaiseDescriptorLimit();
 bool StdoutIsTerminal();
 
 }  // namespace trove::cli

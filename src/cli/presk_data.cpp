@@ -540,8 +540,6 @@ int RunPreskData(const std::vector<std::string>& args) {
 }
 
 int PreskMain(int argc, char** argv) {
-  InstallWriteSignalHandlers();
-  RaiseDescriptorLimit();
   const EscapedStandardStreams escaped_output;
   std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty() || words[0] == "--help" || words[0] == "-h") {

@@ -20,7 +20,8 @@ namespace trove::cli {
 
 bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
-void RaiseDescriptorLimit() {
+void SetUpProcess() {
+  InstallWriteSignalHandlers();
   // A checkpoint of thousands of shards, or a dataset of thousands of files, must not fail with
   // "Too many open files" under the default soft limit (1,024) when the hard limit allows more:
   // the library keeps descriptors bounded, and this leaves the rest of the budget to it.
@@ -91,8 +92,6 @@ int UsageError(const CLI::App& app, const CLI::ParseError& e) {
 }  // namespace
 
 int TroveMain(int argc, char** argv) {
-  InstallWriteSignalHandlers();
-  RaiseDescriptorLimit();
   const EscapedStandardStreams escaped_output;
   // `trove data ...` is `presk data ...`: hand the words over untouched.
   if (argc >= 2 && std::string(argv[1]) == "data") {

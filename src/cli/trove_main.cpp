@@ -1,3 +1,6 @@
 #include "cli/commands.h"
 
-int main(int argc, char** argv) { return trove::cli::TroveMain(argc, argv); }
+int main(int argc, char** argv) {
+  trove::cli::SetUpProcess();
+  return trove::cli::TroveMain(argc, argv);
+}
