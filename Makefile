@@ -15,16 +15,24 @@ deps:
 test-deps:
 	@scripts/install-deps --test
 
-$(BUILD)/build.ninja:
-	cmake --preset default -B $(BUILD) $(CMAKE_FLAGS)
+# Configures $(BUILD) with the tests ON or OFF ($(1)), in the one build directory: `make test` after
+# `make demo` turns them on and reuses the library's objects. Only the tests need GoogleTest and
+# torch, so `make`, `make demo` and `make install` leave them out. CMake runs again whenever the
+# cache holds the other value, build.ninja is missing or CMAKE_FLAGS are given.
+configure = @if [ -z "$(CMAKE_FLAGS)" ] && [ -f $(BUILD)/build.ninja ] && \
+	  grep -qx 'TROVE_BUILD_TESTS:BOOL=$(1)' $(BUILD)/CMakeCache.txt; then :; else \
+	  echo cmake --preset default -B $(BUILD) -DTROVE_BUILD_TESTS=$(1) $(CMAKE_FLAGS); \
+	  cmake --preset default -B $(BUILD) -DTROVE_BUILD_TESTS=$(1) $(CMAKE_FLAGS); fi
 
-build: deps $(BUILD)/build.ninja
+build: deps
+	$(call configure,OFF)
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
 	@scripts/demo $(BUILD)/bin
 
-test: test-deps $(BUILD)/build.ninja
+test: test-deps
+	$(call configure,ON)
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
 
