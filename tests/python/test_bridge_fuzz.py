@@ -9,7 +9,9 @@ byte, and trove.load, trove.open(...).values() and framework="np" may only retur
 trove.Error subclass.
 
 A fixed seed and a bounded count in `make test` (a few seconds); TROVE_BRIDGE_FUZZ_COUNT=<n>
-documents (and four mutants each) and TROVE_BRIDGE_FUZZ_SEED=<s> for more."""
+documents (and four mutants each) and TROVE_BRIDGE_FUZZ_SEED=<s> for more. `make fuzz` runs the
+libFuzzer target of the same bridge (fuzz/python_bridge_fuzz.cpp); its seeds and saved findings
+are fed here to the built module, as that target wraps them."""
 
 import argparse
 import collections
@@ -339,3 +341,25 @@ def test_random_documents_load_as_the_reference_reads_them(tmp_path, deep_recurs
             only_trove_errors(mutant)
             mutated += 1
     assert compared >= COUNT // 2 and mutated == compared * MUTANTS
+
+
+def pickle_as_pt(pkl, path):
+    """A fuzz input as fuzz/pickle_in_pt.h wraps it: data.pkl of a stored torch zip with one
+    64-byte storage "0" (bytes i * 7 + 1)."""
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/data.pkl", pkl)
+        z.writestr("archive/data/0", bytes((i * 7 + 1) & 0xFF for i in range(64)))
+        z.writestr("archive/version", b"3\n")
+    return path
+
+
+def test_the_libfuzzer_targets_inputs_fail_cleanly(tmp_path):
+    """fuzz/corpus/python_bridge_fuzz (seeds) and fuzz/regressions/python_bridge_fuzz (findings)."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fuzz")
+    seeds = sorted(glob.glob(os.path.join(root, "corpus", "python_bridge_fuzz", "*")))
+    findings = sorted(glob.glob(os.path.join(root, "regressions", "python_bridge_fuzz", "*")))
+    assert seeds, "no seeds in fuzz/corpus/python_bridge_fuzz"
+    for k, name in enumerate(seeds + findings):
+        with open(name, "rb") as f:
+            path = pickle_as_pt(f.read(), str(tmp_path / f"input{k}.pt"))
+        only_trove_errors(path)

@@ -672,8 +672,9 @@ class File:
 
     def values(self) -> Any:
         """The whole value tree as plain Python objects (dict, OrderedDict, list, tuple, int,
-        float, complex, str, bytes, None, bool, numpy scalars), each tensor as a TensorRef (its key, dtype and
-        shape: no data is read); names as Global, other objects as Object records."""
+        float, complex, str, bytes, None, bool, numpy scalars), each tensor (and numpy array) as
+        a TensorRef (its key, dtype and shape: no data is read); names as Global, other objects
+        as Object records."""
         doc = self._document()
 
         def tensor(info: tuple, key: Optional[str], numpy_array: bool):
