@@ -98,8 +98,10 @@ struct ReadOptions {
 };
 
 // Key paths. A component is %-encoded like a tensordict file name: each of / \ < > : " | ? *,
-// space, %, bytes 0-31 and 127 becomes %XX (uppercase hex); "" becomes "%", "." "%2E",
-// ".." "%2E%2E"; everything else (including non-ASCII) is kept. Components join with '/'.
+// space, %, bytes 0-31 and 127, and every byte that is not part of a UTF-8 character (a bytes
+// key's, a lone surrogate's) becomes %XX (uppercase hex); "" becomes "%", "." "%2E",
+// ".." "%2E%2E"; everything else (non-ASCII text included) is kept. Components join with '/':
+// a key path is always valid UTF-8.
 std::string EncodeKeyComponent(std::string_view key);
 // Inverse of EncodeKeyComponent; for a typed component (`%int:1`, see DictKeyComponents; also
 // `%attr:`, `%arg:`, `%entry:`, `%item:`, and several prefixes at once) the key's text ("1"),

@@ -98,7 +98,8 @@ struct TensorView {
   bool is_contiguous() const;     // C-contiguous (row-major), any offset
 
   // Throws Error(kCorrupt) unless rank <= kMaxTensorRank, sizes >= 0, strides >= 0, offset >= 0,
-  // every product fits in 63 bits and every element lies inside `storage`. Readers call this on
+  // every product fits in 63 bits and every element lies inside `storage`. An empty view (a
+  // size 0) reaches no element: any offset >= 0 passes, as torch takes it. Readers call this on
   // every view they make; the other members assume it passed.
   void Validate() const;
 
@@ -159,8 +160,10 @@ struct TensorView {
   // can be walked side by side in bounded memory. Not for converting views (cast_source).
   void CopyElements(uint64_t first, uint64_t count, uint8_t* out) const;
 
-  // Pointer to the first element (storage + storage_offset * element size).
+  // Pointer to the first element (storage + storage_offset * element size); for an empty view,
+  // whose offset may lie anywhere, the storage's start.
   const uint8_t* first_element() const {
+    if (numel() == 0) return storage.data();
     return storage.data() + static_cast<uint64_t>(storage_offset) * ElementSize(dtype);
   }
 };

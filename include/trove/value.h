@@ -53,14 +53,16 @@ struct Value {
   int64_t integer = 0;                // kInt when it fits in 64 bits (big_int empty)
   std::vector<uint8_t> big_int;       // kInt beyond 64 bits: little-endian two's complement
   double real = 0, imag = 0;          // kFloat (real), kComplex
-  std::string text;                   // kStr (UTF-8), kBytes (raw bytes)
+  std::string text;                   // kStr (UTF-8), kBytes (raw bytes), a numpy scalar's bytes
   std::vector<Value*> items;          // kList, kTuple, kSet, kFrozenSet; kObject: what APPEND(S) added
   // kDict, in insertion order; kObject: what SETITEM(S) set on it after its state.
   std::vector<std::pair<Value*, Value*>> entries;
   TensorView* tensor = nullptr;       // kTensor (owned by the arena)
   // kDict: the Python class ("collections.OrderedDict", "dict", "tensordict:TensorDict",
   // "collections.defaultdict", "argparse.Namespace", a dict subclass's "module.name"...);
-  // kBytes: "bytes" or "bytearray"; kTuple: "" or "torch.Size"; kGlobal/kObject: "module.name".
+  // kBytes: "bytes" or "bytearray"; kTuple: "" or "torch.Size"; kGlobal/kObject: "module.name";
+  // kTensor: "" or "numpy.ndarray" (an array numpy pickled); kBool, kInt, kFloat, kComplex: ""
+  // or numpy's scalar class ("numpy.float32", "numpy.bool_"), whose bytes `text` then holds.
   std::string type_name;
   // kObject: constructor arguments (a tuple), may be null; kDict: a dict subclass's constructor
   // arguments when it has some (collections.defaultdict: its default factory), else null.

@@ -68,6 +68,26 @@ bool NeedsEscape(unsigned char c) {
   }
 }
 
+// The length of the UTF-8 sequence of one code point starting at key[i] (strict: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one.
+size_t Utf8SequenceLength(std::string_view key, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(key[k]); };
+  const unsigned char c = byte(i);
+  size_t n = 0;
+  uint32_t cp = 0, min = 0;
+  if (c >= 0xC2 && c <= 0xDF) { n = 2; cp = c & 0x1F; min = 0x80; }
+  else if ((c & 0xF0) == 0xE0) { n = 3; cp = c & 0x0F; min = 0x800; }
+  else if (c >= 0xF0 && c <= 0xF4) { n = 4; cp = c & 0x07; min = 0x10000; }
+  else return 0;
+  if (key.size() - i < n) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -84,14 +104,25 @@ std::string EncodeKeyComponent(std::string_view key) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
   out.reserve(key.size());
-  for (unsigned char c : key) {
-    if (NeedsEscape(c)) {
+  for (size_t i = 0; i < key.size();) {
+    const unsigned char c = static_cast<unsigned char>(key[i]);
+    if (c >= 0x80) {
+      // Non-ASCII text stays as it is; bytes that are not UTF-8 (a bytes key, a lone surrogate of
+      // a pickled str) are escaped, so that a key path is always text.
+      if (const size_t n = Utf8SequenceLength(key, i)) {
+        out.append(key.substr(i, n));
+        i += n;
+        continue;
+      }
+    }
+    if (c >= 0x80 || NeedsEscape(c)) {
       out += '%';
       out += kHex[c >> 4];
       out += kHex[c & 15];
     } else {
       out += static_cast<char>(c);
     }
+    ++i;
   }
   return out;
 }

@@ -302,8 +302,12 @@ void TensorView::Validate() const {
   if (storage_offset < 0) Fail(ErrorCode::kCorrupt, "negative storage offset " + std::to_string(storage_offset));
   const int64_t esize = static_cast<int64_t>(ElementSize(dtype));
   CheckedMul(n, esize, "tensor byte size");
+  // An empty view reaches no element: torch takes any offset for it (even one whose bytes
+  // overflow), and so does trove; nothing computes an address from it (StoredBytes,
+  // first_element).
+  if (n == 0) return;
   CheckedMul(storage_offset, esize, "storage offset in bytes");
-  if (!has_data || n == 0) return;
+  if (!has_data) return;
   int64_t last = storage_offset;  // index of the last element reached
   for (size_t i = 0; i < shape.size(); ++i)
     last = CheckedAdd(last, CheckedMul(shape[i] - 1, strides[i], "view extent"), "view extent");
@@ -318,6 +322,7 @@ void TensorView::Validate() const {
 std::optional<SharedBytes> TensorView::StoredBytes() const {
   if (cast_source || !has_data || !is_contiguous()) return std::nullopt;
   if (byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1) return std::nullopt;
+  if (numel() == 0) return storage.Slice(0, 0);  // its offset may lie anywhere (Validate)
   return storage.Slice(static_cast<uint64_t>(storage_offset) * ElementSize(dtype), nbytes());
 }
 
@@ -481,6 +486,7 @@ SharedBytes TensorView::ContiguousLittleEndian() const {
     ForEachChunk([&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); });
     return SharedBytes::FromVector(std::move(out));
   }
+  if (numel() == 0) return storage.Slice(0, 0);  // its offset may lie anywhere (Validate)
   if (is_contiguous() && !swap) return storage.Slice(static_cast<uint64_t>(storage_offset) * ElementSize(dtype), nbytes());
   std::vector<uint8_t> out;
   out.reserve(nbytes());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "trove/element_codec.h"
@@ -81,11 +82,17 @@ std::optional<std::vector<int64_t>> Shape(const Value* v) {
   return shape;
 }
 
-// The view of a copy of `bytes` as an array of `type` and `shape`, C or Fortran order.
-TensorView ArrayView(const ArrayType& type, const std::vector<int64_t>& shape, bool fortran, const std::string& bytes) {
+// How numpy gives back a big-endian array: ndarray.__setstate__ (protocols 0-4) in the
+// machine's byte order, _frombuffer (protocol 5) as it was.
+enum class Unpickled : uint8_t { kNative, kAsStored };
+
+// The view of a copy of `bytes` as an array of `type` and `shape`, C or Fortran order, in the
+// byte order numpy gives it back in (`unpickled`).
+TensorView ArrayView(const ArrayType& type, const std::vector<int64_t>& shape, bool fortran, const std::string& bytes,
+                     Unpickled unpickled) {
   TensorView view;
   view.dtype = type.dtype;
-  view.byte_order = type.order;
+  view.byte_order = unpickled == Unpickled::kNative ? ByteOrder::kLittle : type.order;
   view.shape = shape;
   view.strides.assign(shape.size(), 1);
   uint64_t numel = 1;
@@ -105,7 +112,13 @@ TensorView ArrayView(const ArrayType& type, const std::vector<int64_t>& shape, b
     view.strides[i] = stride;
     stride *= std::max<int64_t>(shape[i], 1);
   }
-  view.storage = SharedBytes::CopyOf(bytes.data(), bytes.size());
+  if (type.order == ByteOrder::kBig && view.byte_order == ByteOrder::kLittle) {
+    std::vector<uint8_t> swapped(bytes.begin(), bytes.end());
+    ByteSwapElements(swapped.data(), swapped.size() / ElementSize(type.dtype), type.dtype);
+    view.storage = SharedBytes::FromVector(std::move(swapped));
+  } else {
+    view.storage = SharedBytes::CopyOf(bytes.data(), bytes.size());
+  }
   view.storage_key = "(numpy array)";
   view.Validate();
   return view;
@@ -114,9 +127,14 @@ TensorView ArrayView(const ArrayType& type, const std::vector<int64_t>& shape, b
 void BecomeTensor(Value* node, TensorView view, ValueArena& arena) {
   node->kind = ValueKind::kTensor;
   node->tensor = arena.AddTensorView(std::move(view));
-  node->type_name.clear();
+  node->type_name = kArrayClass;  // a numpy array, as torch.load gives it back
   node->args = nullptr;
   node->state = nullptr;
+}
+
+// numpy's scalar class of a dtype ("numpy.float32"; numpy 1's "numpy.bool_").
+std::string ScalarClass(DType dtype) {
+  return dtype == DType::kBool ? "numpy.bool_" : "numpy." + std::string(Name(dtype));
 }
 
 Value* Number(const ArrayType& type, const std::string& raw, ValueArena& arena) {
@@ -124,25 +142,32 @@ Value* Number(const ArrayType& type, const std::string& raw, ValueArena& arena) 
   std::string bytes = raw;
   if (type.order == ByteOrder::kBig) ByteSwapElements(reinterpret_cast<uint8_t*>(bytes.data()), 1, type.dtype);
   const ElementValue e = DecodeElement(type.dtype, reinterpret_cast<const uint8_t*>(bytes.data()));
+  Value* number = nullptr;
   switch (e.kind) {
-    case ElementValue::Kind::kFloat: return arena.Float(e.re);
-    case ElementValue::Kind::kInt: return arena.Int(e.i);
+    case ElementValue::Kind::kFloat: number = arena.Float(e.re); break;
+    case ElementValue::Kind::kInt: number = arena.Int(e.i); break;
     case ElementValue::Kind::kUInt: {
-      if (e.u <= static_cast<uint64_t>(INT64_MAX)) return arena.Int(static_cast<int64_t>(e.u));
+      if (e.u <= static_cast<uint64_t>(INT64_MAX)) {
+        number = arena.Int(static_cast<int64_t>(e.u));
+        break;
+      }
       std::vector<uint8_t> le(9, 0);  // a ninth byte keeps the sign bit clear
       for (int i = 0; i < 8; ++i) le[static_cast<size_t>(i)] = static_cast<uint8_t>(e.u >> (8 * i));
-      return arena.BigInt(std::move(le));
+      number = arena.BigInt(std::move(le));
+      break;
     }
-    case ElementValue::Kind::kBool: return arena.Bool(e.b);
-    case ElementValue::Kind::kComplex: {
-      Value* c = arena.New(ValueKind::kComplex);
-      c->real = e.re;
-      c->imag = e.im;
-      return c;
-    }
-    case ElementValue::Kind::kFloatPair: break;
+    case ElementValue::Kind::kBool: number = arena.Bool(e.b); break;
+    case ElementValue::Kind::kComplex:
+      number = arena.New(ValueKind::kComplex);
+      number->real = e.re;
+      number->imag = e.im;
+      break;
+    case ElementValue::Kind::kFloatPair: return nullptr;
   }
-  return nullptr;
+  // What numpy pickled, for a reader that gives numpy scalars back bit for bit (a NaN's payload).
+  number->type_name = ScalarClass(type.dtype);
+  number->text = std::move(bytes);
+  return number;
 }
 
 }  // namespace
@@ -185,7 +210,9 @@ Value* Call(Function name, Value* args, ValueArena& arena) {
       const std::optional<std::vector<int64_t>> shape = Shape(a[2]);
       const std::string* raw = a[0]->kind == ValueKind::kBytes ? &a[0]->text : nullptr;
       if (!type || !shape || raw == nullptr) return nullptr;
-      return arena.Tensor(ArrayView(*type, *shape, a[3]->text == "F", *raw));
+      Value* array = arena.Tensor(ArrayView(*type, *shape, a[3]->text == "F", *raw, Unpickled::kAsStored));
+      array->type_name = kArrayClass;
+      return array;
     }
     case Function::kNdarray: break;
   }
@@ -207,7 +234,7 @@ bool Build(Value* object, Value* state, ValueArena& arena) {
   const Value* fortran = state->items[first + 2];
   const std::string* raw = RawBytes(state->items[first + 3]);
   if (!shape || !type || fortran->kind != ValueKind::kBool || raw == nullptr) return true;
-  BecomeTensor(object, ArrayView(*type, *shape, fortran->boolean, *raw), arena);
+  BecomeTensor(object, ArrayView(*type, *shape, fortran->boolean, *raw, Unpickled::kNative), arena);
   return true;
 }
 

@@ -6,8 +6,11 @@
 // as `scalar(dtype, raw bytes)`, and (protocol 5) a contiguous array as
 // `_frombuffer(buffer, dtype, shape, order)`. These functions turn those calls into a tensor (a
 // view of a copy of the raw bytes: the pickle holds them as a Python bytes object, not in place)
-// or a number. Arrays of dtypes with no tensor meaning (objects, strings, records, datetimes)
-// stay inert data objects of their class. Used by DataResolver; pure functions over the arena.
+// whose node's type_name is "numpy.ndarray", or a number whose type_name is numpy's scalar class
+// ("numpy.float32") and whose text holds its little-endian bytes, so that a reader can give back
+// what numpy pickled (torch.load does). Arrays of dtypes with no tensor meaning (objects,
+// strings, records, datetimes) stay inert data objects of their class. Used by DataResolver;
+// pure functions over the arena.
 #pragma once
 
 #include <optional>

@@ -73,6 +73,28 @@ using trove::ValueKind;
 // ---------------------------------------------------------------------------------------------
 // Errors: trove::Error becomes the trove.Error subclass registered for its code.
 
+// Text from a file (a pickled str, a class name, a key path, a record's name, an error naming
+// them) as a Python str, never failing: UTF-8 decoded as pickle decodes it ("surrogatepass": a
+// pickled str may hold lone surrogates), or, when the bytes are not UTF-8 at all (a zip entry's
+// name, a path given as bytes), with each stray byte as os.fsdecode gives it ("surrogateescape").
+// pybind11's own std::string conversion raises UnicodeDecodeError instead: no text a file
+// supplies goes through it.
+py::str Text(std::string_view s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogatepass");
+  if (o == nullptr) {
+    PyErr_Clear();
+    o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+  }
+  if (o == nullptr) throw py::error_already_set();  // no memory
+  return py::reinterpret_steal<py::str>(o);
+}
+
+py::list TextList(const std::vector<std::string>& items) {
+  py::list out;
+  for (const std::string& s : items) out.append(Text(s));
+  return out;
+}
+
 constexpr int kErrorCodes = 7;
 py::object* g_error_classes[kErrorCodes] = {};  // set by _register_errors; never freed (exit order)
 
@@ -80,18 +102,18 @@ py::object* g_error_classes[kErrorCodes] = {};  // set by _register_errors; neve
 // error gains (file, entry, offset, spec code) is copied here and nowhere else.
 // Unset fields are None (file, entry, refused_global: also when the C++ field is "").
 void CopyErrorFields(py::object& exc, const Error& e) {
-  auto text_or_none = [](const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); };
+  auto text_or_none = [](const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(Text(s)); };
   exc.attr("code") = py::str(std::string(trove::ErrorCodeName(e.code())));
   // The text a person sees (a traceback): escaped as the command line's (trove/error.h). The
   // fields below are the file's own text.
-  exc.attr("message") = py::str(e.DisplayMessage());
-  exc.attr("reason") = py::str(e.reason());
+  exc.attr("message") = Text(e.DisplayMessage());
+  exc.attr("reason") = Text(e.reason());
   exc.attr("file") = text_or_none(e.file());
   exc.attr("entry") = text_or_none(e.entry());
   exc.attr("offset") = e.offset() ? py::object(py::int_(*e.offset())) : py::object(py::none());
   exc.attr("spec_code") = e.spec_code() ? py::object(py::int_(*e.spec_code())) : py::object(py::none());
   exc.attr("refused_global") = text_or_none(e.refused_global());
-  exc.attr("contexts") = py::cast(e.contexts());
+  exc.attr("contexts") = TextList(e.contexts());
 }
 
 void SetPythonError(const Error& e) {
@@ -101,7 +123,7 @@ void SetPythonError(const Error& e) {
     return;
   }
   py::object cls = *g_error_classes[code];
-  py::object exc = cls(e.DisplayMessage());
+  py::object exc = cls(Text(e.DisplayMessage()));
   CopyErrorFields(exc, e);
   PyErr_SetObject(cls.ptr(), exc.ptr());
 }
@@ -340,7 +362,8 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
   }
 
   // (storage array, dtype, torch dtype, shape, strides, offset, requires_grad, is_parameter,
-  // storage id, has_data, zero_copy, quantizer, bare_storage) for one view. A quantized view gives its integers
+  // storage id, has_data, zero_copy, quantizer, bare_storage, big_endian) for one view; the
+  // storage array is little-endian whatever the file's order (big_endian) is. A quantized view gives its integers
   // (dtype int8/uint8/int32) and its quantizer: (scheme, scale, zero_point) or (scheme, scales
   // info, zero points info, axis); None for other views.
   py::tuple TensorInfo(const TensorView& quantized_or_not, bool with_data = true) {
@@ -369,7 +392,7 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
     }
     return py::make_tuple(storage, DTypeText(quantized_or_not.dtype), std::string(trove::Info(v.dtype).torch_name), v.shape,
                           v.strides, v.storage_offset, v.requires_grad, v.is_parameter, StorageId(v), v.has_data, zero_copy,
-                          quantizer, v.bare_storage);
+                          quantizer, v.bare_storage, v.byte_order == trove::ByteOrder::kBig);
   }
 
   const TensorView& Find(const std::string& key) const {
@@ -463,27 +486,38 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
 // ---------------------------------------------------------------------------------------------
 // Value tree -> Python objects.
 
+// How deep a value tree may nest when it becomes Python objects. The conversion recurses (two C++
+// frames a level), and Python code over the result recurses too (repr, ==, copy.deepcopy: 1000
+// frames by default); real checkpoints nest a dozen levels. A deeper tree is Error(kLimit), never
+// a RecursionError or a stack overflow.
 constexpr int kMaxPythonDepth = 2000;
 
 struct ToPython {
-  ToPython(PyDocument& d, bool data, py::object tensor, py::object global, py::object object, py::object dict)
+  ToPython(PyDocument& d, bool data, py::object tensor, py::object global, py::object object, py::object dict,
+           py::object scalar)
       : doc(d), with_data(data), tensor_fn(std::move(tensor)), global_fn(std::move(global)), object_fn(std::move(object)),
-        dict_fn(std::move(dict)) {}
+        dict_fn(std::move(dict)), scalar_fn(std::move(scalar)) {}
   PyDocument& doc;
   bool with_data;
-  py::object tensor_fn;  // (info tuple, key or None) -> object
+  py::object tensor_fn;  // (info tuple, key or None, numpy array?) -> object
   py::object global_fn;  // (dotted name) -> object
-  py::object object_fn;  // (type name, args, state) -> object
+  py::object object_fn;  // (type name, args, state, appended items, set entries as (key, value)) -> object
   py::object dict_fn;    // (class name, filled dict, constructor args or None, state or None) -> object, for other dict classes
+  py::object scalar_fn;  // (numpy scalar class, its bytes) -> object, for numbers numpy pickled; None: plain numbers
   py::object ordered_dict = py::module_::import("collections").attr("OrderedDict");
   std::unordered_map<const Value*, py::object> memo;
   std::unordered_set<const Value*> in_progress;
+  // The dicts, lists, tuples and sets being filled and the position in each (a dict's entry, a
+  // sequence's item): an error names the value's key path from them. Objects are looked through.
+  std::vector<std::pair<const Value*, size_t>> path;
 
   py::object Convert(const Value* v, int depth) {
     if (v == nullptr) return py::none();
-    if (depth > kMaxPythonDepth) trove::Fail(ErrorCode::kLimit, "values nested deeper than " + std::to_string(kMaxPythonDepth) + " levels");
+    if (depth > kMaxPythonDepth) {
+      FailHere(ErrorCode::kLimit, "values nested deeper than kMaxPythonDepth (" + std::to_string(kMaxPythonDepth) + ") levels");
+    }
     if (auto it = memo.find(v); it != memo.end()) return it->second;
-    if (in_progress.count(v)) trove::Fail(ErrorCode::kUnsupported, "a cycle through an immutable value");
+    if (in_progress.count(v)) FailHere(ErrorCode::kUnsupported, "a cycle through an immutable value");
     in_progress.insert(v);
     py::object out = Make(v, depth);
     in_progress.erase(v);
@@ -491,19 +525,92 @@ struct ToPython {
     return out;
   }
 
+  // Member `position` of `container`, converted.
+  py::object Member(const Value* container, size_t position, const Value* member, int depth) {
+    path.emplace_back(container, position);
+    py::object out = Convert(member, depth + 1);
+    path.pop_back();
+    return out;
+  }
+
+  // How many components of a value's key path an error names: the first and the last half of
+  // them, around an ellipsis (a value 2000 levels down is not named by 2000 components).
+  static constexpr size_t kWhereParts = 16;
+
+  // The key path of where the conversion is, as trove's key paths spell it.
+  std::string Where() const {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < path.size(); ++i) {
+      if (path.size() > kWhereParts && i == kWhereParts / 2) {
+        parts.push_back("...(" + std::to_string(path.size() - kWhereParts) + " more)...");
+        i = path.size() - kWhereParts / 2;
+      }
+      const auto& [node, position] = path[i];
+      std::string part = std::to_string(position);
+      if (node->kind == ValueKind::kDict) {
+        try {
+          part = trove::DictKeyComponents(*node).at(position);
+        } catch (const Error&) {
+          // past the key-text cap: the entry's position says where
+        }
+      }
+      parts.push_back(std::move(part));
+    }
+    return trove::JoinKeyPath(parts);
+  }
+
+  [[noreturn]] void FailHere(ErrorCode code, const std::string& reason) const {
+    Error e(code, reason);
+    if (!path.empty()) e.SetEntry(Where());
+    e.SetFile(doc.doc().path);
+    throw e;
+  }
+
+  // container[key] = value (a dict, or an object's __dict__), as Python's dict does it; a key of
+  // an unhashable type (a list, a dict) cannot be one, in Python nor in torch.load.
+  void SetItem(py::handle container, py::handle key, py::handle value) const {
+    if (PyObject_SetItem(container.ptr(), key.ptr(), value.ptr()) == 0) return;
+    RefuseUnhashable(key, "a dict key");
+  }
+
+  void AddItem(py::handle set, py::handle item) const {
+    if (PySet_Add(set.ptr(), item.ptr()) == 0) return;
+    RefuseUnhashable(item, "a set item");
+  }
+
+  // After a failed insertion: a TypeError (unhashable) becomes a trove error, anything else
+  // (no memory) is raised as it is.
+  [[noreturn]] void RefuseUnhashable(py::handle key, const std::string& what) const {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+    PyErr_Clear();
+    FailHere(ErrorCode::kCorrupt, what + " of unhashable type '" + std::string(Py_TYPE(key.ptr())->tp_name) +
+                                      "' (Python cannot build this value, nor can torch.load)");
+  }
+
+  // A number numpy pickled comes back as the numpy scalar it was, where the caller asks.
+  bool IsNumpyScalar(const Value* v) const { return !v->type_name.empty() && !scalar_fn.is_none(); }
+  py::object NumpyScalar(const Value* v) { return scalar_fn(Text(v->type_name), py::bytes(v->text)); }
+
   py::object Make(const Value* v, int depth) {
     switch (v->kind) {
       case ValueKind::kNone: return py::none();
-      case ValueKind::kBool: return py::bool_(v->boolean);
+      case ValueKind::kBool:
+        if (IsNumpyScalar(v)) return NumpyScalar(v);
+        return py::bool_(v->boolean);
       case ValueKind::kInt:
+        if (IsNumpyScalar(v)) return NumpyScalar(v);
         if (v->is_big_int()) {
           py::bytes b(reinterpret_cast<const char*>(v->big_int.data()), v->big_int.size());
           return py::module_::import("builtins").attr("int").attr("from_bytes")(b, "little", py::arg("signed") = true);
         }
         return py::int_(v->integer);
-      case ValueKind::kFloat: return py::float_(v->real);
-      case ValueKind::kComplex: return py::reinterpret_steal<py::object>(PyComplex_FromDoubles(v->real, v->imag));
-      case ValueKind::kStr: return py::str(v->text);
+      case ValueKind::kFloat:
+        if (IsNumpyScalar(v)) return NumpyScalar(v);
+        return py::float_(v->real);
+      case ValueKind::kComplex:
+        if (IsNumpyScalar(v)) return NumpyScalar(v);
+        return py::reinterpret_steal<py::object>(PyComplex_FromDoubles(v->real, v->imag));
+      case ValueKind::kStr: return Text(v->text);
       case ValueKind::kBytes:
         if (v->type_name == "bytearray") {
           return py::reinterpret_steal<py::object>(PyByteArray_FromStringAndSize(v->text.data(), static_cast<py::ssize_t>(v->text.size())));
@@ -513,42 +620,57 @@ struct ToPython {
         py::list l;
         memo.emplace(v, l);  // before the items: a list may contain itself
         in_progress.erase(v);
-        for (const Value* item : v->items) l.append(Convert(item, depth + 1));
+        for (size_t i = 0; i < v->items.size(); ++i) l.append(Member(v, i, v->items[i], depth));
         return l;
       }
       case ValueKind::kTuple: {
         py::tuple t(v->items.size());
-        for (size_t i = 0; i < v->items.size(); ++i) t[i] = Convert(v->items[i], depth + 1);
+        for (size_t i = 0; i < v->items.size(); ++i) t[i] = Member(v, i, v->items[i], depth);
         // torch.Size(dims), as the object torch pickles it as.
-        if (v->type_name == "torch.Size") return object_fn(v->type_name, py::make_tuple(t), py::none());
+        if (v->type_name == "torch.Size") return object_fn(Text(v->type_name), py::make_tuple(t), py::none(), py::list(), py::list());
         return t;
       }
       case ValueKind::kSet:
       case ValueKind::kFrozenSet: {
-        py::list items;
-        for (const Value* item : v->items) items.append(Convert(item, depth + 1));
-        if (v->kind == ValueKind::kSet) return py::set(items);
-        return py::reinterpret_steal<py::object>(PyFrozenSet_New(items.ptr()));
+        py::object set = py::reinterpret_steal<py::object>(PySet_New(nullptr));
+        if (!set) throw py::error_already_set();
+        for (size_t i = 0; i < v->items.size(); ++i) {
+          py::object item = Member(v, i, v->items[i], depth);
+          path.emplace_back(v, i);
+          AddItem(set, item);
+          path.pop_back();
+        }
+        if (v->kind == ValueKind::kSet) return set;
+        return py::reinterpret_steal<py::object>(PyFrozenSet_New(set.ptr()));
       }
       case ValueKind::kDict: {
         const bool ordered = v->type_name == "collections.OrderedDict";
         py::object d = ordered ? ordered_dict() : py::object(py::dict());
         memo.emplace(v, d);
         in_progress.erase(v);
-        for (const auto& [k, val] : v->entries) {
-          py::object key = Convert(k, depth + 1);
-          d[key] = Convert(val, depth + 1);
+        for (size_t i = 0; i < v->entries.size(); ++i) {
+          const auto& [k, val] = v->entries[i];
+          py::object key = Member(v, i, k, depth);
+          py::object value = Member(v, i, val, depth);
+          path.emplace_back(v, i);
+          SetItem(d, key, value);
+          path.pop_back();
         }
-        // OrderedDict attributes set by BUILD (a state_dict's _metadata), as torch.load sets them.
+        // OrderedDict attributes set by BUILD (a state_dict's _metadata), as pickle sets them:
+        // straight into the instance's __dict__ (a key such as '__class__' changes nothing else).
         if (ordered && v->state != nullptr && v->state->kind == ValueKind::kDict) {
-          for (const auto& [k, val] : v->state->entries) {
-            if (k->kind == ValueKind::kStr) py::setattr(d, py::str(k->text), Convert(val, depth + 1));
+          py::object attributes = d.attr("__dict__");
+          for (size_t i = 0; i < v->state->entries.size(); ++i) {
+            const auto& [k, val] = v->state->entries[i];
+            path.emplace_back(v->state, i);
+            SetItem(attributes, Convert(k, depth + 1), Convert(val, depth + 1));
+            path.pop_back();
           }
         }
         if (!ordered && !v->type_name.empty() && v->type_name != "dict" && !dict_fn.is_none()) {
           // defaultdict, Namespace, a dict subclass: the package decides what stands for it.
           // Its attributes (BUILD state) go along, so that a tensor kept in one is not lost.
-          py::object out = dict_fn(v->type_name, d, v->args ? Convert(v->args, depth + 1) : py::none(),
+          py::object out = dict_fn(Text(v->type_name), d, v->args ? Convert(v->args, depth + 1) : py::none(),
                                    v->state ? Convert(v->state, depth + 1) : py::none());
           memo[v] = out;
           return out;
@@ -557,12 +679,21 @@ struct ToPython {
       }
       case ValueKind::kTensor: {
         const std::string* key = doc.KeyOf(v->tensor);
-        return tensor_fn(doc.TensorInfo(*v->tensor, with_data), key ? py::object(py::str(*key)) : py::object(py::none()));
+        return tensor_fn(doc.TensorInfo(*v->tensor, with_data), key ? py::object(Text(*key)) : py::object(py::none()),
+                         v->type_name == "numpy.ndarray");
       }
-      case ValueKind::kGlobal: return global_fn(v->type_name);
+      case ValueKind::kGlobal: return global_fn(Text(v->type_name));
       case ValueKind::kObject: {
         if (const Value* inner = trove::StandsFor(*v)) return Convert(inner, depth + 1);
-        return object_fn(v->type_name, Convert(v->args, depth + 1), Convert(v->state, depth + 1));
+        // What APPEND(S) and SETITEM(S) gave it too (a list or dict subclass's members): nothing
+        // the file holds is dropped.
+        py::list items, entries;
+        for (size_t i = 0; i < v->items.size(); ++i) items.append(Member(v, i, v->items[i], depth));
+        for (size_t i = 0; i < v->entries.size(); ++i) {
+          py::object key = Member(v, i, v->entries[i].first, depth);
+          entries.append(py::make_tuple(key, Member(v, i, v->entries[i].second, depth)));
+        }
+        return object_fn(Text(v->type_name), Convert(v->args, depth + 1), Convert(v->state, depth + 1), items, entries);
       }
     }
     return py::none();
@@ -966,24 +1097,24 @@ py::dict ReportToDict(const trove::CheckReport& r) {
   for (const auto& f : r.findings) {
     py::dict d;
     d["severity"] = std::string(trove::SeverityName(f.severity));
-    d["entry"] = f.entry;
+    d["entry"] = Text(f.entry);
     d["offset"] = f.offset;
-    d["message"] = f.message;
-    d["key"] = f.key_path;
-    d["call"] = f.call;
+    d["message"] = Text(f.message);
+    d["key"] = Text(f.key_path);
+    d["call"] = Text(f.call);
     findings.append(d);
   }
   py::list globals;
   for (const auto& g : r.globals) {
     py::dict d;
-    d["entry"] = g.entry;
-    d["name"] = g.name;
+    d["entry"] = Text(g.entry);
+    d["name"] = Text(g.name);
     d["offset"] = g.offset;
     d["allowed"] = g.allowed;
     globals.append(d);
   }
   py::dict out;
-  out["path"] = r.path;
+  out["path"] = Text(r.path);
   out["format"] = r.format;
   out["entries_checked"] = r.entries_checked;
   out["bytes_checked"] = r.bytes_checked;
@@ -1016,23 +1147,23 @@ py::dict Metadata(const Document& doc) {
   py::list unknown;
   for (const trove::UnknownObject& o : trove::FindUnknownObjects(doc)) {
     py::dict u;
-    u["key"] = o.key;
-    u["class"] = o.node->type_name;
+    u["key"] = Text(o.key);
+    u["class"] = Text(o.node->type_name);
     unknown.append(u);
   }
   py::dict props;
   // Typed as `trove info --json` writes them: counts as int, flags as bool, the rest as str.
   for (const auto& [k, v] : doc.properties) {
     switch (v.type) {
-      case trove::PropertyValue::Type::kInteger: props[py::str(k)] = py::int_(v.integer); break;
-      case trove::PropertyValue::Type::kBoolean: props[py::str(k)] = py::bool_(v.boolean); break;
-      case trove::PropertyValue::Type::kText: props[py::str(k)] = v.text; break;
+      case trove::PropertyValue::Type::kInteger: props[Text(k)] = py::int_(v.integer); break;
+      case trove::PropertyValue::Type::kBoolean: props[Text(k)] = py::bool_(v.boolean); break;
+      case trove::PropertyValue::Type::kText: props[Text(k)] = Text(v.text); break;
     }
   }
   py::list records;
   for (const auto& r : doc.records) {
     py::dict d;
-    d["name"] = r.name;
+    d["name"] = Text(r.name);
     d["offset"] = r.offset;
     d["size"] = r.size;
     d["stored_size"] = r.stored_size;
@@ -1049,13 +1180,13 @@ py::dict Metadata(const Document& doc) {
     const TensorView& v = *t.view;
     total += v.nbytes();
     py::dict d;
-    d["key"] = t.key;
+    d["key"] = Text(t.key);
     d["dtype"] = DTypeText(v.dtype);
     d["shape"] = py::tuple(py::cast(v.shape));
     d["nbytes"] = v.nbytes();
     d["strides"] = py::tuple(py::cast(v.strides));
     d["storage_offset"] = v.storage_offset;
-    d["storage"] = v.storage_key;
+    d["storage"] = Text(v.storage_key);
     d["shared"] = v.storage_index >= 0 && sharing[v.storage_index] > 1;
     d["contiguous"] = v.is_contiguous();
     d["byte_order"] = v.byte_order == trove::ByteOrder::kBig ? "big" : "little";
@@ -1067,13 +1198,13 @@ py::dict Metadata(const Document& doc) {
   }
   py::dict out;
   out["format"] = doc.format;
-  out["path"] = doc.path;
+  out["path"] = Text(doc.path);
   out["file_size"] = doc.file_size;
   out["properties"] = props;
   out["records"] = records;
   out["tensors"] = tensors;
   out["tensor_bytes"] = total;
-  out["warnings"] = py::cast(doc.warnings);
+  out["warnings"] = TextList(doc.warnings);
   out["unknown_objects"] = unknown;
   return out;
 }
@@ -1114,7 +1245,7 @@ void SetWriteSettings(trove::ConvertOptions& options, py::handle progress, py::h
     if (!PyCallable_Check(note.ptr())) trove::Fail(ErrorCode::kUsage, "note must be callable (text)");
     options.note = [note](const std::string& text) {
       py::gil_scoped_acquire gil;
-      note(py::str(text));
+      note(Text(text));
     };
   }
   options.compression = trove::ZipMethodFromName(compression);
@@ -1165,15 +1296,15 @@ PYBIND11_MODULE(_trove, m) {
     const int i = g_last_changed.exchange(-1);
     if (i < 0 || i >= kSlots) return py::none();
     std::lock_guard<std::mutex> lock(g_slot_mutex);
-    return py::str(g_slot_paths[i].empty() ? std::string("a mapped file") : g_slot_paths[i]);
+    return Text(g_slot_paths[i].empty() ? std::string("a mapped file") : g_slot_paths[i]);
   });
 
   py::class_<PyDocument, std::shared_ptr<PyDocument>>(m, "Document")
-      .def_property_readonly("path", [](const PyDocument& d) { return d.doc().path; })
+      .def_property_readonly("path", [](const PyDocument& d) { return Text(d.doc().path); })
       .def_property_readonly("format", [](const PyDocument& d) { return d.doc().format; })
       .def("keys", [](PyDocument& d) {
         py::list out;
-        for (const auto& t : d.doc().tensors) out.append(py::str(t.key));
+        for (const auto& t : d.doc().tensors) out.append(Text(t.key));
         return out;
       })
       .def("contains", [](PyDocument& d, const std::string& key) { return d.doc().FindTensor(key) != nullptr; })
@@ -1182,7 +1313,7 @@ PYBIND11_MODULE(_trove, m) {
       .def("unknown_classes", [](PyDocument& d) {
         std::vector<std::string> classes;
         for (const trove::UnknownObject& o : trove::FindUnknownObjects(d.doc())) classes.push_back(o.node->type_name);
-        return classes;
+        return TextList(classes);
       })
       .def("tensor_info", [](PyDocument& d, const std::string& key) {
         d.CheckChanged();
@@ -1192,16 +1323,16 @@ PYBIND11_MODULE(_trove, m) {
       })
       .def("tensor_meta", [](PyDocument& d, const std::string& key) { return d.TensorInfo(d.Find(key), false); })
       .def("tree", [](PyDocument& d, py::object tensor_fn, py::object global_fn, py::object object_fn, bool with_data,
-                      py::object dict_fn) {
+                      py::object dict_fn, py::object scalar_fn) {
         d.CheckChanged();
         py::object out = Guarded([&] {
-          ToPython conv(d, with_data, tensor_fn, global_fn, object_fn, dict_fn);
+          ToPython conv(d, with_data, tensor_fn, global_fn, object_fn, dict_fn, scalar_fn);
           return conv.Convert(d.doc().root, 0);
         });
         d.CheckChanged();
         return out;
       }, py::arg("tensor_fn"), py::arg("global_fn"), py::arg("object_fn"), py::arg("with_data"),
-         py::arg("dict_fn") = py::none())
+         py::arg("dict_fn") = py::none(), py::arg("scalar_fn") = py::none())
       .def("check_changed", &PyDocument::CheckChanged)
       .def("_mappings", &PyDocument::Mappings);
 
@@ -1269,7 +1400,7 @@ PYBIND11_MODULE(_trove, m) {
     py::list tensors;
     for (const auto& t : r.tensors) {
       py::dict d;
-      d["key"] = t.key;
+      d["key"] = Text(t.key);
       d["a_dtype"] = t.a_dtype;
       d["b_dtype"] = t.b_dtype;
       d["a_shape"] = py::tuple(py::cast(t.a_shape));
@@ -1287,15 +1418,15 @@ PYBIND11_MODULE(_trove, m) {
     py::list values;
     for (const auto& v : r.values) {
       py::dict d;
-      d["key"] = v.key;
+      d["key"] = Text(v.key);
       // None for the side where the key is absent (the JSON's "only_in_a"/"only_in_b").
-      d["a"] = v.a ? py::object(py::str(v.a_text)) : py::object(py::none());
-      d["b"] = v.b ? py::object(py::str(v.b_text)) : py::object(py::none());
+      d["a"] = v.a ? py::object(Text(v.a_text)) : py::object(py::none());
+      d["b"] = v.b ? py::object(Text(v.b_text)) : py::object(py::none());
       values.append(d);
     }
     py::dict out;
-    out["only_in_a"] = py::cast(r.only_in_a);
-    out["only_in_b"] = py::cast(r.only_in_b);
+    out["only_in_a"] = TextList(r.only_in_a);
+    out["only_in_b"] = TextList(r.only_in_b);
     out["tensors"] = tensors;
     out["values"] = values;
     out["bytes_compared"] = r.bytes_compared;
@@ -1325,19 +1456,19 @@ PYBIND11_MODULE(_trove, m) {
       return trove::ComputeStats(views, options, names);
     });
     py::dict out;
-    for (size_t i = 0; i < names.size(); ++i) out[py::str(names[i])] = StatsToDict(stats[i]);
-    return py::make_tuple(out, skipped);
+    for (size_t i = 0; i < names.size(); ++i) out[Text(names[i])] = StatsToDict(stats[i]);
+    return py::make_tuple(out, TextList(skipped));
   });
 
   py::class_<PyDataset, std::shared_ptr<PyDataset>>(m, "PskdDataset")
       .def_property_readonly("count", [](const PyDataset& d) { return d.data().count(); })
-      .def_property_readonly("type", [](const PyDataset& d) { return d.data().type().text; })
+      .def_property_readonly("type", [](const PyDataset& d) { return Text(d.data().type().text); })
       .def("leaves", [](const PyDataset& d) {
         py::list out;
         for (const trove::pskd::Leaf& leaf : d.data().type().leaves) {
           const bool index = leaf.kind == trove::pskd::LeafKind::kIndex;
           py::dict x;
-          x["type"] = leaf.TypeText();
+          x["type"] = Text(leaf.TypeText());
           x["dtype"] = DTypeText(leaf.dtype());
           x["shape"] = py::tuple(py::cast(leaf.shape()));
           x["kind"] = index ? "index" : "real";
@@ -1350,7 +1481,7 @@ PYBIND11_MODULE(_trove, m) {
       .def("tree", [](const PyDataset& d) { return LeafTree(d.data().type(), 0, 0); })
       .def("shards", [](const PyDataset& d) {
         py::list out;
-        for (const trove::pskd::ShardInfo& s : d.data().shards()) out.append(py::make_tuple(s.path, s.count, s.first));
+        for (const trove::pskd::ShardInfo& s : d.data().shards()) out.append(py::make_tuple(Text(s.path), s.count, s.first));
         return out;
       })
       .def("batch", [](PyDataset& d, const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& indices,

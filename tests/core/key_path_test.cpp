@@ -37,6 +37,18 @@ TEST(KeyPathTest, EncodesLikeTensordict) {
   EXPECT_THROW(DecodeKeyComponent("%zz"), Error);
 }
 
+TEST(KeyPathTest, BytesThatAreNotUtf8AreEscaped) {
+  // A key path is always text: a bytes key's stray byte, a pickled str's lone surrogate (ED B2 80),
+  // an overlong form and a truncated sequence are escaped; characters of every length are kept.
+  EXPECT_EQ(EncodeKeyComponent("b'\xff'"), "b'%FF'");
+  EXPECT_EQ(EncodeKeyComponent("a\xed\xb2\x80" "b"), "a%ED%B2%80b");
+  EXPECT_EQ(EncodeKeyComponent("\xc0\xaf"), "%C0%AF");
+  EXPECT_EQ(EncodeKeyComponent("x\xe2\x82"), "x%E2%82");
+  EXPECT_EQ(EncodeKeyComponent("\xe2\x82\xac\xf0\x9f\x98\x80\xc3\xa9"), "\xe2\x82\xac\xf0\x9f\x98\x80\xc3\xa9");
+  for (std::string k : {"b'\xff'", "a\xed\xb2\x80" "b", "\xc0\xaf", "x\xe2\x82", "\xf4\x90\x80\x80"})
+    EXPECT_EQ(DecodeKeyComponent(EncodeKeyComponent(k)), k);
+}
+
 TEST(KeyPathTest, CollectTensorsBuildsPaths) {
   ValueArena arena;
   Value* t = ByteTensor(arena, "abcd");

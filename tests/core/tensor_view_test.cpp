@@ -35,6 +35,20 @@ TEST(TensorViewTest, ValidateRejectsLies) {
   EXPECT_THROW(MakeView(std::vector<uint8_t>(4), DType::kFloat32, {1}, {1, 1}).Validate(), Error);
 }
 
+TEST(TensorViewTest, AnEmptyViewTakesAnyOffsetAsTorchDoes) {
+  // torch takes any storage offset for a view of no element, even one whose bytes overflow
+  // (torch.empty(0).set_(storage, 2**62, (0,))); nothing then reads at that offset.
+  auto far = MakeView(std::vector<uint8_t>(16), DType::kFloat32, {3, 0}, {0, 1}, int64_t{1} << 62);
+  EXPECT_NO_THROW(far.Validate());
+  EXPECT_EQ(far.StoredBytes()->size(), 0u);
+  EXPECT_EQ(far.ContiguousLittleEndian().size(), 0u);
+  EXPECT_EQ(far.first_element(), far.storage.data());
+  EXPECT_NO_THROW(MakeView(std::vector<uint8_t>(0), DType::kFloat64, {0}, {int64_t{1} << 62}, 100).Validate());
+  // A view of elements still needs them inside its storage, and its offset's bytes to fit.
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(16), DType::kFloat32, {1}, {1}, 4).Validate(), Error);
+  EXPECT_THROW(MakeView(std::vector<uint8_t>(16), DType::kFloat32, {1}, {1}, int64_t{1} << 62).Validate(), Error);
+}
+
 TEST(TensorViewTest, GathersTransposeAndSwapsBigEndian) {
   std::vector<uint8_t> bytes(12 * 2);
   for (int i = 0; i < 12; ++i) { bytes[2 * i] = static_cast<uint8_t>(i); bytes[2 * i + 1] = 0; }

@@ -172,8 +172,14 @@ TEST(ReadPolicy, NumpyArraysInEveryProtocolAreTensors) {
     for (PicklePolicy policy : {PicklePolicy::kStrict, PicklePolicy::kDefault}) {
       Loaded l = Load(std::string(bytes.begin(), bytes.end()), policy);
       ASSERT_EQ(l.value->kind, ValueKind::kTensor);
+      // marked as numpy's, so that a reader can give back the array torch.load gives
+      EXPECT_EQ(l.value->type_name, "numpy.ndarray");
       const TensorView& t = *l.value->tensor;
       EXPECT_EQ(std::string(Name(t.dtype)), f[3] == "bool" ? "bool" : f[3]);
+      // in the byte order numpy unpickles it in: _frombuffer (protocol 5) keeps a big-endian
+      // array's, ndarray.__setstate__ (protocols 0-4) gives the machine's
+      const bool big = f[0] == "f64_be" && f[1] == "5";
+      EXPECT_EQ(t.byte_order, big ? ByteOrder::kBig : ByteOrder::kLittle);
       std::string shape;
       for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
       EXPECT_EQ(shape, f[4]);
@@ -217,6 +223,14 @@ TEST(ReadPolicy, NumpyScalarsAreNumbers) {
         {"i64", "-7"}, {"u64", "18446744073709551615"}, {"f64", std::to_string(0.25)}, {"f16", std::to_string(1.5)},
         {"f32_be", std::to_string(2.5)}, {"bool", "True"}, {"c128", "(" + std::to_string(1.0) + "," + std::to_string(-2.0) + ")"}};
     EXPECT_EQ(got, want.at(f[0])) << f[3];
+    // numpy's scalar class and its little-endian bytes, for a reader that gives the scalar back
+    const std::map<std::string, std::pair<std::string, std::string>> scalar = {
+        {"i64", {"numpy.int64", "\xf9\xff\xff\xff\xff\xff\xff\xff"}}, {"u64", {"numpy.uint64", std::string(8, '\xff')}},
+        {"f64", {"numpy.float64", std::string("\0\0\0\0\0\0\xd0\x3f", 8)}}, {"f16", {"numpy.float16", "\x00\x3e"s}},
+        {"f32_be", {"numpy.float32", "\x00\x00\x20\x40"s}}, {"bool", {"numpy.bool_", "\x01"}},
+        {"c128", {"numpy.complex128", std::string("\0\0\0\0\0\0\xf0\x3f\0\0\0\0\0\0\0\xc0", 16)}}};
+    EXPECT_EQ(v.type_name, scalar.at(f[0]).first);
+    EXPECT_EQ(v.text, scalar.at(f[0]).second);
     ++count;
   }
   EXPECT_EQ(count, 42u);

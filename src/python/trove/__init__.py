@@ -126,6 +126,47 @@ def _error(code: str, message: str, reason: Optional[str] = None, file: Optional
     return e
 
 
+def _path(path: Any, what: str = "path") -> bytes:
+    """A path argument as the bytes the operating system takes: any str (os.fsdecode's too, with
+    its escaped bytes) or bytes or os.PathLike; anything else is a UsageError."""
+    try:
+        return os.fsencode(path)
+    except (TypeError, UnicodeError):
+        raise _error("usage", f"{what} must be a str, bytes or os.PathLike naming a file (not {path!r})") from None
+
+
+def _texts(what: str, value: Any) -> list:
+    """A str or an iterable of str (key globs) as a list; anything else is a UsageError."""
+    items = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple, set, frozenset)) \
+        else None if value is not None else []
+    if items is None or not all(isinstance(v, str) for v in items):
+        raise _error("usage", f"{what} must be a str or a list of str (not {value!r})")
+    return items
+
+
+def _text(what: str, value: Any) -> str:
+    """An optional str option ("" when None); anything else is a UsageError."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _error("usage", f"{what} must be a str (not {value!r})")
+    return value
+
+
+def _count(what: str, value: Any) -> int:
+    """A non-negative int option; anything else is a UsageError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
+        raise _error("usage", f"{what} must be an integer from 0 (not {value!r})")
+    return value
+
+
+def _real(what: str, value: Any) -> float:
+    """A non-negative number option (a tolerance); anything else is a UsageError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise _error("usage", f"{what} must be a number >= 0 (not {value!r})")
+    return float(value)
+
+
 def _on_sigbus(signum: int, frame: Any) -> None:
     path = _trove._take_changed_path()
     if path is not None:
@@ -154,8 +195,39 @@ _RAW_DTYPES = {
     "bits8": "u1", "bits16": "<u2", "bits1x8": "u1", "bits2x4": "u1", "bits4x2": "u1",
 }
 
+# numpy's scalar classes as trove's reader names them (a number numpy pickled), and their dtypes.
+_NUMPY_SCALARS = {
+    "numpy.float16": "<f2", "numpy.float32": "<f4", "numpy.float64": "<f8",
+    "numpy.int8": "i1", "numpy.int16": "<i2", "numpy.int32": "<i4", "numpy.int64": "<i8",
+    "numpy.uint8": "u1", "numpy.uint16": "<u2", "numpy.uint32": "<u4", "numpy.uint64": "<u8",
+    "numpy.bool_": "?", "numpy.complex64": "<c8", "numpy.complex128": "<c16",
+}
+
+# The torch names a file may use as values (a dtype in a config, a layout, a memory format) and
+# the dtypes trove hands tensors out in: a fixed list, each name looked up on torch once. Nothing a
+# file names is ever looked up on a module (with torch >= 2.1 an attribute lookup may import a
+# submodule, running its code); a name not in this list stays a trove.Global.
+_TORCH_VALUE_NAMES = (
+    "float32", "float", "float64", "double", "float16", "half", "bfloat16", "complex32", "chalf", "complex64",
+    "cfloat", "complex128", "cdouble", "uint8", "int8", "int16", "short", "int32", "int", "int64", "long", "bool",
+    "uint16", "uint32", "uint64", "qint8", "quint8", "qint32", "quint4x2", "quint2x4",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2",
+    "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2",
+    "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged",
+    "contiguous_format", "channels_last", "channels_last_3d", "preserve_format",
+)
+# torch.device's device types (what torch.device("cuda", 0) in a file may name).
+_TORCH_DEVICE_TYPES = frozenset((
+    "cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "ort", "maia", "xla", "lazy",
+    "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone", "xpu", "ipu",
+))
+# torch.Size's and torch.device's numbers are C++ int64 and int8 (device index; -1: none).
+_INT64 = range(-(1 << 63), 1 << 63)
+_DEVICE_INDEX = range(-1, 1 << 7)
+
 _numpy = None
 _torch = None
+_torch_values: Optional[dict] = None
 
 
 def _np():
@@ -177,8 +249,59 @@ def _pt():
     return _torch
 
 
-def _numpy_array(info: tuple, raw: bool, key: str):
-    storage, dtype, torch_name, shape, strides, offset, _rg, _param, _sid, has_data, _zc, quantizer, _bare = info
+def _torch_value(name: str) -> Any:
+    """torch's dtype, layout or memory format named "torch.<name>" (_TORCH_VALUE_NAMES), or None."""
+    global _torch_values
+    if _torch_values is None:
+        torch = _pt()
+        kinds = tuple(k for k in (getattr(torch, "dtype", None), getattr(torch, "layout", None),
+                                  getattr(torch, "memory_format", None)) if isinstance(k, type))
+        table = {}
+        for n in _TORCH_VALUE_NAMES:
+            value = getattr(torch, n, None)
+            if isinstance(value, kinds):
+                table["torch." + n] = value
+        _torch_values = table
+    return _torch_values.get(name)
+
+
+def _numpy_scalar(type_name: str, raw: bytes):
+    """A number numpy pickled, as the numpy scalar it was (bit for bit)."""
+    spelled = _NUMPY_SCALARS.get(type_name)
+    if spelled is None or len(raw) != _np().dtype(spelled).itemsize:
+        raise _error("corrupt", f"a numpy scalar of class {type_name} holding {len(raw)} bytes")
+    return _np().frombuffer(raw, dtype=spelled)[0]
+
+
+def _numpy_view(storage, nd, shape: tuple, strides: tuple, offset: int, key: str):
+    """The elements as numpy's view of `storage` (strides and offset in elements). numpy checks
+    the view against the buffer; where it refuses what torch takes (an empty array anywhere, a
+    huge stride of a dimension of size 1: no element lies outside the storage, the library has
+    checked that), the view is made from its first element without that check. numpy's own
+    limits (an empty array whose other dimensions multiply past 2**63 bytes) are
+    UnsupportedError."""
+    np = _np()
+    size = nd.itemsize
+    steps = tuple(s * size for s in strides)
+    try:
+        return np.ndarray(shape, dtype=nd, buffer=storage, offset=offset * size, strides=steps)
+    except (ValueError, OverflowError):
+        pass
+    try:
+        first = np.zeros(1, dtype=nd) if 0 in shape else np.ndarray((1,), dtype=nd, buffer=storage, offset=offset * size)
+        try:
+            return np.lib.stride_tricks.as_strided(first, shape, steps)
+        except OverflowError:  # a stride past numpy's int64 bytes, of a dimension never stepped along
+            return np.lib.stride_tricks.as_strided(first, shape, tuple(0 if n <= 1 else s for n, s in zip(shape, steps)))
+    except (ValueError, OverflowError) as e:
+        raise _error("unsupported", f"{key}: numpy cannot make an array of shape {list(shape)} ({e})") from None
+
+
+def _numpy_array(info: tuple, raw: bool, key: str, numpy_array: bool = False):
+    """The tensor as a numpy array, little-endian; numpy_array: an array numpy pickled, in the
+    byte order numpy unpickles it in (big-endian where the file's view says so: a copy)."""
+    (storage, dtype, torch_name, shape, strides, offset, _rg, _param, _sid, has_data, _zc, quantizer, _bare,
+     big_endian) = info
     if not has_data:
         raise _error("unsupported", f"{key}: a meta tensor has no data")
     if quantizer is not None:
@@ -196,9 +319,12 @@ def _numpy_array(info: tuple, raw: bool, key: str):
                 if dtype in _RAW_DTYPES else ""
             raise _error("unsupported", f"{key}: numpy has no dtype {dtype}{hint}")
     nd = np.dtype(spelled)
-    size = nd.itemsize
-    return np.ndarray(tuple(shape), dtype=nd, buffer=storage, offset=offset * size,
-                      strides=tuple(s * size for s in strides))
+    if numpy_array and big_endian and nd.itemsize > 1:
+        # the storage's elements swapped back (a copy), viewed big-endian with the same layout
+        whole = storage.size - storage.size % nd.itemsize
+        storage = storage[:whole].view(nd).byteswap().view(np.uint8)
+        nd = nd.newbyteorder(">")
+    return _numpy_view(storage, nd, tuple(shape), tuple(strides), offset, key)
 
 
 _ELEMENT_SIZES: dict = {}
@@ -213,17 +339,30 @@ def _element_size(torch: Any, dtype: Any) -> int:
 
 
 class _TorchStorages:
-    """One uint8 torch tensor per storage, so that views of one storage share it."""
+    """One uint8 torch tensor per storage, so that views of one storage share it. `place`
+    (trove.load's map_location) moves each storage once, as it is first used."""
 
-    def __init__(self) -> None:
+    def __init__(self, place: Optional[Callable[[Any], Any]] = None) -> None:
         self.by_id: dict = {}
         self.typed: dict = {}  # (storage id, torch dtype) -> the storage viewed as that dtype
+        self.place = place
+
+    def _storage(self, sid: int, storage) -> Any:
+        base = self.by_id.get(sid)
+        if base is None:
+            torch = _pt()
+            # torch.from_numpy gives an empty array stride 0, which no .view(dtype) takes
+            base = torch.from_numpy(storage) if storage.size else torch.empty(0, dtype=torch.uint8)
+            if self.place is not None:
+                base = self.place(base)
+            self.by_id[sid] = base
+        return base
 
     def tensor(self, info: tuple, key: str, parameters: bool = True):
         (storage, dtype, torch_name, shape, strides, offset, requires_grad, is_parameter, sid, has_data, _zc, quantizer,
-         bare_storage) = info
+         bare_storage, _big_endian) = info
         torch = _pt()
-        tdt = getattr(torch, torch_name, None)
+        tdt = _torch_value("torch." + torch_name)
         if tdt is None:
             raise _error("unsupported", f"{key}: this torch ({torch.__version__}) has no dtype {torch_name}")
         if not has_data:
@@ -231,14 +370,21 @@ class _TorchStorages:
         else:
             typed = self.typed.get((sid, tdt))
             if typed is None:
-                base = self.by_id.get(sid)
-                if base is None:
-                    base = torch.from_numpy(storage)
-                    self.by_id[sid] = base
+                base = self._storage(sid, storage)
                 size = _element_size(torch, tdt)
-                usable = base if base.numel() % size == 0 else base[: base.numel() - base.numel() % size]
-                typed = usable.view(tdt)
+                if base.data_ptr() % size:
+                    # A storage at an offset of the file that is no multiple of its element size
+                    # (legacy files, safetensors place them so): torch's kernels assume aligned
+                    # elements (a misaligned complex128 crashes a copy), so it is copied once, to
+                    # memory torch allocates aligned; its views of other dtypes are made anew.
+                    base = torch.empty_like(base).copy_(base)
+                    self.by_id[sid] = base
+                    self.typed = {k: v for k, v in self.typed.items() if k[0] != sid}
+                whole = base.numel() - base.numel() % size
+                # the storage as elements of this dtype (an empty one: an empty tensor of it)
+                typed = base[:whole].view(tdt) if whole else torch.empty(0, dtype=tdt, device=base.device)
                 self.typed[(sid, tdt)] = typed
+            # as torch.load makes it: any shape and strides, zero strides and empty views included
             t = typed.as_strided(tuple(shape), tuple(strides), offset)
         if quantizer is not None:
             # The stored integers made a quantized tensor again, as torch's _rebuild_qtensor does.
@@ -296,16 +442,21 @@ class Global:
 
 
 class Object:
-    """An object the file describes (class name, constructor arguments, state): a record of what the
-    file said, never constructed."""
+    """An object the file describes (class name, constructor arguments, state, and what its pickle
+    appended to it and set in it: a list or dict subclass's items and entries, `entries` a list of
+    (key, value) pairs): a record of what the file said, never constructed."""
 
-    __slots__ = ("type_name", "args", "state")
+    __slots__ = ("type_name", "args", "state", "items", "entries")
 
-    def __init__(self, type_name: str, args: Any, state: Any) -> None:
+    def __init__(self, type_name: str, args: Any, state: Any, items: Optional[list] = None,
+                 entries: Optional[list] = None) -> None:
         self.type_name, self.args, self.state = type_name, args, state
+        self.items = [] if items is None else items
+        self.entries = [] if entries is None else entries
 
     def __repr__(self) -> str:
-        return f"Object({self.type_name!r}, args={self.args!r}, state={self.state!r})"
+        more = (f", items={self.items!r}" if self.items else "") + (f", entries={self.entries!r}" if self.entries else "")
+        return f"Object({self.type_name!r}, args={self.args!r}, state={self.state!r}{more})"
 
 
 class Dict(dict):
@@ -317,8 +468,8 @@ class Dict(dict):
     def __init__(self, type_name: str, entries: dict, attributes: dict) -> None:
         super().__init__(entries)
         self.type_name = type_name
-        for name, value in attributes.items():
-            setattr(self, name, value)
+        # into the instance's __dict__, as pickle's BUILD puts them ('__class__' changes nothing)
+        self.__dict__.update(attributes)
 
     def __repr__(self) -> str:
         return f"Dict({self.type_name!r}, {dict.__repr__(self)}, attributes={list(vars(self))[1:]!r})"
@@ -327,9 +478,8 @@ class Dict(dict):
 def _global_for(framework: Optional[str]):
     def convert(name: str):
         if framework == "pt" and name.startswith("torch."):
-            torch = _pt()
-            value = getattr(torch, name[len("torch."):], None)
-            if isinstance(value, torch.dtype):
+            value = _torch_value(name)  # a dtype, layout or memory format, from the fixed list
+            if value is not None:
                 return value
         return Global(name)
     return convert
@@ -357,7 +507,9 @@ def _dict_for(type_name: str, d: dict, args: Any, state: Any = None):
         out.update(d)
         return out
     if type_name == "argparse.Namespace" and all(isinstance(k, str) for k in d):
-        return argparse.Namespace(**d)
+        namespace = argparse.Namespace()
+        namespace.__dict__.update(d)  # as pickle restores one (a '__class__' key changes nothing)
+        return namespace
     return d
 
 
@@ -367,16 +519,39 @@ def _policy(strict: bool, permissive: bool) -> str:
     return "strict" if strict else "permissive" if permissive else "default"
 
 
+def _torch_device(args: Any) -> Any:
+    """torch.device(type[, index]) or torch.device("type:index") when the arguments are a device
+    of a type in _TORCH_DEVICE_TYPES that this torch knows; else None."""
+    if not isinstance(args, tuple) or not 1 <= len(args) <= 2 or not isinstance(args[0], str):
+        return None
+    kind, colon, number = args[0].partition(":")
+    index = args[1] if len(args) == 2 else int(number) if colon and number.isdigit() and len(number) < 4 else None
+    if (kind not in _TORCH_DEVICE_TYPES or (colon and (len(args) == 2 or index is None))
+            or not (index is None or (type(index) is int and index in _DEVICE_INDEX))):
+        return None
+    try:
+        return _pt().device(kind) if index is None or index < 0 else _pt().device(kind, index)
+    except RuntimeError:  # a device type this torch does not have
+        return None
+
+
 def _object_for(framework: Optional[str]):
-    def convert(type_name: str, args: Any, state: Any):
-        if type_name == "torch.Size" and isinstance(args, tuple) and args and isinstance(args[0], tuple):
+    def convert(type_name: str, args: Any, state: Any, items: list, entries: list):
+        if (type_name == "torch.Size" and isinstance(args, tuple) and len(args) == 1 and isinstance(args[0], tuple)
+                and all(isinstance(n, int) and n in _INT64 for n in args[0])):
             return _pt().Size(args[0]) if framework == "pt" else tuple(args[0])
-        if (type_name == "torch.device" and framework == "pt" and isinstance(args, tuple) and 1 <= len(args) <= 2
-                and isinstance(args[0], str) and all(isinstance(a, int) for a in args[1:])):
-            return _pt().device(*args)  # a device is data: torch.device("cuda", 0)
-        if type_name in ("builtins.set", "builtins.frozenset") and isinstance(args, tuple) and args:
-            return set(args[0]) if type_name == "builtins.set" else frozenset(args[0])
-        return Object(type_name, args, state)
+        if type_name == "torch.device" and framework == "pt":
+            device = _torch_device(args)  # a device is data: torch.device("cuda", 0)
+            if device is not None:
+                return device
+        if (type_name in ("builtins.set", "builtins.frozenset") and isinstance(args, tuple) and len(args) == 1
+                and isinstance(args[0], (list, tuple, set, frozenset, dict))):
+            try:
+                return set(args[0]) if type_name == "builtins.set" else frozenset(args[0])
+            except TypeError:
+                raise _error("corrupt", f"a {type_name[len('builtins.'):]} of unhashable items (Python cannot build "
+                                        "it, nor can torch.load)") from None
+        return Object(type_name, args, state, items, entries)
     return convert
 
 
@@ -417,12 +592,12 @@ class File:
         self.framework = "pt" if framework in ("pt", "torch") else "np"
         self.raw = raw
         self._lock = threading.RLock()
-        self._doc = _trove._open(os.fspath(path), _policy(strict, permissive))
+        self._doc = _trove._open(_path(path), _policy(strict, permissive))
         unknown = self._doc.unknown_classes()
         if unknown:
             # Class names come from the file: repr() escapes what would act on a terminal.
             classes = [repr(c) for c in dict.fromkeys(unknown)]
-            warnings.warn(f"{os.fspath(path)}: {len(unknown)} object(s) of classes trove does not know, read as inert "
+            warnings.warn(f"{self._doc.path}: {len(unknown)} object(s) of classes trove does not know, read as inert "
                           f"trove.Object records (nothing run): {', '.join(classes[:8])}"
                           f"{' and more' if len(classes) > 8 else ''}", UnknownObjectsWarning, stacklevel=3)
         self._torch = _TorchStorages()
@@ -472,6 +647,8 @@ class File:
 
     def _info(self, key: str, with_data: bool = True) -> tuple:
         doc = self._document()
+        if not isinstance(key, str):
+            raise _error("usage", f"a tensor's key is a str (not {key!r})")
         if with_data:
             with self._lock:
                 return doc.tensor_info(key)
@@ -496,27 +673,30 @@ class File:
 
     def values(self) -> Any:
         """The whole value tree as plain Python objects (dict, OrderedDict, list, tuple, int,
-        float, complex, str, bytes, None, bool), each tensor as a TensorRef (its key, dtype and
-        shape: no data is read); names as Global, other objects as Object records."""
+        float, complex, str, bytes, None, bool, numpy scalars), each tensor (and numpy array) as
+        a TensorRef (its key, dtype and shape: no data is read); names as Global, other objects
+        as Object records."""
         doc = self._document()
 
-        def tensor(info: tuple, key: Optional[str]):
+        def tensor(info: tuple, key: Optional[str], numpy_array: bool):
             return TensorRef(key, info[1], tuple(info[3]))
 
         with self._lock:
-            return doc.tree(tensor, _global_for(None), _object_for(None), False, _dict_for)
+            return doc.tree(tensor, _global_for(None), _object_for(None), False, _dict_for, _numpy_scalar)
 
     def tree(self, parameters: bool = True) -> Any:
-        """The value tree with the tensors themselves (what trove.load returns)."""
+        """The value tree with the tensors themselves (what trove.load returns): numpy arrays
+        and scalars the file holds (numpy pickled them) as numpy arrays and scalars, the other
+        tensors as the framework's."""
         doc = self._document()
-        if self.framework == "np":
-            def tensor(info: tuple, key: Optional[str]):
-                return _numpy_array(info, self.raw, key or "a tensor")
-        else:
-            def tensor(info: tuple, key: Optional[str]):
-                return self._torch.tensor(info, key or "a tensor", parameters)
+
+        def tensor(info: tuple, key: Optional[str], numpy_array: bool):
+            if self.framework == "np" or numpy_array:
+                return _numpy_array(info, self.raw and not numpy_array, key or "a numpy array", numpy_array)
+            return self._torch.tensor(info, key or "a tensor", parameters)
         with self._lock:
-            return doc.tree(tensor, _global_for(self.framework), _object_for(self.framework), True, _dict_for)
+            return doc.tree(tensor, _global_for(self.framework), _object_for(self.framework), True, _dict_for,
+                            _numpy_scalar)
 
     def __repr__(self) -> str:
         if self._doc is None:
@@ -545,87 +725,53 @@ def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool =
     """What torch.load(path, weights_only=True) returns, read by trove (nothing is executed).
 
     dicts, collections.OrderedDict (with a state_dict's _metadata), collections.defaultdict,
-    argparse.Namespace, lists, tuples, numbers, str, bytes, None, torch.Size and tensors; numpy
-    arrays in the file come back as tensors (numpy arrays with framework="np"), numpy scalars as
-    numbers, torch.__version__ as a str, other dict subclasses as dicts; Parameters come back as
-    torch.nn.Parameter; tensors sharing a storage in the file (tied weights, views) share one
-    storage. Objects of other classes are trove.Object records (an UnknownObjectsWarning names
-    them); strict=True refuses them instead. Any format trove reads (a tensordict, .tdz, .psk.d or
-    .safetensors gives its dict of tensors). Tensors are zero-copy views of the file (see File);
-    map_location (a device, a str, or a dict/callable as torch.load takes for CPU) moves them after
-    loading. weights_only=False is refused: trove never runs a file's code.
+    argparse.Namespace, lists, tuples, numbers, str, bytes, None, torch.Size and tensors (of any
+    shape and strides torch takes); numpy arrays and scalars as numpy arrays and scalars (numpy's
+    RNG states too), torch.__version__ as a str, other dict subclasses as dicts; Parameters come
+    back as torch.nn.Parameter; tensors sharing a storage in the file (tied weights, views) share
+    one storage, and a value referred to twice is one object. Objects of other classes are
+    trove.Object records (an UnknownObjectsWarning names them); strict=True refuses them instead.
+    Any format trove reads (a tensordict, .tdz, .psk.d or .safetensors gives its dict of tensors).
+    Tensors are zero-copy views of the file (see File); map_location (a device, a str, or a
+    dict/callable as torch.load takes for CPU) places each storage as it is first used.
+    weights_only=False is refused: trove never runs a file's code. Whatever the file holds, errors
+    are trove.Error subclasses (docs/python.md, "Errors").
     """
     if not weights_only:
         raise _error("refused", "trove.load never executes a file's code: weights_only=False is not available "
                                 "(use torch.load for files you trust)")
     f = File(path, framework, strict=strict)
     try:
-        tree = f.tree()
+        if map_location is not None and f.framework == "pt":
+            f._torch = _TorchStorages(_placement(map_location))
+        return f.tree()
     finally:
         f.close()
-    if map_location is not None and framework == "pt":
-        tree = _move(tree, map_location)
-    return tree
 
 
-def _move(tree: Any, map_location: Any) -> Any:
-    """torch.load's map_location, applied per storage as torch applies it: a callable gets each
-    storage (untyped) and the location it was saved at ("cpu": every storage trove reads is on the
-    CPU) and returns the storage to use, or None to keep it; a dict maps location names; a str or
-    device is the target. Tensors that shared a storage share the moved one."""
+def _placement(map_location: Any) -> Optional[Callable[[Any], Any]]:
+    """torch.load's map_location as a function from a storage (a uint8 tensor over all of it) to
+    the storage to use, applied once per storage as torch applies it (tensors sharing a storage
+    share the placed one): a callable gets the storage (untyped) and the location it was saved
+    at ("cpu": every storage trove reads is on the CPU) and returns the storage to use, or None to
+    keep it; a dict maps location names; a str or device is the target. None: nothing to move."""
     torch = _pt()
     if callable(map_location) and not isinstance(map_location, (str, torch.device)):
-        def place(storage):
+        def place(base):
+            storage = base.untyped_storage() if hasattr(base, "untyped_storage") else base.storage().untyped()
             moved = map_location(storage, "cpu")
-            return storage if moved is None else moved
-    else:
-        target = map_location.get("cpu", "cpu") if isinstance(map_location, dict) else map_location
-        device = torch.device(target)
-        if device.type == "cpu":
-            return tree
-
-        def place(storage):
-            whole = torch.empty(0, dtype=torch.uint8).set_(
-                torch.storage.TypedStorage(wrap_storage=storage, dtype=torch.uint8))
-            return whole.to(device).storage().untyped()
-    memo: dict = {}
-    storages: dict = {}
-
-    def moved_tensor(t):
-        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
-        key = (storage.data_ptr(), storage.nbytes(), str(storage.device))
-        if key not in storages:
-            storages[key] = place(storage)
-        target = storages[key]
-        out = torch.empty(0, dtype=t.dtype, device=target.device).set_(
-            torch.storage.TypedStorage(wrap_storage=target, dtype=t.dtype), t.storage_offset(), t.size(), t.stride())
-        if t.requires_grad:
-            out.requires_grad_(True)
-        if isinstance(t, torch.nn.Parameter):
-            out = torch.nn.Parameter(out, requires_grad=t.requires_grad)
-        return out
-
-    def walk(o: Any) -> Any:
-        if id(o) in memo:
-            return memo[id(o)]
-        if isinstance(o, torch.Tensor):
-            out = moved_tensor(o)
-        elif isinstance(o, dict):
-            out = type(o)()
-            for k, v in o.items():
-                out[k] = walk(v)
-            if hasattr(o, "_metadata"):
-                out._metadata = o._metadata
-        elif isinstance(o, list):
-            out = [walk(v) for v in o]
-        elif isinstance(o, tuple):
-            # a torch.Size stays one (its items are ints, nothing to replace)
-            out = o if torch is not None and isinstance(o, torch.Size) else tuple(walk(v) for v in o)
-        else:
-            out = o
-        memo[id(o)] = out
-        return out
-    return walk(tree)
+            if moved is None:
+                return base
+            if hasattr(moved, "untyped"):
+                moved = moved.untyped()  # a TypedStorage given back
+            return torch.empty(0, dtype=torch.uint8, device=moved.device).set_(
+                torch.storage.TypedStorage(wrap_storage=moved, dtype=torch.uint8))
+        return place
+    target = map_location.get("cpu", "cpu") if isinstance(map_location, dict) else map_location
+    device = torch.device(target)
+    if device.type == "cpu":
+        return None
+    return lambda base: base.to(device)
 
 
 # --- save ---------------------------------------------------------------------------------------
@@ -746,9 +892,10 @@ def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None,  # noq
     (with format "safetensors" or "pt"): `path` is a directory of shards and their index, named and
     filled as the Hugging Face tools do.
     """
+    destination = _path(path)
     tree, keep = _to_specs(obj)
-    _trove._save(tree, os.fspath(path), format or "", _TensorSpec, progress, note, compression or "", metadata,
-                 max_shard_size)
+    _trove._save(tree, destination, _text("format", format), _TensorSpec, progress, note,
+                 _text("compression", compression), metadata, max_shard_size)
     del keep
 
 
@@ -795,13 +942,13 @@ class Report:
 
 def verify(path: str | os.PathLike) -> Report:
     """Checks every structure and checksum (`trove verify`); the GIL is released meanwhile."""
-    return Report(_trove._verify(os.fspath(path)))
+    return Report(_trove._verify(_path(path)))
 
 
 def scan(path: str | os.PathLike) -> Report:
     """The security report (`trove scan`): every pickle global (Report.globals), code records,
     container anomalies, as findings."""
-    return Report(_trove._scan(os.fspath(path)))
+    return Report(_trove._scan(_path(path)))
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = None,
@@ -820,11 +967,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     objects of classes trove does not know are an error unless keep_unknown (to .pt: written back
     as read) or drop_unknown (left out, with what they hold; note says which). dequantize: quantized
     tensors become float32 tensors of their values (`--dequantize`; else only .pt takes them)."""
-    if isinstance(keys, str):
-        keys = [keys]
-    _trove._convert(os.fspath(src), os.fspath(dst), to or "", list(keys or []), dtype or "", drop_values,
-                    progress, note, compression or "", metadata, max_shard_size, _policy(strict, permissive),
-                    keep_unknown, drop_unknown, dequantize)
+    _trove._convert(_path(src, "src"), _path(dst, "dst"), _text("to", to), _texts("keys", keys), _text("dtype", dtype),
+                    drop_values, progress, note, _text("compression", compression), metadata, max_shard_size,
+                    _policy(strict, permissive), keep_unknown, drop_unknown, dequantize)
 
 
 class DiffReport:
@@ -849,16 +994,14 @@ class DiffReport:
 
 def diff(a: str | os.PathLike, b: str | os.PathLike, rtol: float = 0.0, atol: float = 0.0) -> DiffReport:
     """`trove diff`: across formats, tensors matched by key path."""
-    return DiffReport(_trove._diff(os.fspath(a), os.fspath(b), rtol, atol))
+    return DiffReport(_trove._diff(_path(a, "a"), _path(b, "b"), _real("rtol", rtol), _real("atol", atol)))
 
 
 def stats(path: str | os.PathLike, keys: Optional[Iterable[str] | str] = None, threads: int = 0) -> dict:
     """`trove stats`: {key: {count, finite, min, max, mean, std, mean_abs, zeros, nan, pos_inf,
     neg_inf, subnormal}} in float64, over every tensor (or those matching the key globs); tensors
     whose dtype has no figures (quantized, bit containers, meta) are left out."""
-    if isinstance(keys, str):
-        keys = [keys]
-    out, _skipped = _trove._stats(os.fspath(path), list(keys or []), threads)
+    out, _skipped = _trove._stats(_path(path), _texts("keys", keys), _count("threads", threads))
     return out
 
 

@@ -41,7 +41,10 @@ class Object:
     type_name: str
     args: Any
     state: Any
-    def __init__(self, type_name: str, args: Any, state: Any) -> None: ...
+    items: list[Any]
+    entries: list[tuple[Any, Any]]
+    def __init__(self, type_name: str, args: Any, state: Any, items: Optional[list[Any]] = ...,
+                 entries: Optional[list[tuple[Any, Any]]] = ...) -> None: ...
 
 class Dict(dict[Any, Any]):
     type_name: str

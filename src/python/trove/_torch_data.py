@@ -13,7 +13,7 @@ import torch
 import torch.utils.data
 
 from . import _error
-from .data import Dataset, _count, _optional_count, _source_list, _Sources
+from .data import _MAX_BATCH, Dataset, _count, _optional_count, _source_list, _Sources
 
 
 def _distributed_world() -> Optional[tuple]:
@@ -51,7 +51,7 @@ class TorchDataset(torch.utils.data.IterableDataset):
         # The shards as they were expanded here: workers reopen these files, never the pattern again.
         self._paths = data.paths
         self._count = len(data)
-        self.batch = _count("batch", batch, 1)
+        self.batch = _count("batch", batch, 1, _MAX_BATCH)
         self.seed = _optional_count("seed", seed)
         self.take = _optional_count("take", take)
         self.with_indices = bool(with_indices)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from . import _error, _np, _pt, _trove
+from . import UsageError, _error, _np, _pt, _trove
 
 __all__ = ["open", "batches", "batch_indices", "Dataset", "TorchDataset"]
 
@@ -25,20 +25,30 @@ _Sources = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
 
 def _source_list(sources: _Sources) -> list:
-    if isinstance(sources, (str, os.PathLike)):
-        return [os.fspath(sources)]
+    """The sources as the bytes the operating system takes (any str os.fsdecode gives, any bytes)."""
     try:
-        out = [os.fspath(s) for s in sources]
-    except TypeError:
+        if isinstance(sources, (str, bytes, os.PathLike)):
+            return [os.fsencode(sources)]
+        out = [os.fsencode(s) for s in sources]
+    except (TypeError, UnicodeError):
         raise _error("usage", "sources must be a path, a pattern or a list of them") from None
     if not out:
         raise _error("usage", "a dataset needs at least one .psk.d file")
     return out
 
 
-def _count(name: str, value: Any, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or value >= 1 << 64:
-        raise _error("usage", f"{name} must be an integer >= {minimum} (not {value!r})")
+# The largest batch: batch_indices is a numpy array [batches, batch] of uint64, and numpy's arrays
+# (even empty ones) span at most 2**63 bytes; no dataset has 2**48 samples.
+_MAX_BATCH = 1 << 48
+
+
+class SampleIndexError(UsageError, IndexError):
+    """A sample index outside the dataset: a UsageError, and an IndexError as sequences raise."""
+
+
+def _count(name: str, value: Any, minimum: int = 0, maximum: int = (1 << 64) - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or value > maximum:
+        raise _error("usage", f"{name} must be an integer from {minimum} to {maximum} (not {value!r})")
     return value
 
 
@@ -114,7 +124,7 @@ class Dataset:
         if index < 0:
             index += n
         if not 0 <= index < n:
-            raise IndexError(f"sample {index} of a dataset of {n}")
+            raise SampleIndexError(f"sample {index} of a dataset of {n}")
         leaves = self._leaves_of(_np().array([index], dtype="uint64"), None)
         return self._shape([leaf[0] for leaf in leaves])
 
@@ -123,7 +133,7 @@ class Dataset:
         """The sample indices of the partition's batches of one epoch: a uint64 array
         [batches, batch], row i what `presk data batches` prints on its line i with the same
         options (--shuffle seed, --epoch, --take, --rank/--world-size, --worker/--workers)."""
-        return self._data.order(_count("batch", batch, 1), _optional_count("seed", seed), _count("epoch", epoch),
+        return self._data.order(_count("batch", batch, 1, _MAX_BATCH), _optional_count("seed", seed), _count("epoch", epoch),
                                 _optional_count("take", take), _count("rank", rank), _count("world_size", world_size, 1),
                                 _count("worker", worker), _count("workers", workers, 1))
 

@@ -8,6 +8,10 @@ import torch.utils.data
 _Path = Union[str, os.PathLike[str]]
 _Sources = Union[_Path, Sequence[_Path]]
 
+from . import UsageError
+
+class SampleIndexError(UsageError, IndexError): ...
+
 class Dataset:
     framework: str
     raw: bool
