@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "formats/tensordict/td_names.h"
+#include "formats/format_registry.h"
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
 #include "cli/progress.h"
@@ -115,8 +115,11 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz, .psk.d and .safetensors");
   convert->add_option("src", src, "Any file or directory trove reads")->required();
   convert->add_option("dst", dst, "Output; its format comes from its name unless --to is given")->required();
-  convert->add_option("--to", to, "pt | tensordict | tdz | pskd | safetensors")
-      ->check(CLI::IsMember({"pt", "tensordict", "tdz", "pskd", "safetensors"}));
+  std::vector<std::string> writable;
+  for (const FormatDriver* driver : FormatDrivers()) {
+    if (driver->write != nullptr) writable.emplace_back(driver->format.name());
+  }
+  convert->add_option("--to", to, fmt::format("{}", fmt::join(writable, " | ")))->check(CLI::IsMember(writable));
   convert->add_option("--keys", keys, "Keep only tensors whose key path matches (glob; repeatable)");
   convert->add_option("--exclude", exclude, "Drop the tensors whose key path matches (glob; repeatable)");
   convert->add_option("--dtype", dtype, "Cast floating weights to float16 (half, fp16), bfloat16 (bf16), float32 or float64");
@@ -192,10 +195,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     // Refused before anything is read (the writer checks again when it starts).
     {
       SourceGuard source(src, InPlace::kAllowed);
-      const bool directory = target == Format::kTensordictDir || opts.max_shard_bytes.has_value();
-      CheckDestination(dst, target == Format::kTensordictDir && !opts.max_shard_bytes ? OutputKind::kTree
-                            : opts.max_shard_bytes ? OutputKind::kFilesInDirectory : OutputKind::kFile,
-                       target == Format::kTensordictDir ? tensordict::IsTensordictFileName : nullptr);
+      const FormatDriver* driver = FindFormatDriver(target);
+      const bool tree = driver != nullptr && driver->writes_directory && !opts.max_shard_bytes;
+      CheckDestination(dst, tree ? OutputKind::kTree : opts.max_shard_bytes ? OutputKind::kFilesInDirectory : OutputKind::kFile,
+                       tree ? driver->owns_file : nullptr);
     }
     // A source truncated by another program while we copy it: an error (the output never
     // appears, as for any failed write), not a SIGBUS death.

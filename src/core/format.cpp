@@ -4,22 +4,6 @@
 
 namespace trove {
 
-std::string_view FormatName(Format format) {
-  switch (format) {
-    case Format::kUnknown: return "unknown";
-    case Format::kPt: return "pt";
-    case Format::kPtLegacy: return "pt-legacy";
-    case Format::kPtTar: return "pt-tar";
-    case Format::kTorchScript: return "torchscript";
-    case Format::kTensordictDir: return "tensordict";
-    case Format::kTdz: return "tdz";
-    case Format::kPskd: return "pskd";
-    case Format::kSafetensors: return "safetensors";
-    case Format::kShardedIndex: return "sharded";
-  }
-  return "unknown";
-}
-
 void CheckReport::AddError(Severity severity, std::string entry, const Error& error, std::string_view prefix,
                            std::string key_path) {
   const bool take_entry = entry.empty() && !error.entry().empty();

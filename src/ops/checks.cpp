@@ -6,7 +6,7 @@
 #include <set>
 
 #include "core/confined_directory.h"
-#include "formats/pskd/pskd_checks.h"
+#include "formats/format_registry.h"
 #include "formats/pt/legacy_tar.h"
 #include "formats/pt/pt_checks.h"
 #include "formats/pt/pt_reader.h"
@@ -53,7 +53,7 @@ CheckReport CheckShards(const ops::Detection& d, CheckReport (*check)(const ops:
   CheckReport report;
   report.path = d.path;
   report.format = std::string(FormatName(Format::kShardedIndex));
-  const std::string& index = d.shard_index;
+  const std::string index = ShardIndexOf(d);
   std::vector<std::string> shards;
   std::shared_ptr<const ConfinedDirectory> dir;
   try {
@@ -122,6 +122,11 @@ bool CodeFileNotZip(CheckReport& report, const ops::Detection& d) {
   return true;
 }
 
+bool IsZipContainer(Format format) {
+  const FormatDriver* driver = FindFormatDriver(format);
+  return driver != nullptr && driver->zip_container;
+}
+
 }  // namespace
 
 CheckReport VerifyDetected(const ops::Detection& d) {
@@ -132,12 +137,12 @@ CheckReport VerifyDetected(const ops::Detection& d) {
   if (format == Format::kShardedIndex) return CheckShards(d, VerifyDetected);
   if (format == Format::kUnknown) ops::OpenDetected(d, {});  // throws what the file is instead
   if (CodeFileNotZip(report, d)) return report;
-  if (format == Format::kPskd) {
-    VerifyPskdFile(report, d.file);
-    report.bytes_without_checksum = report.bytes_checked;  // .psk.d has no checksum
+  const FormatDriver* driver = FindFormatDriver(format);
+  if (driver != nullptr && driver->verify != nullptr) {
+    driver->verify(d, report);
     return report;
   }
-  if (IsZipFormat(format)) {
+  if (IsZipContainer(format)) {
     // An unreadable container throws (exit 2); one that zip readers read differently is a problem.
     const std::shared_ptr<const ZipReader> zip = DetectedZip(d);
     for (const auto& p : zip->disagreements()) {
@@ -172,7 +177,7 @@ CheckReport VerifyDetected(const ops::Detection& d) {
                  "(nothing run): " + UnknownClassesText(unknown) + " (convert writes them only with --keep-unknown)",
                  unknown.front().key);
     }
-    if (!IsZipFormat(format)) {
+    if (!IsZipContainer(format)) {
       // Legacy .pt, tensordict directories, .safetensors: formats without checksums.
       report.entries_checked += doc.records.size();
       report.bytes_checked += doc.file_size;
@@ -192,16 +197,20 @@ CheckReport ScanDetected(const ops::Detection& d) {
   const Format format = d.format;
   report.format = std::string(FormatName(format));
   if (format == Format::kShardedIndex) return CheckShards(d, ScanDetected);
-  if (format == Format::kTensordictDir) {
-    ScanTensordictDir(report, path);
-    CheckStructure(report, d);
-    return report;
+  const FormatDriver* driver = FindFormatDriver(format);
+  if (d.directory) {
+    // A directory format: its own findings, then what reading it meets.
+    if (driver != nullptr && driver->scan != nullptr) {
+      driver->scan(d, report);
+      CheckStructure(report, d);
+      return report;
+    }
   }
   // A directory detection did not recognise: nothing trove reads.
   if (d.directory) throw Error(ErrorCode::kUnsupported, "directory without meta.json: not a tensordict").SetFile(path);
   const std::shared_ptr<MappedFile>& file = d.file;
   if (CodeFileNotZip(report, d)) return report;
-  if (IsZipFormat(format)) {
+  if (IsZipContainer(format)) {
     // Python's zipfile shifts every offset when the end records leave room for data before the
     // archive; torch's reader does not. Both views are scanned.
     if (const uint64_t shift = ZipfilePrefixBytes(file->data(), file->size()); shift > 0) {
@@ -297,18 +306,8 @@ CheckReport ScanDetected(const ops::Detection& d) {
   // its magic: a file tarfile accepts is read as a legacy tar checkpoint.
   const bool tar = LooksLikeTar(file->data(), file->size());
   if (tar) ScanLegacyTar(report, file);
-  if (format == Format::kPtTar) {
-    if (!tar) {
-      // A ustar header tarfile rejects: torch.load goes on to unpickle the file from its start.
-      CheckStructure(report, d);
-      ScanPolyglot(report, file, /*scan_leading_pickle=*/true);
-    }
-    report.entries_checked++;
-    report.bytes_checked += file->size();
-    return report;
-  }
-  if (format == Format::kPtLegacy) {
-    ScanLegacyPt(report, file);
+  if (driver != nullptr && driver->scan != nullptr) {
+    driver->scan(d, report);
     return report;
   }
   if (format == Format::kUnknown) {

@@ -5,33 +5,17 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "formats/format_registry.h"
+#include "formats/safetensors/sharded_reader.h"
 #include "trove/error.h"
 #include "trove/open.h"
-#include "trove/pskd.h"
-#include "trove/pt_writer.h"
 #include "trove/safetensors.h"
-#include "trove/tensordict.h"
 
 namespace trove {
 namespace {
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// A writer's options with what every writer takes copied from the convert options.
-template <class Options>
-Options WriterPart(const ConvertOptions& options) {
-  Options o;
-  static_cast<WriteOptions&>(o) = options;
-  return o;
-}
-
-SafetensorsWriteOptions SafetensorsPart(const ConvertOptions& options) {
-  auto o = WriterPart<SafetensorsWriteOptions>(options);
-  o.metadata = options.metadata;
-  o.drop_values = options.drop_values;
-  return o;
 }
 
 bool IsCastable(DType d) {
@@ -41,24 +25,33 @@ bool IsCastable(DType d) {
 }  // namespace
 
 Format TargetFormat(const std::string& destination, const std::string& to) {
+  std::string writable;
+  for (const FormatDriver* driver : FormatDrivers()) {
+    if (driver->write != nullptr) writable += (writable.empty() ? "" : ", ") + std::string(driver->format.name());
+  }
   if (!to.empty()) {
-    if (to == "pt") return Format::kPt;
-    if (to == "tensordict") return Format::kTensordictDir;
-    if (to == "tdz") return Format::kTdz;
-    if (to == "pskd") return Format::kPskd;
-    if (to == "safetensors") return Format::kSafetensors;
-    Fail(ErrorCode::kUsage, "--to must be one of pt, tensordict, tdz, pskd, safetensors (not '" + to + "')");
+    const FormatDriver* driver = FindFormatDriver(std::string_view(to));
+    if (driver != nullptr && driver->write != nullptr) return driver->format;
+    Fail(ErrorCode::kUsage, "--to must be one of " + writable + " (not '" + to + "')");
   }
   std::string d = destination;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
-  for (const char* ext : {".pt", ".pth", ".bin", ".ckpt"})
-    if (EndsWith(d, ext)) return Format::kPt;
-  if (EndsWith(d, ".tdz")) return Format::kTdz;
-  if (EndsWith(d, ".psk.d")) return Format::kPskd;
-  if (EndsWith(d, ".safetensors")) return Format::kSafetensors;
+  for (const FormatDriver* driver : FormatDrivers()) {
+    if (driver->write == nullptr) continue;
+    for (std::string_view ext : driver->extensions) {
+      if (EndsWith(d, ext)) return driver->format;
+    }
+  }
+  // A directory, or a name without extension: a tensordict memmap tree.
   std::error_code ec;
   if (std::filesystem::is_directory(d, ec) || std::filesystem::path(d).extension().empty()) return Format::kTensordictDir;
-  Fail(ErrorCode::kUsage, "cannot tell the output format from '" + destination + "': name it .pt, .tdz, .psk.d or .safetensors, or pass --to");
+  std::string names;
+  for (const FormatDriver* driver : FormatDrivers()) {
+    if (driver->write == nullptr) continue;
+    for (std::string_view ext : driver->extensions) names += (names.empty() ? "" : ", ") + std::string(ext);
+  }
+  Fail(ErrorCode::kUsage, "cannot tell the output format from '" + destination + "': name it " + names +
+                              " (or a directory), or pass --to (" + writable + ")");
 }
 
 bool KeyMatches(const std::string& pattern, const std::string& key) {
@@ -299,39 +292,17 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
     if (!options.allow_expand) CheckExpansion(doc.tensors, target == Format::kPt && !options.max_shard_bytes);
     if (options.max_shard_bytes) {
       ShardedWriteOptions sharded;
-      static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPart(options);
+      static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPartOf(options);
       sharded.shard_format = target;
       sharded.max_shard_bytes = *options.max_shard_bytes;
       WriteShardedCheckpoint(doc, destination, sharded);
       return;
     }
-    switch (target) {
-      case Format::kPt: {
-        auto pt = WriterPart<PtWriteOptions>(options);
-        pt.keep_unknown = options.keep_unknown;
-        WritePt(doc, destination, pt);
-        return;
-      }
-      case Format::kTensordictDir:
-      case Format::kTdz: {
-        auto td = WriterPart<TensordictWriteOptions>(options);
-        td.compression = options.compression;
-        if (target == Format::kTdz) WriteTdz(doc, destination, td);
-        else WriteTensordictDir(doc, destination, td);
-        return;
-      }
-      case Format::kSafetensors:
-        WriteSafetensors(doc, destination, SafetensorsPart(options));
-        return;
-      case Format::kPskd: {
-        auto p = WriterPart<PskdWriteOptions>(options);
-        p.vocab = options.vocab;
-        WritePskd(doc, destination, p);
-        return;
-      }
-      default:
-        Fail(ErrorCode::kUnsupported, "writing " + std::string(FormatName(target)) + " is not available");
+    const FormatDriver* driver = FindFormatDriver(target);
+    if (driver == nullptr || driver->write == nullptr) {
+      Fail(ErrorCode::kUnsupported, "writing " + std::string(FormatName(target)) + " is not available");
     }
+    driver->write(doc, destination, options);
   });
 }
 

@@ -1,7 +1,8 @@
 // ops/detect.h: what a path holds, found once and handed on.
 //
-// Detect maps a file (or looks into a directory) and tells its format by content; for a zip it
-// parses the archive once (ZipDisagreement::kReport, which every later use can read from: a
+// Detect maps a file (or looks into a directory) and asks every format driver
+// (formats/format_registry.h) how sure it is; the most confident names the format. A zip is
+// parsed once, before the drivers are asked (ZipDisagreement::kReport, which every later use can read from: a
 // strict reader refuses through ZipReader::RefuseDisagreements) so that Open, Verify and Scan do
 // not parse it again. ReadDetected routes to the format's reader. Thread-safe: no shared state.
 #pragma once
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "core/confined_directory.h"
+#include "formats/format_registry.h"
 #include "trove/document.h"
 #include "trove/format.h"
 #include "trove/shared_bytes.h"
@@ -17,15 +19,9 @@
 
 namespace trove::ops {
 
-struct Detection {
-  Format format = Format::kUnknown;
-  std::string path;
-  bool directory = false;
-  std::shared_ptr<MappedFile> file;       // every file format
-  std::shared_ptr<const ZipReader> zip;   // zip formats; null when the parse failed (the reader
-                                          // parses again, for its own error)
-  std::string shard_index;                // kShardedIndex: the index file
-};
+// Detection (formats/format_registry.h): what a path holds, by the most confident driver.
+using trove::Detection;
+
 
 // Throws Error for a path that cannot be opened or mapped (unknown content is kUnknown). A file
 // is told by its content; a name only decides between formats the bytes leave open (a damaged

@@ -4,15 +4,10 @@
 #include <optional>
 
 #include "core/confined_directory.h"
-#include "formats/pskd/pskd_reader.h"
 #include "formats/pt/legacy_tar.h"
-#include "formats/pt/pt_reader.h"
-#include "formats/safetensors/sharded_reader.h"
-#include "formats/tensordict/tensordict_reader.h"
 #include "ops/detect.h"
 #include "pickle/pickle_scan.h"
 #include "trove/error.h"
-#include "trove/safetensors.h"
 #include "trove/shared_bytes.h"
 
 namespace trove {
@@ -21,33 +16,19 @@ namespace {
 
 bool StartsWith(std::string_view head, std::string_view magic) { return head.substr(0, magic.size()) == magic; }
 
-// A zip's format from its entries: a tensordict archive has a top-level meta.json, a torch zip a
-// data.pkl (and TorchScript code records). A zip no reader accepts is handed to the torch reader,
-// whose error says what is wrong with it.
-void DetectZip(Detection& d) {
-  try {
-    d.zip = std::make_shared<const ZipReader>(d.file, ZipDisagreement::kReport);
-  } catch (const Error&) {
-    d.format = Format::kPt;
-    return;
-  }
-  d.format = IsTdzArchive(*d.zip) ? Format::kTdz : TorchZipFormat(*d.zip);
-}
-
-// A tar archive Python's tarfile accepts (torch.load tries it on every file that is not a zip)
-// whose members include torch's `pickle`: a checkpoint of torch < 0.4. A tar that cannot be
-// listed to its end is taken as one too (torch would try it), so is a header that only says
-// "ustar" (what tar checkpoints were known by).
-bool IsTorchTar(const MappedFile& file, std::string_view head) {
-  if (!LooksLikeTar(file.data(), file.size())) return head.size() >= 262 && head.substr(257, 5) == "ustar";
-  try {
-    for (const TarMember& m : ListTarMembers(file.data(), file.size())) {
-      if (m.name == "pickle") return true;
+// The most confident driver's format; kUnknown when none recognises the path.
+Format MostConfident(const Detection& d) {
+  Format best;
+  int best_confidence = kNotThisFormat;
+  for (const FormatDriver* driver : FormatDrivers()) {
+    if (driver->detect == nullptr) continue;
+    const int confidence = driver->detect(d);
+    if (confidence > best_confidence) {
+      best_confidence = confidence;
+      best = driver->format;
     }
-    return false;
-  } catch (const Error&) {
-    return true;
   }
+  return best;
 }
 
 // Why a file is none of the formats trove reads, as specifically as its content allows.
@@ -58,7 +39,7 @@ bool IsTorchTar(const MappedFile& file, std::string_view head) {
   }
   const MappedFile& f = *d.file;
   if (f.size() == 0) Fail(ErrorCode::kUnsupported, "an empty file, not a checkpoint");
-  if (d.zip) {
+  if (d.zip_magic) {
     Fail(ErrorCode::kUnsupported, "a zip archive, but not a checkpoint: no data.pkl (torch.save), meta.json (tensordict) "
                                   "or TorchScript/torch.package records");
   }
@@ -69,8 +50,9 @@ bool IsTorchTar(const MappedFile& file, std::string_view head) {
     Fail(ErrorCode::kUnsupported, "a pickle, but not a torch checkpoint: torch.save writes a zip or, in its legacy "
                                   "format, a pickle of its magic number first (trove scan shows what this one holds)");
   }
-  Fail(ErrorCode::kUnsupported, "not a checkpoint: no zip, legacy torch pickle, tar, tensordict, .psk.d or safetensors "
-                                "structure");
+  std::string known;
+  for (const FormatDriver* driver : FormatDrivers()) known += (known.empty() ? "" : ", ") + std::string(driver->format.name());
+  Fail(ErrorCode::kUnsupported, "not a checkpoint: none of the formats trove knows (" + known + ") recognises it");
 }
 
 }  // namespace
@@ -82,11 +64,8 @@ Detection Detect(const std::string& path) {
     Detection d;
     d.path = path;
     d.directory = true;
-    if (fs::exists(fs::path(path) / "meta.json", ec)) {
-      d.format = Format::kTensordictDir;
-    } else if (d.shard_index = FindShardIndex(path); !d.shard_index.empty()) {
-      d.format = Format::kShardedIndex;
-    } else {
+    d.format = MostConfident(d);
+    if (!d.format.known()) {
       // A model folder holding its weights in one file, as save_pretrained writes a model under its
       // shard size: that file, opened by the rule for files a folder holds.
       auto dir = ConfinedDirectory::Open(path);
@@ -107,63 +86,24 @@ Detection DetectFile(ConfinedFile opened) {
   d.path = opened.path;
   const std::string& path = d.path;
   d.file = MappedFile::FromDescriptor(opened.fd.release(), path, opened.size);
-  std::string_view head(reinterpret_cast<const char*>(d.file->data()), std::min<uint64_t>(d.file->size(), 512));
-  // By content first: a name decides only between formats the bytes leave open.
-  if (StartsWith(head, "PSKD")) {
-    d.format = Format::kPskd;
-  } else if (StartsWith(head, std::string_view("PK\x03\x04", 4)) || StartsWith(head, std::string_view("PK\x05\x06", 4))) {
-    DetectZip(d);
-  } else if (IsLegacyPtStart(d.file->data(), d.file->size())) {
-    d.format = Format::kPtLegacy;
-  } else if (!TorchCodeFileKind(head).empty()) {
-    d.format = Format::kTorchScript;
-  } else if (IsTorchTar(*d.file, head)) {
-    d.format = Format::kPtTar;
-  } else if (LooksLikeSafetensors(head, d.file->size())) {
-    d.format = Format::kSafetensors;
-  } else if (IsShardIndexName(path) && LooksLikeShardIndex(head)) {
-    d.format = Format::kShardedIndex;
-    d.shard_index = path;
-  } else if (path.ends_with(".safetensors") && !LooksLikePickle(d.file->data(), d.file->size()) &&
-             !LooksLikeShardIndex(head)) {
-    // By name too: a damaged or hostile header then gets the safetensors reader's own error.
-    d.format = Format::kSafetensors;
+  const std::string_view head = d.head();
+  d.zip_magic = StartsWith(head, std::string_view("PK\x03\x04", 4)) || StartsWith(head, std::string_view("PK\x05\x06", 4));
+  if (d.zip_magic) {
+    try {
+      d.zip = std::make_shared<const ZipReader>(d.file, ZipDisagreement::kReport);
+    } catch (const Error&) {
+      // Left null: the format's reader parses again, for its own error.
+    }
   }
+  // By content first: a name decides only between formats the bytes leave open (kByName).
+  d.format = MostConfident(d);
   return d;
 }
 
 Document ReadDetected(const Detection& d, const ReadOptions& options) {
-  switch (d.format) {
-    case Format::kTensordictDir:
-      return ReadTensordictDir(d.path, options);
-    case Format::kShardedIndex:
-      return ReadShardedCheckpoint(d.shard_index, options, d.directory ? IndexNamedBy::kDirectory : IndexNamedBy::kUser);
-    case Format::kPt:
-      return d.zip ? ReadPt(*d.zip, options) : ReadPt(d.file, options);
-    case Format::kPtLegacy:
-      return ReadPt(d.file, options);
-    case Format::kTdz:
-      return ReadTdz(d.zip, options);
-    case Format::kPskd:
-      return ReadPskd(d.file, options);
-    case Format::kSafetensors:
-      return ReadSafetensors(d.file, options);
-    case Format::kPtTar:
-      Fail(ErrorCode::kUnsupported, "a checkpoint of torch < 0.4 (a tar archive of sys_info, pickle, storages and tensors): "
-                                    "not read (torch.load runs the pickles of its members; re-save it with torch >= 0.4)");
-    case Format::kTorchScript: {
-      std::string kind;
-      if (d.zip) {
-        kind = TorchCodeArchiveKind(*d.zip);
-      } else {
-        kind = TorchCodeFileKind(std::string_view(reinterpret_cast<const char*>(d.file->data()),
-                                                  std::min<uint64_t>(d.file->size(), 16)));
-      }
-      Fail(ErrorCode::kRefused, (kind.empty() ? std::string("a TorchScript/torch.package archive") : kind) +
-                                    ": refused (it holds code, not just data)");
-    }
-    case Format::kUnknown:
-      break;
+  if (const FormatDriver* driver = FindFormatDriver(d.format)) {
+    if (driver->read != nullptr) return driver->read(d, options);
+    if (driver->refuse != nullptr) driver->refuse(d);
   }
   FailNotACheckpoint(d);
 }

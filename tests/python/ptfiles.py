@@ -225,6 +225,9 @@ def encode_component(k):
         c = ord(ch)
         if ch in '/\\<>:"|?* %' or c < 32 or c == 127:
             out.append("%%%02X" % c)
+        elif 0xD800 <= c <= 0xDFFF:
+            # A lone surrogate (a byte that was not UTF-8): its bytes, %XX-escaped (docs/python.md).
+            out.append("".join("%%%02X" % b for b in ch.encode("utf-8", "surrogatepass")))
         else:
             out.append(ch)
     return "".join(out)

@@ -10,7 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "trove/convert_options.h"
 #include "trove/document.h"
+#include "trove/safetensors.h"
 
 namespace trove {
 
@@ -37,6 +39,12 @@ bool LooksLikeShardIndex(std::string_view head);
 enum class IndexNamedBy { kUser, kDirectory };
 Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions& options,
                                IndexNamedBy named_by = IndexNamedBy::kUser);
+struct Detection;
+// The index file of a detected sharded checkpoint: the file itself, or the one its directory holds.
+std::string ShardIndexOf(const Detection& d);
+// What the safetensors writer takes of a conversion's options (shards included).
+SafetensorsWriteOptions SafetensorsPartOf(const ConvertOptions& options);
+
 // The shard names an index gives, each checked by the rule's form, sorted, once each.
 std::vector<std::string> ShardFiles(const std::string& index_path, IndexNamedBy named_by = IndexNamedBy::kUser);
 

@@ -1,0 +1,40 @@
+#include "formats/format_registry.h"
+
+namespace trove {
+
+// Adding a format: its folder defines `const FormatDriver& <Name>Format()`, and one line below
+// names it. Order matters only on a tie of confidences: the earlier driver wins.
+#define TROVE_FORMAT_DRIVERS(X) \
+  X(PskdFormat)                 \
+  X(PtFormat)                   \
+  X(PtLegacyFormat)             \
+  X(TorchScriptFormat)          \
+  X(PtTarFormat)                \
+  X(TdzFormat)                  \
+  X(TensordictFormat)           \
+  X(SafetensorsFormat)          \
+  X(ShardedFormat)
+
+#define TROVE_DECLARE_DRIVER(name) const FormatDriver& name();
+TROVE_FORMAT_DRIVERS(TROVE_DECLARE_DRIVER)
+#undef TROVE_DECLARE_DRIVER
+
+const std::vector<const FormatDriver*>& FormatDrivers() {
+#define TROVE_LIST_DRIVER(name) &name(),
+  static const std::vector<const FormatDriver*> drivers{TROVE_FORMAT_DRIVERS(TROVE_LIST_DRIVER)};
+#undef TROVE_LIST_DRIVER
+  return drivers;
+}
+
+const FormatDriver* FindFormatDriver(std::string_view name) {
+  for (const FormatDriver* driver : FormatDrivers()) {
+    if (driver->format.name() == name) return driver;
+  }
+  return nullptr;
+}
+
+const FormatDriver* FindFormatDriver(Format format) {
+  return format.known() ? FindFormatDriver(format.name()) : nullptr;
+}
+
+}  // namespace trove

@@ -1,0 +1,41 @@
+// .psk.d sample files as a trove format driver (formats/format_registry.h).
+#include "formats/format_registry.h"
+#include "formats/pskd/pskd_checks.h"
+#include "formats/pskd/pskd_reader.h"
+#include "trove/pskd.h"
+
+namespace trove {
+namespace {
+
+DetectConfidence DetectPskd(const Detection& d) { return d.head().starts_with("PSKD") ? kCertain : kNotThisFormat; }
+
+Document ReadPskdDetected(const Detection& d, const ReadOptions& options) { return ReadPskd(d.file, options); }
+
+void WritePskdFromConvert(const Document& doc, const std::string& destination, const ConvertOptions& options) {
+  auto p = WriterPartOf<PskdWriteOptions>(options);
+  p.vocab = options.vocab;
+  WritePskd(doc, destination, p);
+}
+
+// presk's own checks; a .psk.d has no checksum, so none of its bytes are covered by one.
+void VerifyPskd(const Detection& d, CheckReport& report) {
+  VerifyPskdFile(report, d.file);
+  report.bytes_without_checksum = report.bytes_checked;
+}
+
+}  // namespace
+
+const FormatDriver& PskdFormat() {
+  static const FormatDriver driver{
+      .format = Format::kPskd,
+      .summary = ".psk.d sample file (presk data)",
+      .extensions = {".psk.d"},
+      .detect = DetectPskd,
+      .read = ReadPskdDetected,
+      .write = WritePskdFromConvert,
+      .verify = VerifyPskd,
+  };
+  return driver;
+}
+
+}  // namespace trove

@@ -1,0 +1,76 @@
+// Hugging Face's formats as trove's format drivers (formats/format_registry.h): .safetensors
+// files and sharded checkpoints (an index naming .safetensors or torch .bin shards).
+#include "formats/format_registry.h"
+#include "formats/safetensors/sharded_reader.h"
+#include "pickle/pickle_scan.h"
+#include "trove/safetensors.h"
+
+namespace trove {
+namespace {
+
+// By content; by name too, so that a damaged or hostile header gets the safetensors reader's own
+// error (unless the bytes say it is something else: a pickle, an index).
+DetectConfidence DetectSafetensors(const Detection& d) {
+  if (d.directory || !d.file || d.zip_magic) return kNotThisFormat;
+  if (LooksLikeSafetensors(d.head(), d.file->size())) return kLikely;
+  if (d.path.ends_with(".safetensors") && !LooksLikePickle(d.file->data(), d.file->size()) &&
+      !LooksLikeShardIndex(d.head())) {
+    return kByName;
+  }
+  return kNotThisFormat;
+}
+
+Document ReadSafetensorsDetected(const Detection& d, const ReadOptions& options) {
+  return ReadSafetensors(d.file, options);
+}
+
+void WriteSafetensorsFromConvert(const Document& doc, const std::string& destination, const ConvertOptions& options) {
+  WriteSafetensors(doc, destination, SafetensorsPartOf(options));
+}
+
+// An index is told by its name and its first bytes (a JSON object); a directory by the index it
+// holds.
+DetectConfidence DetectSharded(const Detection& d) {
+  if (d.directory) return FindShardIndex(d.path).empty() ? kNotThisFormat : kCertain;
+  if (!d.file || d.zip_magic) return kNotThisFormat;
+  return IsShardIndexName(d.path) && LooksLikeShardIndex(d.head()) ? kLikely : kNotThisFormat;
+}
+
+Document ReadShardedDetected(const Detection& d, const ReadOptions& options) {
+  return ReadShardedCheckpoint(ShardIndexOf(d), options, d.directory ? IndexNamedBy::kDirectory : IndexNamedBy::kUser);
+}
+
+}  // namespace
+
+SafetensorsWriteOptions SafetensorsPartOf(const ConvertOptions& options) {
+  auto o = WriterPartOf<SafetensorsWriteOptions>(options);
+  o.metadata = options.metadata;
+  o.drop_values = options.drop_values;
+  return o;
+}
+
+std::string ShardIndexOf(const Detection& d) { return d.directory ? FindShardIndex(d.path) : d.path; }
+
+const FormatDriver& SafetensorsFormat() {
+  static const FormatDriver driver{
+      .format = Format::kSafetensors,
+      .summary = "Hugging Face .safetensors",
+      .extensions = {".safetensors"},
+      .detect = DetectSafetensors,
+      .read = ReadSafetensorsDetected,
+      .write = WriteSafetensorsFromConvert,
+  };
+  return driver;
+}
+
+const FormatDriver& ShardedFormat() {
+  static const FormatDriver driver{
+      .format = Format::kShardedIndex,
+      .summary = "sharded checkpoint: an .index.json and its .safetensors or .bin shards",
+      .detect = DetectSharded,
+      .read = ReadShardedDetected,
+  };
+  return driver;
+}
+
+}  // namespace trove
