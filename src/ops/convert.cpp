@@ -251,14 +251,20 @@ void Convert(const std::string& source, const std::string& destination, Format t
   ConvertDocument(doc, destination, target, options);
 }
 
-void ConvertDocument(const Document& doc, const std::string& destination, Format target, const ConvertOptions& options) {
+void ConvertDocument(const Document& doc, const std::string& destination, Format target,
+                     const ConvertOptions& requested) {
+  // A single .pt holds every object it was read with: there, objects of classes trove does not
+  // know are written back as they were read without being asked (--drop-unknown still leaves
+  // them out). Every other target holds data alone.
+  ConvertOptions options = requested;
+  if (target == Format::kPt && !options.max_shard_bytes && !options.drop_unknown) options.keep_unknown = true;
   // The writers refuse any directory containing the source as a tree destination; the source
   // itself may be converted in place.
   SourceGuard source(doc.path, InPlace::kAllowed);
   WithFile(destination, [&] {
     // Objects trove does not know are never dropped unasked (nothing lost).
     const std::vector<UnknownObject> unknown = FindUnknownObjects(doc);
-    if (options.keep_unknown && (target != Format::kPt || options.max_shard_bytes)) {
+    if (requested.keep_unknown && (target != Format::kPt || options.max_shard_bytes)) {
       Fail(ErrorCode::kUsage, "--keep-unknown writes objects back only to a single .pt file (the other formats and shards hold data alone)");
     }
     if (!unknown.empty() && !options.keep_unknown) {
@@ -292,7 +298,7 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
     if (!options.allow_expand) CheckExpansion(doc.tensors, target == Format::kPt && !options.max_shard_bytes);
     if (options.max_shard_bytes) {
       ShardedWriteOptions sharded;
-      static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPartOf(options);
+      static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPartOf(doc, options);
       sharded.shard_format = target;
       sharded.max_shard_bytes = *options.max_shard_bytes;
       WriteShardedCheckpoint(doc, destination, sharded);

@@ -46,7 +46,7 @@ Format MostConfident(const Detection& d) {
   if (LooksLikeTar(f.data(), f.size())) {
     Fail(ErrorCode::kUnsupported, "a tar archive, but not a torch checkpoint (no 'pickle' member)");
   }
-  if (LooksLikePickle(f.data(), f.size())) {
+  if (LooksLikeAnyPickle(f.data(), f.size())) {
     Fail(ErrorCode::kUnsupported, "a pickle, but not a torch checkpoint: torch.save writes a zip or, in its legacy "
                                   "format, a pickle of its magic number first (trove scan shows what this one holds)");
   }

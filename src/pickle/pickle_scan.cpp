@@ -12,6 +12,7 @@
 #include "pickle/global_class.h"
 #include "trove/document.h"
 #include "trove/error.h"
+#include "trove/unpickler.h"
 
 namespace trove {
 namespace {
@@ -290,6 +291,18 @@ std::map<std::string, std::vector<CallSite>> CallSites(const Value* root, const 
 
 bool LooksLikePickle(const uint8_t* data, uint64_t size) {
   return size >= 3 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5;
+}
+
+bool LooksLikeAnyPickle(const uint8_t* data, uint64_t size) {
+  if (LooksLikePickle(data, size)) return true;
+  // The opcodes a protocol 0 or 1 pickle can start with: a mark, an empty container, a global or
+  // an instance, a scalar, a persistent id. Anything else (text, other binaries) is no pickle.
+  static constexpr std::string_view kOpeners = "()]}ciILFSVNKJMGTUXPQ\x88\x89";
+  if (size < 2 || kOpeners.find(static_cast<char>(data[0])) == std::string_view::npos) return false;
+  CheckReport trial;
+  DataResolver inert(PicklePolicy::kPermissive);
+  const PickleScan scan = ScanPickle(trial, "", data, size, inert);
+  return scan.readable || !trial.globals.empty();
 }
 
 

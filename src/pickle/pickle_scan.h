@@ -29,5 +29,10 @@ PickleScan ScanPickle(CheckReport& report, const std::string& entry, const uint8
 
 // True when the bytes start like a pickle a Python unpickler would run (PROTO 2..5).
 bool LooksLikePickle(const uint8_t* data, uint64_t size);
+// LooksLikePickle, or a pickle of protocol 0 or 1, which has no PROTO opcode: the bytes start with
+// an opcode those protocols open with and trove's data-only unpickler (nothing run) reads them to
+// their STOP or meets a global on the way. pickle.load runs either kind, and torch.load runs the
+// first pickle of any file that is not a zip or tar; so scan looks at both.
+bool LooksLikeAnyPickle(const uint8_t* data, uint64_t size);
 
 }  // namespace trove

@@ -176,15 +176,18 @@ def test_unknown_objects_read_and_convert_only_when_asked(trove, files, tmp_path
     assert trove("stats", src, "config/extra").code == 0
     v = trove("verify", src)
     assert v.code == 0 and "Config" in v.text, v
-    # convert: an error listing them by key path, nothing written
+    # convert to a format that holds data alone: an error listing them by key path, nothing written
+    tdz = str(tmp_path / "o.tdz")
+    r = trove("convert", src, tdz)
+    assert r.code == 2 and "'config'" in r.errtext and "--drop-unknown" in r.errtext and not os.path.exists(tdz), r
+    r = trove("convert", src, tdz, "--keep-unknown")
+    assert r.code == 2 and "only to a single .pt" in r.errtext, r
+    # .pt to .pt: written back as read without being asked (nothing lost); torch.load makes the
+    # same object. --drop-unknown still leaves it out.
     out = str(tmp_path / "o.pt")
     r = trove("convert", src, out)
-    assert r.code == 2 and "'config'" in r.errtext and "--keep-unknown" in r.errtext and not os.path.exists(out), r
-    r = trove("convert", src, str(tmp_path / "o.tdz"), "--keep-unknown")
-    assert r.code == 2 and "only to a single .pt" in r.errtext, r
-    # --keep-unknown: written back as read; torch.load makes the same object
-    r = trove("convert", src, out, "--keep-unknown")
     assert r.code == 0, r
+    assert "config" not in torch.load(trove_convert_dropping(trove, src, tmp_path))
     back = torch.load(out)
     assert type(back["config"]) is Config and back["config"].lr == 0.1
     assert torch.equal(back["config"].extra, want["config"].extra)
@@ -505,13 +508,21 @@ def test_import_primitives_and_defaultdict_factories(trove, tmp_path):
     assert err.count("\n") == 1 and "collections.defaultdict of realfiles.zero_tensor" in err, err
     assert [t["key"] for t in doc["tensors"]] == ["dd/w", "plain/x"]
     assert trove("cat", path, "dd/w", "--raw").out == ptfiles.tensor_bytes(want["w"])
-    r = trove("convert", path, str(tmp_path / "o.pt"))
+    r = trove("convert", path, str(tmp_path / "o.safetensors"))
     assert r.code == 2 and "'dd'" in r.errtext and "--keep-unknown" in r.errtext, r
     out = str(tmp_path / "kept.pt")
-    assert trove("convert", path, out, "--keep-unknown").code == 0
+    assert trove("convert", path, out).code == 0
     got = torch.load(out)
     assert type(got["dd"]) is collections.defaultdict and got["dd"].default_factory is zero_tensor
     assert torch.equal(got["dd"]["w"], want["w"]) and got["plain"].default_factory is list
     r = trove("scan", path, "--json")
     classes = {g["name"]: g["class"] for g in json.loads(r.out)["files"][0]["globals"]}
     assert classes["realfiles.zero_tensor"] == "unknown" and classes["builtins.list"] == "data", classes
+
+
+def trove_convert_dropping(trove, src, tmp_path):
+    """src converted to .pt with --drop-unknown; the output's path."""
+    out = str(tmp_path / "dropped.pt")
+    r = trove("convert", src, out, "--drop-unknown")
+    assert r.code == 0, r
+    return out

@@ -296,3 +296,22 @@ def test_one_shard_is_written_under_the_plain_name(trove, tmp_path):
     assert r.code != 0 and "--to" in r.errtext
     r = trove("convert", tmp_path / "m.pt", tmp_path / "x", "--to", "pt", "--max-shard-size", "5 lots")
     assert r.code != 0 and "--max-shard-size" in r.errtext and not (tmp_path / "x").exists()
+
+
+def test_safetensors_to_safetensors_keeps_the_header_metadata(trove, tmp_path):
+    """Nothing lost: a .safetensors source's __metadata__ ({"format": "pt"}, which transformers
+    checks on load) goes with its tensors, to a file and to every shard; --metadata adds to it
+    and a key given again takes the new value."""
+    src = tmp_path / "m.safetensors"
+    src.write_bytes(spec.write({"w": ("F32", [2], b"\0" * 8), "b": ("F32", [1], b"\0" * 4)},
+                               metadata={"format": "pt", "note": "x"}))
+    assert trove("convert", src, tmp_path / "same.safetensors").code == 0
+    assert spec.read((tmp_path / "same.safetensors").read_bytes())[1] == {"format": "pt", "note": "x"}
+    assert trove("convert", src, tmp_path / "more.safetensors", "--metadata", "format=np",
+                 "--metadata", "k=v").code == 0
+    assert spec.read((tmp_path / "more.safetensors").read_bytes())[1] == {"format": "np", "note": "x", "k": "v"}
+    assert trove("convert", src, tmp_path / "shards", "--to", "safetensors", "--max-shard-size", "8").code == 0
+    shards = sorted((tmp_path / "shards").glob("*.safetensors"))
+    assert len(shards) == 2
+    for shard in shards:
+        assert spec.read(shard.read_bytes())[1] == {"format": "pt", "note": "x"}, shard

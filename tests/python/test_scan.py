@@ -337,3 +337,31 @@ def test_many_paths_and_fail_on(tmp_path, trove):
     r = trove("scan", tmp_path / "missing.pt", limit=True)
     assert r.code == 2 and r.errtext.startswith("trove: error: ")
     assert not os.path.exists(marker)
+
+
+# ---- a bare pickle of any protocol --------------------------------------------------------------
+
+@pytest.mark.parametrize("protocol", [0, 1])
+def test_bare_pickle_of_protocol_0_and_1_is_scanned(tmp_path, trove, protocol):
+    """pickle.load (and torch.load's legacy path) runs a file's first pickle whatever its protocol;
+    protocols 0 and 1 have no PROTO opcode to be told by, so scan reads the opening by structure."""
+    marker = tmp_path / "ran"
+    payload = f"touch {marker}"
+    if protocol == 0:
+        body = b"cos\nsystem\n(S'" + payload.encode() + b"'\ntR."
+    else:  # protocol 1: binary strings, an empty tuple then the argument
+        arg = payload.encode()
+        body = b"cos\nsystem\nq\x00(U" + bytes([len(arg)]) + arg + b"tR."
+    path = tmp_path / f"p{protocol}.pkl"
+    path.write_bytes(body)
+    assert_flagged(trove, path, marker, "bare pickle", "os.system", severity="critical")
+    # A clean pickle of the same protocols is still called a pickle (high: pickle.load runs it).
+    clean = tmp_path / f"clean{protocol}.pkl"
+    import pickle as stdlib_pickle
+    clean.write_bytes(stdlib_pickle.dumps({"a": [1, 2.5, "x"]}, protocol=protocol))
+    r, reports = scan(trove, clean)
+    assert "bare pickle" in findings_text(reports) and r.code == 1
+    # Text is not a pickle.
+    text = tmp_path / "notes.txt"
+    text.write_text("Listing of things\n(1) first\n")
+    assert trove("scan", text).code == 2

@@ -169,7 +169,7 @@ bool ScanZipfileView(CheckReport& report, const std::shared_ptr<MappedFile>& fil
 // zipfile, scanners) and start-of-file readers (torch's legacy loader, pickle.load) see two
 // different files. Also scans a leading pickle, which torch.load would run before anything else.
 void ScanPolyglot(CheckReport& report, const std::shared_ptr<MappedFile>& file, bool scan_leading_pickle) {
-  if (scan_leading_pickle && LooksLikePickle(file->data(), file->size())) {
+  if (scan_leading_pickle && LooksLikeAnyPickle(file->data(), file->size())) {
     report.Add(Severity::kHigh, "", 0,
                                "the file starts with a bare pickle: torch.load (weights_only=False) and pickle.load "
                                "run it before checking anything");

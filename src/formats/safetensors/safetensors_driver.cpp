@@ -1,5 +1,7 @@
 // Hugging Face's formats as trove's format drivers (formats/format_registry.h): .safetensors
 // files and sharded checkpoints (an index naming .safetensors or torch .bin shards).
+#include <algorithm>
+
 #include "formats/format_registry.h"
 #include "formats/safetensors/sharded_reader.h"
 #include "pickle/pickle_scan.h"
@@ -25,7 +27,7 @@ Document ReadSafetensorsDetected(const Detection& d, const ReadOptions& options)
 }
 
 void WriteSafetensorsFromConvert(const Document& doc, const std::string& destination, const ConvertOptions& options) {
-  WriteSafetensors(doc, destination, SafetensorsPartOf(options));
+  WriteSafetensors(doc, destination, SafetensorsPartOf(doc, options));
 }
 
 // An index is told by its name and its first bytes (a JSON object); a directory by the index it
@@ -42,9 +44,21 @@ Document ReadShardedDetected(const Detection& d, const ReadOptions& options) {
 
 }  // namespace
 
-SafetensorsWriteOptions SafetensorsPartOf(const ConvertOptions& options) {
+SafetensorsWriteOptions SafetensorsPartOf(const Document& doc, const ConvertOptions& options) {
   auto o = WriterPartOf<SafetensorsWriteOptions>(options);
-  o.metadata = options.metadata;
+  // A .safetensors source's __metadata__ goes with its tensors (nothing lost: transformers checks
+  // {"format": "pt"} when it loads), then --metadata: a key given again takes the new value.
+  if (doc.format == FormatName(Format::kSafetensors)) {
+    constexpr std::string_view kPrefix = "metadata.";
+    for (const auto& [name, value] : doc.properties) {
+      if (name.starts_with(kPrefix)) o.metadata.emplace_back(name.substr(kPrefix.size()), value.text);
+    }
+  }
+  for (const auto& [key, value] : options.metadata) {
+    auto same = std::find_if(o.metadata.begin(), o.metadata.end(), [&](const auto& kv) { return kv.first == key; });
+    if (same != o.metadata.end()) same->second = value;
+    else o.metadata.emplace_back(key, value);
+  }
   o.drop_values = options.drop_values;
   return o;
 }

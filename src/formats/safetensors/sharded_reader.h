@@ -42,8 +42,9 @@ Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions&
 struct Detection;
 // The index file of a detected sharded checkpoint: the file itself, or the one its directory holds.
 std::string ShardIndexOf(const Detection& d);
-// What the safetensors writer takes of a conversion's options (shards included).
-SafetensorsWriteOptions SafetensorsPartOf(const ConvertOptions& options);
+// What the safetensors writer takes of a conversion's options (shards included): the source's own
+// __metadata__ when it is a .safetensors file, then --metadata.
+SafetensorsWriteOptions SafetensorsPartOf(const Document& doc, const ConvertOptions& options);
 
 // The shard names an index gives, each checked by the rule's form, sorted, once each.
 std::vector<std::string> ShardFiles(const std::string& index_path, IndexNamedBy named_by = IndexNamedBy::kUser);

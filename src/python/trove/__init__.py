@@ -964,8 +964,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     progress, note, compression, metadata: as for save (`--compression`, `--metadata`);
     max_shard_size: bytes or "5GB" (`--max-shard-size`, with to="safetensors" or "pt"): dst is a
     directory of shards and their index. strict, permissive: the read policy (as for open);
-    objects of classes trove does not know are an error unless keep_unknown (to .pt: written back
-    as read) or drop_unknown (left out, with what they hold; note says which). dequantize: quantized
+    objects of classes trove does not know are written back to a single .pt as read (keep_unknown
+    says so explicitly), an error for other targets unless drop_unknown (left out, with what they
+    hold; note says which). dequantize: quantized
     tensors become float32 tensors of their values (`--dequantize`; else only .pt takes them)."""
     _trove._convert(_path(src, "src"), _path(dst, "dst"), _text("to", to), _texts("keys", keys), _text("dtype", dtype),
                     drop_values, progress, note, _text("compression", compression), metadata, max_shard_size,
