@@ -65,6 +65,8 @@ struct Document {
   std::vector<ContainerRecord> records;
   std::vector<std::string> warnings;
 
+  // By key path; a path holding '/' that names no tensor is also tried as one component (a
+  // flat file's name with '/' in it, asked for by that name).
   const NamedTensor* FindTensor(std::string_view key) const;
   // The value at a key path, as `tensors` and ForEachLeaf name them: a dict entry by its key's
   // component (DictKeyComponents), a dict's attribute by `%attr:<component>`, a list or tuple

@@ -16,6 +16,13 @@ namespace trove {
 const NamedTensor* Document::FindTensor(std::string_view key) const {
   for (const auto& t : tensors)
     if (t.key == key) return &t;
+  // A name that holds '/' (safetensors and .npz names often do: "model/layer.weight") is one
+  // key component, its '/' %-encoded; asked for by its own name, it is found so too.
+  if (key.find('/') != std::string_view::npos) {
+    const std::string whole = EncodeKeyComponent(key);
+    for (const auto& t : tensors)
+      if (t.key == whole) return &t;
+  }
   return nullptr;
 }
 

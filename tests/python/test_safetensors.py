@@ -315,3 +315,21 @@ def test_safetensors_to_safetensors_keeps_the_header_metadata(trove, tmp_path):
     assert len(shards) == 2
     for shard in shards:
         assert spec.read(shard.read_bytes())[1] == {"format": "pt", "note": "x"}, shard
+
+
+def test_a_name_holding_a_slash_is_reached_by_that_name(trove, tmp_path):
+    """Real files (lerobot, fusebox) name tensors "a/b": the key path is one component
+    ("a%2Fb"), and the name itself reaches it too, from the command line and from Python."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.environ.get("TROVE_BUILD_DIR", "build"), "python"))
+    import trove as trove_module
+    path = tmp_path / "slash.safetensors"
+    raw = bytes(range(8))
+    path.write_bytes(spec.write({"obs/state": ("U8", [8], raw)}))
+    r = trove("cat", path, "obs/state", "--raw")
+    assert r.code == 0 and r.out == raw, r
+    assert trove("cat", path, "obs%2Fstate", "--raw").out == raw
+    with trove_module.open(path, framework="np") as f:
+        assert f.keys() == ["obs%2Fstate"]
+        assert f.get_tensor("obs/state").tobytes() == raw
