@@ -15,7 +15,11 @@
 namespace trove {
 namespace {
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/npy_test_" + name; }
+// Per test: ctest runs each test as its own process, in parallel, and a file one maps must not be
+// rewritten by another.
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/npy_test_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name;
+}
 
 void WriteBytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
