@@ -1,0 +1,140 @@
+// Writing .npy files and .npz archives: each array C-ordered and little-endian behind the header
+// numpy writes, streamed from its view (a mapped view is copied by the kernel; strided, swapped,
+// cast or deflated ones go window by window), into a temporary renamed when whole.
+#include <functional>
+#include <set>
+
+#include "core/progress.h"
+#include "formats/npy/npy_format.h"
+#include "formats/npy/npy_header.h"
+#include "trove/atomic_file.h"
+#include "trove/error.h"
+#include "trove/zip_writer.h"
+
+namespace trove {
+namespace {
+
+// What numpy.save(z) cannot hold: values other than tensors, by key path.
+std::vector<std::string> ValuesOtherThanTensors(const Document& doc) {
+  std::vector<std::string> values;
+  ForEachLeaf(doc.root, [&](const std::string& key, const Value& leaf) {
+    if (leaf.kind != ValueKind::kTensor) values.push_back(key.empty() ? "(root)" : key);
+  });
+  return values;
+}
+
+std::string Listing(const std::vector<std::string>& keys) {
+  std::string text;
+  for (size_t i = 0; i < keys.size() && i < 10; ++i) text += (i ? ", " : "") + std::string("'") + keys[i] + "'";
+  if (keys.size() > 10) text += " and " + std::to_string(keys.size() - 10) + " more";
+  return text;
+}
+
+// The header for a tensor, or Error(kUnsupported) naming it.
+std::string HeaderFor(const NamedTensor& t) {
+  const TensorView& v = *t.view;
+  const std::string who = "'" + t.key + "'";
+  if (!v.has_data) Fail(ErrorCode::kUnsupported, who + ": a meta tensor (shape only) has no values for numpy");
+  const std::optional<std::string> descr = NpyDescrOf(v.dtype);
+  if (!descr) {
+    Fail(ErrorCode::kUnsupported, who + ": numpy has no dtype for " + std::string(Name(v.dtype)) +
+                                      " (convert with --dtype float32, or write safetensors)");
+  }
+  return FormatNpyHeader(*descr, v.shape);
+}
+
+// The C-ordered little-endian values: the stored bytes whole when the view is them (mapped:
+// copied by the kernel), else gathered, swapped, cast or inflated window by window.
+void StreamValues(const TensorView& v, const std::function<void(const SharedBytes&)>& stored_bytes,
+                  const std::function<void(const uint8_t*, size_t)>& chunk) {
+  if (std::optional<SharedBytes> stored = v.StoredBytes(); stored && !stored->deferred()) {
+    stored_bytes(*stored);
+  } else {
+    v.ForEachChunk(chunk);
+  }
+}
+
+}  // namespace
+
+void WriteNpy(const Document& doc, const std::string& destination, const WriteOptions& options) {
+  const std::vector<std::string> values = ValuesOtherThanTensors(doc);
+  if (doc.tensors.size() != 1 || !values.empty()) {
+    std::vector<std::string> keys;
+    for (const NamedTensor& t : doc.tensors) keys.push_back(t.key);
+    std::string holds = std::to_string(doc.tensors.size()) + " tensor(s)";
+    if (!keys.empty()) holds += " (" + Listing(keys) + ")";
+    if (!values.empty()) holds += " and " + std::to_string(values.size()) + " other value(s) (" + Listing(values) + ")";
+    Fail(ErrorCode::kUnsupported, "an .npy file holds exactly one array; this document holds " + holds +
+                                      " (write .npz for several arrays, or select one with --keys)");
+  }
+  const NamedTensor& t = doc.tensors.front();
+  const std::string header = HeaderFor(t);
+  CheckExpansion(doc.tensors, /*views_kept=*/false);
+  AtomicFile file(destination, options.durability);
+  file.Write(header.data(), header.size());
+  ProgressReporter progress(options.progress, t.view->nbytes());
+  StreamValues(
+      *t.view,
+      [&](const SharedBytes& b) {
+        file.Write(b.data(), b.size());
+        progress.Add(b.size());
+      },
+      [&](const uint8_t* data, size_t size) {
+        file.Write(data, size);
+        progress.Add(size);
+      });
+  progress.Finish();
+  file.Commit();
+}
+
+void WriteNpz(const Document& doc, const std::string& destination, const WriteOptions& options) {
+  const std::vector<std::string> values = ValuesOtherThanTensors(doc);
+  if (!values.empty()) {
+    Fail(ErrorCode::kUnsupported, std::to_string(values.size()) + " value(s) other than tensors cannot be held in .npz: " +
+                                      Listing(values));
+  }
+  if (doc.tensors.empty()) Fail(ErrorCode::kUnsupported, "no tensors: an .npz holds at least one array");
+  struct Member {
+    std::string name;
+    std::string header;
+    const TensorView* view;
+  };
+  std::vector<Member> members;
+  std::set<std::string> names;
+  uint64_t total = 0;
+  for (const NamedTensor& t : doc.tensors) {
+    std::string name;
+    const std::vector<std::string> components = SplitKeyPath(t.key);
+    for (size_t i = 0; i < components.size(); ++i) name += (i ? "/" : "") + DecodeKeyComponent(components[i]);
+    name += ".npy";
+    if (!names.insert(name).second) Fail(ErrorCode::kUnsupported, "'" + t.key + "': a second array named '" + name + "'");
+    members.push_back({std::move(name), HeaderFor(t), t.view});
+    total += t.view->nbytes();
+  }
+  CheckExpansion(doc.tensors, /*views_kept=*/false);
+  AtomicFile file(destination, options.durability);
+  // Python's zipfile layout (numpy.savez writes through it), each member's start aligned to 64 so
+  // that the array's data, 64-aligned within the member, is aligned in the file for mapping.
+  ZipWriter zip(file, ZipLayout::kTensordict);
+  ProgressReporter progress(options.progress, total);
+  for (const Member& m : members) {
+    zip.BeginEntry(m.name, ZipMethod::kStored, 64, m.header.size() + m.view->nbytes());
+    zip.Write(m.header.data(), m.header.size());
+    StreamValues(
+        *m.view,
+        [&](const SharedBytes& b) {
+          zip.WriteBytes(b);
+          progress.Add(b.size());
+        },
+        [&](const uint8_t* data, size_t size) {
+          zip.Write(data, size);
+          progress.Add(size);
+        });
+    zip.EndEntry();
+  }
+  zip.Finish();
+  progress.Finish();
+  file.Commit();
+}
+
+}  // namespace trove
