@@ -13,7 +13,9 @@ namespace trove {
   X(TdzFormat)                  \
   X(TensordictFormat)           \
   X(SafetensorsFormat)          \
-  X(ShardedFormat)
+  X(ShardedFormat)              \
+  X(NpyFormat)                  \
+  X(NpzFormat)
 
 #define TROVE_DECLARE_DRIVER(name) const FormatDriver& name();
 TROVE_FORMAT_DRIVERS(TROVE_DECLARE_DRIVER)

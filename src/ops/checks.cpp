@@ -299,6 +299,7 @@ CheckReport ScanDetected(const ops::Detection& d) {
         report.Add(Severity::kMedium, label, e.data_offset, err.message());
       }
     }
+    if (driver != nullptr && driver->scan != nullptr && d.zip) driver->scan(d, report);
     if (format == Format::kTdz) CheckStructure(report, d);
     return report;
   }

@@ -395,6 +395,20 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
   std::string pkl = pickler.Dump(root);
 
   const std::string prefix = ArchiveName(path);
+  // Dtypes torch added in 2.3 and later (uint16/32/64, float8, ...) have no typed storage: they
+  // are written as torch 2.x writes them (_rebuild_tensor_v3), which torch before that cannot
+  // load; the user hears so once, by dtype.
+  if (options.note) {
+    std::map<std::string, size_t> newer;
+    for (const auto& t : doc.tensors)
+      if (NeedsV3(t.view->dtype)) ++newer[std::string(Name(t.view->dtype))];
+    if (!newer.empty()) {
+      std::string list;
+      for (const auto& [name, n] : newer) list += (list.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+      options.note("tensors of dtypes torch before 2.3 does not have (" + list + ") are written as torch 2.x writes "
+                   "them (_rebuild_tensor_v3): torch 1.x and 2.0-2.2 cannot load this file");
+    }
+  }
   AtomicFile file(path, options.durability);
   ZipWriter zip(file, ZipLayout::kPyTorch);
   zip.AddEntry(prefix + "/data.pkl", pkl.data(), pkl.size(), ZipMethod::kStored, kStorageAlignment);
