@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "formats/format_registry.h"
+#include "formats/pt/pt_reader.h"
 #include "formats/safetensors/sharded_reader.h"
 #include "trove/error.h"
 #include "trove/open.h"
@@ -192,6 +193,7 @@ void DropUnknownObjects(Document& doc, const ConvertOptions& options) {
 }  // namespace
 
 size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
+  TorchScriptModulesAsDicts(doc, options.note);
   if (options.drop_unknown) DropUnknownObjects(doc, options);
   if (!options.keys.empty() || !options.exclude.empty()) {
     std::unordered_set<const Value*> keep;

@@ -1,3 +1,4 @@
+#include <algorithm>
 // DetectFormat and Open over every format trove detects: files written by trove's own writers,
 // files made by Debian's torch, and what trove recognises only to refuse.
 #include <filesystem>
@@ -94,10 +95,15 @@ TEST_F(OpenTest, TorchSavedZipAndLegacyFiles) {
   }
 }
 
-TEST_F(OpenTest, TorchScriptArchiveIsRecognisedAndRefused) {
+TEST_F(OpenTest, TorchScriptArchiveIsReadAsDataItsCodeNever) {
   Torch("torch.jit.script(torch.nn.Linear(2, 2)).save(ROOT + '/scripted.pt')\n");
   EXPECT_EQ(DetectFormat(P("scripted.pt")), Format::kTorchScript);
-  ExpectError([&] { Open(P("scripted.pt")); }, ErrorCode::kRefused, P("scripted.pt") + ": a TorchScript archive (constants.pkl, code/): refused");
+  const Document doc = Open(P("scripted.pt"));
+  EXPECT_EQ(doc.format, "torchscript");
+  ASSERT_NE(doc.FindTensor("weight"), nullptr);
+  ASSERT_NE(doc.FindTensor("bias"), nullptr);
+  EXPECT_TRUE(std::any_of(doc.warnings.begin(), doc.warnings.end(),
+                          [](const std::string& w) { return w.find("its code") != std::string::npos; }));
 }
 
 TEST_F(OpenTest, TarCheckpointIsRecognisedAndUnsupported) {

@@ -97,10 +97,17 @@ def test_stack_global_through_memo_is_refused(trove, tmp_path):
     assert_refused(trove, torch_zip(tmp_path / "sg.pt", body), "refused global 'os.system'", marker=marker)
 
 
-def test_torchscript_archive_is_refused(trove, tmp_path):
+def test_torchscript_archive_code_is_never_read(trove, tmp_path):
+    marker = marker_path(tmp_path)
     pkl = pickle_of(dict_of([]))
-    path = torch_zip(tmp_path / "ts.pt", pkl, extra={"constants.pkl": pickle_of(tup()), "code/x.py": b"print(1)"})
-    assert_refused(trove, path, "TorchScript")
+    code = f"import os\nos.system({shell(marker)!r})\n".encode()
+    path = torch_zip(tmp_path / "ts.pt", pkl, extra={"constants.pkl": pickle_of(tup()), "code/x.py": code})
+    # Its data is read (an empty dict); its code is left, and scan says it is there.
+    r = trove("info", path, limit=True)
+    assert r.code == 0 and "torchscript" in r.text, r
+    s = trove("scan", path, limit=True)
+    assert s.code == 1 and "carries code" in s.text, s
+    assert not os.path.exists(marker)
 
 
 def test_scan_reports_without_executing(trove, tmp_path):

@@ -265,8 +265,6 @@ def test_keys_that_spell_one_component_stay_apart(trove, tmp_path):
 def test_code_archives_are_refused_by_name(trove, tmp_path):
     m = torch.jit.script(torch.nn.Linear(2, 2))
     cases = {}
-    cases["script.pt"] = "a TorchScript archive (constants.pkl, code/)"
-    m.save(str(tmp_path / "script.pt"))
     cases["lite.ptl"] = "a TorchScript mobile archive (bytecode.pkl"
     m._save_for_lite_interpreter(str(tmp_path / "lite.ptl"))
     cases["flat.ptl"] = "a TorchScript mobile archive (flatbuffer"

@@ -2,6 +2,7 @@
 // legacy pickle streams, read; TorchScript/torch.package archives and tar checkpoints of torch
 // < 0.4, recognised and refused with what they are.
 #include <algorithm>
+#include <functional>
 
 #include "formats/format_registry.h"
 #include "formats/pt/legacy_tar.h"
@@ -49,7 +50,18 @@ DetectConfidence DetectTorchScript(const Detection& d) {
   return TorchCodeFileKind(d.head()).empty() ? kNotThisFormat : kCertain;
 }
 
-void RefuseTorchScript(const Detection& d) {
+[[noreturn]] void RefuseTorchScript(const Detection& d);
+
+// torch.jit.save's archives (constants.pkl, code/) are read as data; the other code archives
+// (mobile bytecode, torch 1.0-1.2's, torch.package, the non-zip forms) are refused by what they are.
+Document ReadTorchScriptDetected(const Detection& d, const ReadOptions& options) {
+  if (d.zip && TorchCodeArchiveKind(*d.zip) == "a TorchScript archive (constants.pkl, code/)") {
+    return ReadTorchScriptData(*d.zip, options);
+  }
+  RefuseTorchScript(d);
+}
+
+[[noreturn]] void RefuseTorchScript(const Detection& d) {
   const std::string kind = d.zip ? TorchCodeArchiveKind(*d.zip) : TorchCodeFileKind(d.head());
   Fail(ErrorCode::kRefused, (kind.empty() ? std::string("a TorchScript/torch.package archive") : kind) +
                                 ": refused (it holds code, not just data)");
@@ -96,7 +108,57 @@ void ScanPtTar(const Detection& d, CheckReport& report) {
   report.bytes_checked += d.file->size();
 }
 
+bool IsScriptModule(const Value* v) {
+  return v->kind == ValueKind::kObject && v->unknown_class && v->type_name.starts_with("__torch__.") &&
+         v->state != nullptr && v->state->kind == ValueKind::kDict;
+}
+
+// A module of a TorchScript archive (an object of a __torch__.* class) becomes the dict of what it
+// holds that is data to carry: its tensors, its submodules holding some and containers holding
+// some (an LSTM's _flat_weights), under their attribute names. Its other attributes (training
+// flags, hooks) and its class go with the code, which is not carried. Returns whether `v` holds a
+// tensor.
+bool CarryTensors(Value* v, size_t& modules) {
+  if (v->kind == ValueKind::kTensor) return true;
+  if (IsScriptModule(v)) {
+    ++modules;
+    std::vector<std::pair<Value*, Value*>> kept;
+    for (auto& [key, value] : v->state->entries) {
+      if (CarryTensors(value, modules)) kept.emplace_back(key, value);
+    }
+    Value plain;
+    plain.kind = ValueKind::kDict;
+    plain.type_name = "dict";
+    plain.entries = std::move(kept);
+    *v = std::move(plain);
+    return !v->entries.empty();
+  }
+  bool holds = false;
+  if (v->kind == ValueKind::kList || v->kind == ValueKind::kTuple) {
+    for (Value* item : v->items) holds |= CarryTensors(item, modules);
+  } else if (v->kind == ValueKind::kDict) {
+    for (auto& [key, value] : v->entries) holds |= CarryTensors(value, modules);
+  }
+  return holds;
+}
+
 }  // namespace
+
+void TorchScriptModulesAsDicts(Document& doc, const std::function<void(const std::string&)>& note) {
+  if (doc.format != FormatName(Format::kTorchScript) || doc.root == nullptr) return;
+  size_t modules = 0;
+  CarryTensors(doc.root, modules);
+  // The tensors are the same views; only the values around them changed.
+  std::vector<NamedTensor> tensors;
+  ForEachLeaf(doc.root, [&](const std::string& key, const Value& leaf) {
+    if (leaf.kind == ValueKind::kTensor) tensors.push_back({key, leaf.tensor});
+  });
+  doc.tensors = std::move(tensors);
+  if (note) {
+    note("a TorchScript archive: its " + std::to_string(doc.tensors.size()) + " tensors are written under their module "
+         "paths; its code and the " + std::to_string(modules) + " modules' classes and other attributes are not");
+  }
+}
 
 const FormatDriver& PtFormat() {
   static const FormatDriver driver{
@@ -127,6 +189,7 @@ const FormatDriver& TorchScriptFormat() {
       .format = Format::kTorchScript,
       .summary = "TorchScript or torch.package archive (code and data)",
       .detect = DetectTorchScript,
+      .read = ReadTorchScriptDetected,
       .refuse = RefuseTorchScript,
       .zip_container = true,
   };

@@ -61,7 +61,32 @@ void CollectNamedTensors(Document& doc, TorchResolver& resolver) {
   });
 }
 
-Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
+// TorchScript archives (torch.jit.save, torch >= 1.3) hold the module's state in data.pkl, as
+// torch.save's, with its constant tensors in constants.pkl (storages under constants/), and its
+// code under code/. kTorchScriptData reads the two pickles as data (the module's classes,
+// __torch__.*, become inert objects; nothing of code/ is read) and says the code was left.
+enum class ZipPtKind { kTorchSave, kTorchScriptData };
+
+// constants.pkl: a tuple of the constants the code uses. An empty one (what most traced and
+// scripted modules hold) is nothing to read; tensor constants (stored under constants/, keyed
+// apart from data/) are not read yet, and the document says how many there are.
+void ReadTorchScriptConstants(const ZipReader& zip, const std::string& prefix, Document& doc,
+                              const ReadOptions& options) {
+  const ZipEntry* e = zip.FindIgnoringCase(prefix + "/constants.pkl");
+  if (e == nullptr) return;
+  SharedBytes pickle = WithEntry(e->name, [&] { return zip.Read(*e); });
+  ValueArena arena;
+  TorchResolver resolver(options.pickle_policy);
+  Unpickler unpickler(pickle.data(), pickle.size(), arena, resolver);
+  const Value* constants = WithEntry(e->name, [&] { return unpickler.Load(); });
+  const size_t n = constants->kind == ValueKind::kTuple ? constants->items.size() : 1;
+  if (n > 0) {
+    doc.warnings.push_back(e->name + ": " + std::to_string(n) + " constant(s) of the code (" +
+                           std::to_string(resolver.storages().size()) + " tensor storage(s)) are not read");
+  }
+}
+
+Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind kind = ZipPtKind::kTorchSave) {
   // Where zip readers disagree, --permissive reads the archive as torch does and says so.
   if (options.pickle_policy != PicklePolicy::kPermissive) zip.RefuseDisagreements();
   const MappedFile* file = zip.shared_file().get();
@@ -88,6 +113,7 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
   // torch opens records by name, ignoring ASCII case (miniz's default lookup).
   auto record = [&](std::string_view name) { return zip.FindIgnoringCase(prefix + "/" + std::string(name)); };
   for (std::string_view code_record : kTorchScriptRecords) {
+    if (kind == ZipPtKind::kTorchScriptData) break;
     if (record(code_record)) {
       Fail(ErrorCode::kRefused, "'" + prefix + "/" + std::string(code_record) + "' present: " + TorchCodeArchiveKind(zip) +
                                     " holds code, refused");
@@ -103,12 +129,15 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
   const ZipEntry* pkl = record("data.pkl");
   if (!pkl) Fail(ErrorCode::kCorrupt, "record '" + prefix + "/data.pkl' missing");
   auto version = text_record("version");
+  if (!version && kind == ZipPtKind::kTorchScriptData) version = text_record(".data/version");
   if (!version) Fail(ErrorCode::kCorrupt, "record '" + prefix + "/version' missing");
   {
     uint64_t v = 0;
     size_t i = 0;
     for (; i < version->size() && i < 19 && (*version)[i] >= '0' && (*version)[i] <= '9'; ++i) v = v * 10 + ((*version)[i] - '0');
-    if (i == 0 || i != version->size() || v < 1 || v > kMaxPtFileVersion) {
+    // TorchScript's version is its bytecode's (up to 10 and beyond); its data.pkl is read as any.
+    const bool too_new = v > kMaxPtFileVersion && kind == ZipPtKind::kTorchSave;
+    if (i == 0 || i != version->size() || v < 1 || too_new) {
       Fail(ErrorCode::kUnsupported, "record '" + prefix + "/version' is '" + *version + "', readable versions are 1 to " +
                                         std::to_string(kMaxPtFileVersion));
     }
@@ -137,6 +166,14 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options) {
   if (unpickler.consumed() != pickle.size()) {
     doc.warnings.push_back(pkl->name + ": " + std::to_string(pickle.size() - unpickler.consumed()) +
                            " bytes after the pickle's STOP are ignored");
+  }
+  if (kind == ZipPtKind::kTorchScriptData) {
+    doc.format = "torchscript";
+    ReadTorchScriptConstants(zip, prefix, doc, options);
+    size_t code = 0;
+    for (const auto& e : zip.entries()) code += IsTorchScriptCodeRecord(TorchRecordName(e.name)) && !e.name.ends_with(".pkl");
+    doc.warnings.push_back("a TorchScript archive: its module's parameters, buffers and constants are read; its code (" +
+                           std::to_string(code) + " records under code/) is not read, run or converted");
   }
   for (auto& s : resolver.storages()) {
     const std::string name = prefix + "/data/" + s.key;
@@ -324,5 +361,9 @@ Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
 }
 
 Document ReadPt(const ZipReader& zip, const ReadOptions& options) { return ReadZipPt(zip, options); }
+
+Document ReadTorchScriptData(const ZipReader& zip, const ReadOptions& options) {
+  return ReadZipPt(zip, options, ZipPtKind::kTorchScriptData);
+}
 
 }  // namespace trove

@@ -5,6 +5,7 @@
 // mapping. Thread-safe: no shared state.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,5 +51,14 @@ Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options);
 // A zip archive already parsed (ZipDisagreement::kReport or kRefuse) over a mapped file: what
 // detection parsed is read without a second parse. Strict reads refuse what kRefuse would.
 Document ReadPt(const ZipReader& zip, const ReadOptions& options);
+// A TorchScript archive (torch.jit.save, torch >= 1.3) read as data: its data.pkl (the module's
+// parameters and buffers, under the module's attribute names; its __torch__.* classes inert
+// objects) and the count of constants.pkl's constants; code/ is never read. Format "torchscript",
+// with a warning saying the code was left.
+Document ReadTorchScriptData(const ZipReader& zip, const ReadOptions& options);
+// For conversion: a "torchscript" document's modules become plain dicts of their tensors and
+// submodules (the code, module classes and other attributes are not carried; `note` says so).
+// Any other document is left as it is.
+void TorchScriptModulesAsDicts(Document& doc, const std::function<void(const std::string&)>& note);
 
 }  // namespace trove

@@ -82,6 +82,12 @@ std::optional<std::string> TorchDataName(const std::string& module, const std::s
     for (const char* fn : kRebuild)
       if (name == fn) return dotted;
   }
+  // TorchScript's pickler (torch.jit.save's data.pkl) wraps containers in these; in torch each
+  // returns its argument (torch/jit/_pickle.py): data, not code.
+  if (module == "torch.jit._pickle") {
+    for (const char* fn : {"restore_type_tag", "build_intlist", "build_tensorlist", "build_doublelist", "build_boollist"})
+      if (name == fn) return dotted;
+  }
   if (dotted == kRebuildFromType || dotted == kTorchVersion || dotted == "torch.Size" || dotted == "torch.device" ||
       dotted == kLegacyTensor || dotted == "torch.nn.parameter.Parameter" ||
       dotted == "torch.serialization._get_layout" || dotted == "torch.storage.UntypedStorage" ||
@@ -265,6 +271,13 @@ Value* TorchResolver::MakeTensor(Value* storage, Value* offset, Value* size, Val
 Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
   if (callable == nullptr || callable->kind != ValueKind::kGlobal) return DataResolver::Call(callable, args, arena);
   const std::string& fn = callable->type_name;
+  if (fn.starts_with("torch.jit._pickle.")) {
+    const auto& a = Args(args, fn);
+    const size_t want = fn.ends_with("restore_type_tag") ? 2 : 1;
+    if (a.size() != want) Bad(fn, "wrong number of arguments");
+    if (want == 2 && a[1]->kind != ValueKind::kStr) Bad(fn, "the type tag is not a string");
+    return a[0];
+  }
   if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {
     const auto& a = Args(args, fn);
     const bool v2 = fn.ends_with("v2");

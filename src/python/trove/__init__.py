@@ -742,6 +742,12 @@ def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool =
                                 "(use torch.load for files you trust)")
     f = File(path, framework, strict=strict)
     try:
+        if f.format == "torchscript":
+            # torch.load hands these to torch.jit.load, which makes a ScriptModule by running
+            # their code; trove never does. trove.open reads their parameters and buffers.
+            raise _error("refused", f"{f._doc.path}: a TorchScript archive (constants.pkl, code/): refused by "
+                                    "trove.load, which would have to run its code to give what torch.load gives "
+                                    "(trove.open reads its parameters and buffers)", file=f._doc.path)
         if map_location is not None and f.framework == "pt":
             f._torch = _TorchStorages(_placement(map_location))
         return f.tree()
