@@ -89,6 +89,20 @@ class PlainTorchData {
           dst->state = child(src->state, "");
         }
         if (src->args && dst->type_name != "dict") dst->args = child(src->args, "");
+      } else if (src->kind == ValueKind::kDict && dst->type_name == kPickledTensorDict) {
+        // TensorDict.__setstate__'s dict: its attributes, with the entries as `_tensordict` (a
+        // _StringOnlyDict) after the first (`_device`, as TensorDict's __dict__ orders them).
+        Value* inner = arena_.Dict("tensordict.utils._StringOnlyDict");
+        inner->new_object = true;
+        entries(inner);
+        Value* state = arena_.Dict();
+        attributes_.insert(src->state);
+        for (const auto& [k, v] : src->state->entries) {
+          if (state->entries.size() == 1) state->entries.emplace_back(arena_.Str("_tensordict"), inner);
+          state->entries.emplace_back(child(k, "(key)"), child(v, "%attr:" + EncodeKeyComponent(k->text)));
+        }
+        if (state->entries.size() <= 1) state->entries.emplace_back(arena_.Str("_tensordict"), inner);
+        dst->state = state;
       } else if (src->kind == ValueKind::kDict) {
         // argparse.Namespace: an object whose attributes are the dict's entries (see Map).
         dst->state = arena_.Dict();
@@ -190,6 +204,12 @@ class PlainTorchData {
         const std::string& cls = s->type_name;
         if (cls == "collections.OrderedDict" || cls == "collections.Counter") {
           d = arena_.Dict(cls);
+        } else if (cls == kTensorDictLevel && s->state != nullptr && s->state->kind == ValueKind::kDict &&
+                   s->state->Find("_batch_size") != nullptr) {
+          // A TensorDict the source pickled (torch_resolver.h): a TensorDict again, made as
+          // tensordict pickles it (NEWOBJ, then BUILD of its state with the entries).
+          d = arena_.Object(std::string(kPickledTensorDict), arena_.Tuple());
+          d->new_object = true;
         } else if (cls.empty() || cls == "dict" || cls.find(':') != std::string::npos) {
           d = arena_.Dict();  // tensordict's levels are dicts to torch
         } else if (cls == "argparse.Namespace") {

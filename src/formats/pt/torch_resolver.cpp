@@ -439,6 +439,33 @@ Value* TorchResolver::Build(Value* object, Value* state, ValueArena& arena) {
     object->args = nullptr;
     return object;
   }
+  if (object != nullptr && object->kind == ValueKind::kObject && object->type_name == kPickledTensorDict &&
+      state != nullptr && state->kind == ValueKind::kDict) {
+    // A TensorDict torch.save pickled (TensorDict.__getstate__: its __dict__): its entries are
+    // state["_tensordict"] (a tensordict.utils._StringOnlyDict); the rest (_batch_size, _device,
+    // names...) are its attributes. It becomes the tensordict level trove reads from directories
+    // too; the .pt writer makes it a TensorDict again (nothing lost).
+    const Value* entries = nullptr;
+    Value* rest = arena.Dict();
+    for (const auto& [k, v] : state->entries) {
+      if (k->kind == ValueKind::kStr && k->text == "_tensordict" &&
+          (v->kind == ValueKind::kDict || v->kind == ValueKind::kObject)) {
+        entries = v;
+      } else {
+        rest->entries.emplace_back(k, v);
+      }
+    }
+    if (entries != nullptr) {
+      object->kind = ValueKind::kDict;
+      object->type_name = std::string(kTensorDictLevel);
+      object->unknown_class = false;
+      object->new_object = false;
+      object->args = nullptr;
+      object->entries = entries->entries;
+      object->state = rest;
+      return object;
+    }
+  }
   if (object != nullptr && object->kind == ValueKind::kTensor) {
     // Parameter.__setstate__ / tensor subclasses' Python attributes: kept, never applied.
     object->state = state;

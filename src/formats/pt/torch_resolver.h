@@ -25,6 +25,12 @@
 
 namespace trove {
 
+// A TensorDict pickled by torch.save (lerobot's stats.pth) is read as a tensordict level: a dict of
+// kTensorDictLevel (what tensordict directories give) whose attributes (Value::state) are the rest
+// of its pickled state (_batch_size, _device, ...). The .pt writer makes it kPickledTensorDict again.
+inline constexpr std::string_view kPickledTensorDict = "tensordict._td.TensorDict";
+inline constexpr std::string_view kTensorDictLevel = "tensordict:TensorDict";
+
 // A storage the pickle referenced by persistent id.
 struct TorchStorage {
   std::string key;                // persistent-id key ("0", "94367032442640")

@@ -496,6 +496,13 @@ def _dict_for(type_name: str, d: dict, args: Any, state: Any = None):
     factory when that is a Python data type, else none), argparse.Namespace, and any dict subclass
     as the dict itself (its class is only a name here, never imported), or as a trove.Dict when its
     pickle set attributes (state: a dict of them) so that none of them is lost."""
+    if type_name == "tensordict:TensorDict" and isinstance(state, dict) and "_batch_size" in state:
+        # A TensorDict the file pickled: what torch.load gives without tensordict's code run, the
+        # object with its pickled state (its entries under _tensordict), as for any class trove
+        # does not import.
+        items = list(state.items())
+        pickled = dict(items[:1] + [("_tensordict", d)] + items[1:])
+        return Object("tensordict._td.TensorDict", (), pickled)
     if isinstance(state, tuple) and len(state) == 2 and all(isinstance(p, (dict, type(None))) for p in state):
         state = {**(state[0] or {}), **(state[1] or {})}  # (instance dict, slots) as pickle's BUILD takes it
     if isinstance(state, dict) and state and all(isinstance(k, str) and k.isidentifier() and k != "type_name"
