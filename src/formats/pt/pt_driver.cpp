@@ -109,7 +109,7 @@ void ScanPtTar(const Detection& d, CheckReport& report) {
 }
 
 bool IsScriptModule(const Value* v) {
-  return v->kind == ValueKind::kObject && v->unknown_class && v->type_name.starts_with("__torch__.") &&
+  return v->kind == ValueKind::kObject && v->type_name.starts_with("__torch__.") &&
          v->state != nullptr && v->state->kind == ValueKind::kDict;
 }
 

@@ -169,6 +169,11 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind k
   }
   if (kind == ZipPtKind::kTorchScriptData) {
     doc.format = "torchscript";
+    // The module tree's classes (__torch__.*) are what a TorchScript archive is made of: known
+    // as modules, not objects of classes trove does not know (scan still grades each name).
+    doc.arena->ForEachValue([](Value& v) {
+      if (v.kind == ValueKind::kObject && v.type_name.starts_with("__torch__.")) v.unknown_class = false;
+    });
     ReadTorchScriptConstants(zip, prefix, doc, options);
     size_t code = 0;
     for (const auto& e : zip.entries()) code += IsTorchScriptCodeRecord(TorchRecordName(e.name)) && !e.name.ends_with(".pkl");
