@@ -112,14 +112,14 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static PolicyFlags convert_policy, diff_policy;
   static double rtol = 0, atol = 0;
 
-  auto* convert = app.add_subcommand("convert", "Convert between .pt, tensordict directories, .tdz, .psk.d and .safetensors");
+  auto* convert = app.add_subcommand("convert", "Convert between formats: .pt, tensordict, .tdz, .psk.d, .safetensors, .npy, .npz (--to)");
   convert->add_option("src", src, "Any file or directory trove reads")->required();
   convert->add_option("dst", dst, "Output; its format comes from its name unless --to is given")->required();
   std::vector<std::string> writable;
   for (const FormatDriver* driver : FormatDrivers()) {
     if (driver->write != nullptr) writable.emplace_back(driver->format.name());
   }
-  convert->add_option("--to", to, fmt::format("{}", fmt::join(writable, " | ")))->check(CLI::IsMember(writable));
+  convert->add_option("--to", to, "Output format (default: told by DST's name)")->check(CLI::IsMember(writable));
   convert->add_option("--keys", keys, "Keep only tensors whose key path matches (glob; repeatable)");
   convert->add_option("--exclude", exclude, "Drop the tensors whose key path matches (glob; repeatable)");
   convert->add_option("--dtype", dtype, "Cast floating weights to float16 (half, fp16), bfloat16 (bf16), float32 or float64");
