@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -128,6 +129,65 @@ class Dequantizer {
 
 namespace {
 
+// The casts people run on whole checkpoints (float32 to bfloat16 or float16 and back), as tight
+// loops over a run of whole elements: the same rounding as the element path (FloatToBFloat16,
+// FloatToHalf: round to nearest even, NaN stays NaN), without going through double, and the
+// losses counted alongside. Returns false for other pairs (the element path does them).
+struct LossCounts {
+  uint64_t overflowed = 0, underflowed = 0;
+};
+
+bool CastRun(DType from, DType to, const uint8_t* in, uint8_t* out, size_t n, LossCounts& losses) {
+  if (from == DType::kFloat32 && to == DType::kBFloat16) {
+    uint64_t overflowed = 0, underflowed = 0;
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t f;
+      std::memcpy(&f, in + 4 * i, 4);
+      const uint32_t magnitude = f & 0x7FFFFFFFu;
+      const bool nan = magnitude > 0x7F800000u;
+      const uint16_t b = nan ? static_cast<uint16_t>((f >> 16) | 0x40u)
+                             : static_cast<uint16_t>((f + 0x7FFFu + ((f >> 16) & 1u)) >> 16);
+      overflowed += (magnitude < 0x7F800000u) & ((b & 0x7F80u) == 0x7F80u);
+      underflowed += (magnitude != 0) & !nan & ((b & 0x7FFFu) == 0);
+      std::memcpy(out + 2 * i, &b, 2);
+    }
+    losses.overflowed += overflowed;
+    losses.underflowed += underflowed;
+    return true;
+  }
+  if (from == DType::kFloat32 && to == DType::kFloat16) {
+    for (size_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, in + 4 * i, 4);
+      const uint16_t h = FloatToHalf(f);
+      const uint32_t magnitude = std::bit_cast<uint32_t>(f) & 0x7FFFFFFFu;
+      losses.overflowed += (magnitude < 0x7F800000u) & ((h & 0x7C00u) == 0x7C00u);
+      losses.underflowed += (magnitude != 0) & (magnitude <= 0x7F800000u) & ((h & 0x7FFFu) == 0);
+      std::memcpy(out + 2 * i, &h, 2);
+    }
+    return true;
+  }
+  if (from == DType::kBFloat16 && to == DType::kFloat32) {  // exact
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t b;
+      std::memcpy(&b, in + 2 * i, 2);
+      const uint32_t f = uint32_t{b} << 16;
+      std::memcpy(out + 4 * i, &f, 4);
+    }
+    return true;
+  }
+  if (from == DType::kFloat16 && to == DType::kFloat32) {  // exact
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, in + 2 * i, 2);
+      const float f = static_cast<float>(HalfToDouble(h));
+      std::memcpy(out + 4 * i, &f, 4);
+    }
+    return true;
+  }
+  return false;
+}
+
 // Streams source's elements converted to dtype, chunk by chunk (bounded memory), counting into
 // `losses` (when given) what the conversion did to the values.
 void ForEachCastChunk(const TensorView& source, DType dtype, const std::function<void(const uint8_t*, size_t)>& fn,
@@ -164,7 +224,12 @@ void ForEachCastChunk(const TensorView& source, DType dtype, const std::function
     size_t whole = (n - pos) / in_size;
     size_t base = out.size();
     out.resize(base + whole * out_size);
-    for (size_t i = 0; i < whole; ++i) convert(p + pos + i * in_size, out.data() + base + i * out_size);
+    LossCounts run;
+    if (dequantizer || !CastRun(source.dtype, dtype, p + pos, out.data() + base, whole, run)) {
+      for (size_t i = 0; i < whole; ++i) convert(p + pos + i * in_size, out.data() + base + i * out_size);
+    }
+    overflowed += run.overflowed;
+    underflowed += run.underflowed;
     pos += whole * in_size;
     carry.append(reinterpret_cast<const char*>(p + pos), n - pos);
     if (!out.empty()) fn(out.data(), out.size());
