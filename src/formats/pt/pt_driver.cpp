@@ -55,7 +55,7 @@ DetectConfidence DetectTorchScript(const Detection& d) {
 // torch.jit.save's archives (constants.pkl, code/) are read as data; the other code archives
 // (mobile bytecode, torch 1.0-1.2's, torch.package, the non-zip forms) are refused by what they are.
 Document ReadTorchScriptDetected(const Detection& d, const ReadOptions& options) {
-  if (d.zip && TorchCodeArchiveKind(*d.zip) == "a TorchScript archive (constants.pkl, code/)") {
+  if (d.zip && TorchCodeArchiveKind(*d.zip) == kJitSaveArchiveKind) {
     return ReadTorchScriptData(*d.zip, options);
   }
   RefuseTorchScript(d);

@@ -335,7 +335,7 @@ std::string TorchCodeArchiveKind(const ZipReader& zip) {
   if (present("model.json") || present("attributes.pkl")) {
     return "a TorchScript archive of torch 1.0-1.2 (model.json, attributes.pkl, tensors/)";
   }
-  if (present("constants.pkl")) return "a TorchScript archive (constants.pkl, code/)";
+  if (present("constants.pkl")) return std::string(kJitSaveArchiveKind);
   if (present(".data/version")) return "a TorchScript archive (.data/version)";
   return "a TorchScript/torch.package archive";
 }

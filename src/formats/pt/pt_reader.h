@@ -35,6 +35,8 @@ Format TorchZipFormat(const ZipReader& zip);
 // (.data/extern_modules)", "TorchScript archive of torch 1.0-1.2 (model.json, attributes.pkl,
 // tensors/)", ...), for the error that refuses it.
 std::string TorchCodeArchiveKind(const ZipReader& zip);
+// The kind torch.jit.save's archives (torch >= 1.3) are: the one code archive whose data trove reads.
+inline constexpr std::string_view kJitSaveArchiveKind = "a TorchScript archive (constants.pkl, code/)";
 // The same for a file that is not a zip: TorchScript's mobile flatbuffer ("PTMF" at byte 4) and
 // the 1.0 preview's container ("PYTORCH1" at byte 0); empty for anything else.
 std::string TorchCodeFileKind(std::string_view head);
