@@ -48,6 +48,7 @@
 #include "trove/document.h"
 #include "trove/dtype.h"
 #include "trove/error.h"
+#include "trove/version.h"
 #include "trove/open.h"
 #include "trove/pipeline.h"
 #include "trove/pskd.h"
@@ -1271,6 +1272,7 @@ trove::ReadOptions ReadOpts(const std::string& policy) {
 
 PYBIND11_MODULE(_trove, m) {
   m.doc() = "trove's C++ core (use the `trove` package, not this module)";
+  m.attr("__version__") = std::string(trove::kVersion);
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {

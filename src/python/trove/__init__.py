@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import difflib
 import os
 import signal
 import threading
@@ -35,10 +36,12 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from . import _trove
 
+__version__: str = _trove.__version__
+
 __all__ = [
     "open", "load", "save", "verify", "scan", "convert", "diff", "stats", "data",
     "File", "Slice", "TensorRef", "Global", "Object", "Dict", "Report", "Finding", "DiffReport",
-    "Error", "UsageError", "IoError", "NotFoundError", "CorruptError", "RefusedError",
+    "Error", "UsageError", "IoError", "NotFoundError", "KeyNotFoundError", "CorruptError", "RefusedError",
     "UnsupportedError", "LimitError", "UnknownObjectsWarning",
 ]
 
@@ -86,6 +89,11 @@ class IoError(Error, OSError):
 class NotFoundError(Error, FileNotFoundError):
     """A named file, record or key does not exist."""
     code = "not-found"
+
+
+class KeyNotFoundError(NotFoundError, KeyError):
+    """A key the file has no tensor at (`f["nope"]`, `f.get_tensor("nope")`): a KeyError too, as a
+    dict's or safetensors' safe_open's missing key is; the message suggests the closest keys."""
 
 
 class CorruptError(Error, ValueError):
@@ -656,10 +664,24 @@ class File:
         doc = self._document()
         if not isinstance(key, str):
             raise _error("usage", f"a tensor's key is a str (not {key!r})")
-        if with_data:
-            with self._lock:
-                return doc.tensor_info(key)
-        return doc.tensor_meta(key)
+        try:
+            if with_data:
+                with self._lock:
+                    return doc.tensor_info(key)
+            return doc.tensor_meta(key)
+        except NotFoundError as e:
+            if key in self:
+                raise
+            raise self._missing_key(key, e) from None
+
+    def _missing_key(self, key: str, cause: Error) -> "KeyNotFoundError":
+        close = difflib.get_close_matches(key, self.keys(), n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(repr(k) for k in close)}?)" if close else ""
+        e = KeyNotFoundError(f"{cause.message}{hint}")
+        for field in ("code", "reason", "file", "entry", "offset", "spec_code"):
+            setattr(e, field, getattr(cause, field, None))
+        e.message = f"{cause.message}{hint}"
+        return e
 
     def get_tensor(self, key: str):
         """The tensor at `key`: a zero-copy view when it is stored so (see the class docstring)."""
@@ -675,7 +697,7 @@ class File:
     def get_slice(self, key: str) -> Slice:
         """A Slice: get_slice(key)[0:4] is the first four rows (a view, reading only those)."""
         if key not in self:
-            raise _error("not-found", f"no tensor '{key}' in {self.path}")
+            raise self._missing_key(key, _error("not-found", f"no tensor '{key}' in {self.path}"))
         return Slice(self, key)
 
     def values(self) -> Any:

@@ -1,6 +1,8 @@
 # Type stubs for trove's C++ extension. Use the `trove` package; these names are private.
 from typing import Any, Callable, Optional, Union
 
+__version__: str
+
 class Document:
     @property
     def path(self) -> str: ...
