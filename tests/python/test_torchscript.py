@@ -94,3 +94,24 @@ def test_convert_carries_the_tensors_and_says_the_code_is_left(trove, archive, t
     got = dict(flat(back))
     for name, want in state.items():
         assert torch.equal(got[kp(name)], want), name
+
+
+class WithConstants(torch.nn.Module):
+    def forward(self, x):
+        return x * torch.tensor([1.5, 2.5]) + torch.arange(2.0)
+
+
+def test_constants_are_read_under_their_own_key(trove, tmp_path):
+    """A trace captures torch.tensor(...) as a constant (constants.pkl, storages under constants/,
+    numbered apart from data/'s): read under `(constants)`, carried by convert."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = torch.jit.trace(WithConstants(), torch.ones(2))
+    path = tmp_path / "const.pt"
+    m.save(str(path))
+    r = trove("cat", path, "(constants)/0", "--raw")
+    assert r.code == 0 and r.out == torch.tensor([1.5, 2.5]).numpy().tobytes(), r
+    out = tmp_path / "c.pt"
+    assert trove("convert", path, out).code == 0
+    assert torch.equal(torch.load(out, weights_only=True)["(constants)"][0], torch.tensor([1.5, 2.5]))

@@ -49,16 +49,40 @@ std::string TrimRecord(std::string_view v) {
   return std::string(v);
 }
 
-void CollectNamedTensors(Document& doc, TorchResolver& resolver) {
-  resolver.StoragesAsTensors(*doc.arena);
+// Every resolver of the document's pickles (data.pkl's; a TorchScript archive's constants.pkl's, or
+// null) gives its views their bytes once the tensors are named.
+void CollectNamedTensors(Document& doc, std::initializer_list<TorchResolver*> resolvers) {
+  for (TorchResolver* r : resolvers)
+    if (r != nullptr) r->StoragesAsTensors(*doc.arena);
   doc.tensors = CollectTensors(doc.root);
   std::unordered_map<const TensorView*, std::string> names;
   for (const auto& t : doc.tensors) names.emplace(t.view, t.key);
-  resolver.Finish([&](const TensorView* v) {
-    auto it = names.find(v);
-    if (it != names.end()) return it->second;
-    return v->storage_key.empty() ? std::string("(unnamed)") : "(unnamed view of " + v->storage_key + ")";
-  });
+  for (TorchResolver* r : resolvers) {
+    if (r == nullptr) continue;
+    r->Finish([&](const TensorView* v) {
+      auto it = names.find(v);
+      if (it != names.end()) return it->second;
+      return v->storage_key.empty() ? std::string("(unnamed)") : "(unnamed view of " + v->storage_key + ")";
+    });
+  }
+}
+
+// Gives every storage a pickle referenced its record's bytes (`folder` + key: data/ for data.pkl,
+// constants/ for a TorchScript archive's constants.pkl), checked against the declared size.
+void ResolveStorages(const ZipReader& zip, const std::string& folder, TorchResolver& resolver) {
+  for (auto& s : resolver.storages()) {
+    const std::string name = folder + s.key;
+    const ZipEntry* e = zip.FindIgnoringCase(name);
+    if (!e) Fail(ErrorCode::kCorrupt, "record '" + name + "' missing (referenced by the pickle)");
+    if (e->uncompressed_size != s.declared_bytes) {
+      Fail(ErrorCode::kCorrupt, "record '" + name + "' has " + std::to_string(e->uncompressed_size) +
+                                    " bytes but the pickle declares " + std::to_string(s.declared_bytes));
+    }
+    // A compressed record is inflated only when its bytes are wanted: info, scan and verify's
+    // structure never inflate it; streaming commands inflate it window by window.
+    s.bytes = WithEntry(name, [&] { return zip.ReadDeferred(*e); });
+    s.resolved = true;
+  }
 }
 
 // TorchScript archives (torch.jit.save, torch >= 1.3) hold the module's state in data.pkl, as
@@ -67,23 +91,31 @@ void CollectNamedTensors(Document& doc, TorchResolver& resolver) {
 // __torch__.*, become inert objects; nothing of code/ is read) and says the code was left.
 enum class ZipPtKind { kTorchSave, kTorchScriptData };
 
-// constants.pkl: a tuple of the constants the code uses. An empty one (what most traced and
-// scripted modules hold) is nothing to read; tensor constants (stored under constants/, keyed
-// apart from data/) are not read yet, and the document says how many there are.
-void ReadTorchScriptConstants(const ZipReader& zip, const std::string& prefix, Document& doc,
-                              const ReadOptions& options) {
+// constants.pkl: the tuple of constants the code uses (tensors a trace captured, ...), their
+// storages under constants/. Read by a resolver of its own (its keys are apart from data/'s) and
+// placed in the root module's state under kTorchScriptConstantsKey, so that its tensors have key
+// paths (`(constants)/0`) and convert carries them. Returns that resolver (null: none to read).
+std::unique_ptr<TorchResolver> ReadTorchScriptConstants(const ZipReader& zip, const std::string& prefix, Document& doc,
+                                                        const ReadOptions& options, int64_t storage_index_base) {
   const ZipEntry* e = zip.FindIgnoringCase(prefix + "/constants.pkl");
-  if (e == nullptr) return;
+  if (e == nullptr) return nullptr;
   SharedBytes pickle = WithEntry(e->name, [&] { return zip.Read(*e); });
-  ValueArena arena;
-  TorchResolver resolver(options.pickle_policy);
-  Unpickler unpickler(pickle.data(), pickle.size(), arena, resolver);
-  const Value* constants = WithEntry(e->name, [&] { return unpickler.Load(); });
-  const size_t n = constants->kind == ValueKind::kTuple ? constants->items.size() : 1;
-  if (n > 0) {
-    doc.warnings.push_back(e->name + ": " + std::to_string(n) + " constant(s) of the code (" +
-                           std::to_string(resolver.storages().size()) + " tensor storage(s)) are not read");
+  auto resolver = std::make_unique<TorchResolver>(options.pickle_policy);
+  resolver->storage_folder = "constants/";
+  resolver->storage_index_base = storage_index_base;
+  Unpickler unpickler(pickle.data(), pickle.size(), *doc.arena, *resolver);
+  Value* constants = WithEntry(e->name, [&] { return unpickler.Load(); });
+  ResolveStorages(zip, prefix + "/constants/", *resolver);
+  const bool none = constants->kind == ValueKind::kTuple && constants->items.empty();
+  if (none) return resolver;
+  Value* root = doc.root;
+  if (root == nullptr || root->kind != ValueKind::kObject || root->state == nullptr || root->state->kind != ValueKind::kDict ||
+      root->state->Find(kTorchScriptConstantsKey) != nullptr) {
+    doc.warnings.push_back(e->name + ": the constants have no place beside a module's state here; not read");
+    return nullptr;
   }
+  root->state->entries.emplace_back(doc.arena->Str(std::string(kTorchScriptConstantsKey)), constants);
+  return resolver;
 }
 
 Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind kind = ZipPtKind::kTorchSave) {
@@ -167,6 +199,7 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind k
     doc.warnings.push_back(pkl->name + ": " + std::to_string(pickle.size() - unpickler.consumed()) +
                            " bytes after the pickle's STOP are ignored");
   }
+  std::unique_ptr<TorchResolver> constants;
   if (kind == ZipPtKind::kTorchScriptData) {
     doc.format = "torchscript";
     // The module tree's classes (__torch__.*) are what a TorchScript archive is made of: known
@@ -174,26 +207,14 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind k
     doc.arena->ForEachValue([](Value& v) {
       if (v.kind == ValueKind::kObject && v.type_name.starts_with("__torch__.")) v.unknown_class = false;
     });
-    ReadTorchScriptConstants(zip, prefix, doc, options);
+    constants = ReadTorchScriptConstants(zip, prefix, doc, options, static_cast<int64_t>(resolver.storages().size()));
     size_t code = 0;
     for (const auto& e : zip.entries()) code += IsTorchScriptCodeRecord(TorchRecordName(e.name)) && !e.name.ends_with(".pkl");
     doc.warnings.push_back("a TorchScript archive: its module's parameters, buffers and constants are read; its code (" +
                            std::to_string(code) + " records under code/) is not read, run or converted");
   }
-  for (auto& s : resolver.storages()) {
-    const std::string name = prefix + "/data/" + s.key;
-    const ZipEntry* e = zip.FindIgnoringCase(name);
-    if (!e) Fail(ErrorCode::kCorrupt, "record '" + name + "' missing (referenced by the pickle)");
-    if (e->uncompressed_size != s.declared_bytes) {
-      Fail(ErrorCode::kCorrupt, "record '" + name + "' has " + std::to_string(e->uncompressed_size) +
-                                    " bytes but the pickle declares " + std::to_string(s.declared_bytes));
-    }
-    // A compressed record is inflated only when its bytes are wanted: info, scan and verify's
-    // structure never inflate it; streaming commands inflate it window by window.
-    s.bytes = WithEntry(name, [&] { return zip.ReadDeferred(*e); });
-    s.resolved = true;
-  }
-  CollectNamedTensors(doc, resolver);
+  ResolveStorages(zip, prefix + "/data/", resolver);
+  CollectNamedTensors(doc, {&resolver, constants.get()});
   return doc;
 }
 
@@ -274,7 +295,7 @@ Document ReadLegacyPt(std::shared_ptr<MappedFile> file, const ReadOptions& optio
     doc.records.push_back({"storage " + k->text, data_at, s.declared_bytes, s.declared_bytes, "stored", 0});
   }
   if (!reader.at_end()) doc.warnings.push_back(std::to_string(reader.remaining()) + " bytes after the last storage are ignored");
-  CollectNamedTensors(doc, resolver);
+  CollectNamedTensors(doc, {&resolver});
   return doc;
 }
 

@@ -55,9 +55,12 @@ Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options);
 Document ReadPt(const ZipReader& zip, const ReadOptions& options);
 // A TorchScript archive (torch.jit.save, torch >= 1.3) read as data: its data.pkl (the module's
 // parameters and buffers, under the module's attribute names; its __torch__.* classes inert
-// objects) and the count of constants.pkl's constants; code/ is never read. Format "torchscript",
+// objects) and constants.pkl's constants (under `(constants)`); code/ is never read. Format "torchscript",
 // with a warning saying the code was left.
 Document ReadTorchScriptData(const ZipReader& zip, const ReadOptions& options);
+// Where a TorchScript archive's constants (constants.pkl) sit: an entry of the root module's state
+// (not a name Python gives an attribute, so no module's own).
+inline constexpr std::string_view kTorchScriptConstantsKey = "(constants)";
 // For conversion: a "torchscript" document's modules become plain dicts of their tensors and
 // submodules (the code, module classes and other attributes are not carried; `note` says so).
 // Any other document is left as it is.

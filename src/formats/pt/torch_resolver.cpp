@@ -225,6 +225,7 @@ Value* TorchResolver::PersistentLoad(Value* pid, ValueArena& arena) {
   refs_.push_back(ref);
   Value* handle = arena.Object(std::string(kStorageHandle), pid);
   handle->integer = static_cast<int64_t>(refs_.size() - 1);
+  handles_.push_back(handle);
   return handle;
 }
 
@@ -261,8 +262,8 @@ Value* TorchResolver::MakeTensor(Value* storage, Value* offset, Value* size, Val
     }
     if (__builtin_add_overflow(view.storage_offset, ref.offset, &view.storage_offset)) Bad(fn, "storage offset overflows");
   }
-  view.storage_index = static_cast<int64_t>(ref.storage);
-  view.storage_key = "data/" + s.key;
+  view.storage_index = storage_index_base + static_cast<int64_t>(ref.storage);
+  view.storage_key = storage_folder + s.key;
   Value* node = arena.Tensor(std::move(view));
   views_.push_back(node->tensor);
   return node;
@@ -475,8 +476,11 @@ Value* TorchResolver::Build(Value* object, Value* state, ValueArena& arena) {
 }
 
 void TorchResolver::StoragesAsTensors(ValueArena& arena) {
-  arena.ForEachValue([&](Value& v) {
-    if (v.kind != ValueKind::kObject || v.type_name != kStorageHandle) return;
+  // Only the handles this resolver made: another resolver's (a TorchScript archive's constants)
+  // may share the arena, its indexes its own.
+  for (Value* handle : handles_) {
+    Value& v = *handle;
+    if (v.kind != ValueKind::kObject || v.type_name != kStorageHandle) continue;
     const StorageRef& ref = refs_[static_cast<size_t>(v.integer)];
     const TorchStorage& s = storages_[ref.storage];
     TensorView view;
@@ -485,8 +489,8 @@ void TorchResolver::StoragesAsTensors(ValueArena& arena) {
     view.shape = {ref.numel >= 0 ? ref.numel : static_cast<int64_t>(s.declared_bytes / esize)};
     view.strides = {1};
     view.storage_offset = ref.offset;
-    view.storage_index = static_cast<int64_t>(ref.storage);
-    view.storage_key = "data/" + s.key;
+    view.storage_index = storage_index_base + static_cast<int64_t>(ref.storage);
+    view.storage_key = storage_folder + s.key;
     view.bare_storage = true;
     view.untyped_storage = !s.dtype;
     v.kind = ValueKind::kTensor;
@@ -495,13 +499,13 @@ void TorchResolver::StoragesAsTensors(ValueArena& arena) {
     v.integer = 0;
     v.tensor = arena.AddTensorView(std::move(view));
     views_.push_back(v.tensor);
-  });
+  }
 }
 
 void TorchResolver::Finish(const std::function<std::string(const TensorView*)>& key_of) {
   for (TensorView* view : views_) {
     if (view->has_data) {
-      const TorchStorage& s = storages_[static_cast<size_t>(view->storage_index)];
+      const TorchStorage& s = storages_[static_cast<size_t>(view->storage_index - storage_index_base)];
       if (!s.resolved) Fail(ErrorCode::kCorrupt, "tensor '" + key_of(view) + "': storage '" + s.key + "' has no data");
       view->storage = s.bytes;
     }

@@ -58,6 +58,11 @@ class TorchResolver : public DataResolver {
   // Gives every tensor view its storage bytes and validates it; `key_of` names a view for errors.
   void Finish(const std::function<std::string(const TensorView*)>& key_of);
   bool legacy_persistent_ids = false;  // the legacy format adds a 6th element (view metadata)
+  // Where this pickle's storages are, for views' storage_key ("data/", or "constants/" for a
+  // TorchScript archive's constants), and the first storage_index its views take: two pickles of
+  // one document (data.pkl and constants.pkl) number their storages apart.
+  std::string storage_folder = "data/";
+  int64_t storage_index_base = 0;
   ByteOrder byte_order = ByteOrder::kLittle;  // of every storage (the zip's `byteorder` record)
 
  private:
@@ -73,6 +78,7 @@ class TorchResolver : public DataResolver {
   };
   std::vector<TorchStorage> storages_;
   std::vector<StorageRef> refs_;
+  std::vector<Value*> handles_;  // every storage handle PersistentLoad made (StoragesAsTensors)
   std::map<std::string, size_t> storage_by_key_;
   std::map<std::string, size_t> view_by_key_;  // legacy storage views: view key -> refs_ index
   std::vector<TensorView*> views_;  // every view made, to receive its bytes in Finish()
