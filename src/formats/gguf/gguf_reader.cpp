@@ -1,4 +1,5 @@
 // Reading a GGUF file into a Document: tensors as views of the mapping, metadata as properties.
+#include <algorithm>
 #include <map>
 
 #include "formats/gguf/gguf_format.h"
@@ -73,7 +74,10 @@ void AddSummary(const GgufLayout& g, Document& doc) {
   uint64_t parameters = 0;
   // Cannot wrap: tensors share no byte, and every one with values holds at least a byte per six of them.
   for (const TensorInfo& ti : g.tensors) parameters += ti.values;
-  if (!g.tensors.empty()) doc.properties.emplace_back("parameter count", Thousands(parameters));
+  // `trove info` counts a tensor's elements, which for a block type are bytes of its blocks:
+  // the values are said here, where they differ.
+  const bool blocks = std::any_of(g.tensors.begin(), g.tensors.end(), [](const TensorInfo& t) { return t.type->quantized; });
+  if (blocks) doc.properties.emplace_back("parameter count", Thousands(parameters));
   auto add = [&](const std::string& label, std::optional<uint64_t> v) {
     if (v) doc.properties.emplace_back(label, Thousands(*v));
   };

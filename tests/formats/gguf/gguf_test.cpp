@@ -113,6 +113,7 @@ TEST(GgufReader, ReadsTensorsInTorchOrderWithRawBlocks) {
   EXPECT_EQ(*doc.Property("architecture"), "llama");
   EXPECT_EQ(*doc.Property("context length"), "4,096");
   EXPECT_EQ(*doc.Property("parameter count"), "72");
+  EXPECT_EQ(Read(Gguf().Header(1, 0).Info("f", {2}, 0, 0).Pad().Data(Floats({1, 2})).bytes()).Property("parameter count"), nullptr);
   EXPECT_EQ(*doc.Property("quantization mix"), "F32 2 tensors (32 bytes), Q8_0 1 tensor (68 bytes)");
 }
 
