@@ -382,6 +382,10 @@ def test_verify_and_scan(tmp_path, trove):
     assert r.code == 1 and "lie outside the data section" in r.text, r
     r = trove("info", cut)
     assert r.code == 2 and "lie outside the data section" in r.errtext, r
+    pointer = tmp_path / "lfs.gguf"  # a Git LFS pointer saved as the model: told by its name
+    pointer.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 4\n")
+    r = trove("info", pointer)
+    assert r.code == 2 and "Git LFS pointer" in r.errtext, r
 
 
 def test_convert_float_types_and_refuse_blocks(tmp_path, trove):

@@ -9,8 +9,12 @@ namespace {
 
 constexpr Format kGguf{"gguf"};
 
+// By the magic; by the name too, so that a damaged header (or a Git LFS pointer saved as the
+// model, ollama#5245) gets the GGUF reader's own error.
 DetectConfidence DetectGguf(const Detection& d) {
-  return !d.directory && !d.zip_magic && gguf::LooksLikeGguf(d.head()) ? kCertain : kNotThisFormat;
+  if (d.directory || !d.file || d.zip_magic) return kNotThisFormat;
+  if (gguf::LooksLikeGguf(d.head())) return kCertain;
+  return d.path.ends_with(".gguf") ? kByName : kNotThisFormat;
 }
 
 Document ReadGgufDetected(const Detection& d, const ReadOptions& options) { return ReadGguf(d.file, options); }

@@ -116,7 +116,12 @@ class Parser {
     }
     field_ = "magic";
     g.magic = in_.Bytes(4);
-    if (g.magic != "GGUF" && g.magic != "FUGG") FailAt(ErrorCode::kCorrupt, 0, "magic is not \"GGUF\"");
+    if (g.magic != "GGUF" && g.magic != "FUGG") {
+      if (g.magic == "vers" && in_.Bytes(std::min<uint64_t>(in_.remaining(), 24)).starts_with("ion https://git-lfs")) {
+        FailAt(ErrorCode::kCorrupt, 0, "a Git LFS pointer, not the model: its bytes were never fetched (git lfs pull)");
+      }
+      FailAt(ErrorCode::kCorrupt, 0, "magic is not \"GGUF\"");
+    }
     field_ = "version";
     uint32_t version = in_.U32();
     if ((version & 0xFFFF) == 0 && version != 0) {

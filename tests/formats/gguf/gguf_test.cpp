@@ -300,6 +300,9 @@ TEST(GgufHostile, TruncationAtEveryByteIsAnErrorNamingAField) {
 TEST(GgufHostile, SixByteFileIsRefusedClearly) {
   ExpectGgufError(std::string("GGUF\x02\x00", 6), ErrorCode::kCorrupt, "a GGUF file of 6 bytes: the magic and version need 8");
   ExpectGgufError(Gguf(7).Header(0, 0).bytes(), ErrorCode::kUnsupported, "GGUF version 7");
+  ExpectGgufError("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 4\n", ErrorCode::kCorrupt,
+                  "a Git LFS pointer, not the model");
+  ExpectGgufError("PK\x03\x04 and more bytes", ErrorCode::kCorrupt, "magic is not \"GGUF\"");
 }
 
 TEST(GgufVerify, ReportsTrailingBytesAndGaps) {
