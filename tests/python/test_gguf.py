@@ -414,6 +414,104 @@ def test_convert_float_types_and_refuse_blocks(tmp_path, trove):
     assert r.code != 0 and "quantized" in r.errtext, r
 
 
+# ---------------------------------------------------------------------------------------------
+# Dequantization (phase 2): numpy dequantizers written from ggml's block layouts (ggml-common.h:
+# QK_K = 256), in float32 with ggml's order of operations, against trove's bit for bit.
+
+def _half(blocks, at):
+    return blocks[:, at:at + 2].copy().view("<f2").astype(np.float32)  # (n, 1)
+
+
+def deq_q4_0(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 18)  # d (f16), qs[16]
+    d, qs = _half(b, 0), b[:, 2:].astype(np.int16)
+    low, high = ((qs & 0xF) - 8).astype(np.float32), ((qs >> 4) - 8).astype(np.float32)
+    return np.concatenate([low * d, high * d], axis=1).reshape(-1)
+
+
+def deq_q8_0(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 34)  # d (f16), qs[32] (int8)
+    return (b[:, 2:].copy().view(np.int8).astype(np.float32) * _half(b, 0)).reshape(-1)
+
+
+def deq_q4_k(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 144)  # d, dmin (f16), scales[12], qs[128]
+    d, dmin, s, qs = _half(b, 0), _half(b, 2), b[:, 4:16], b[:, 16:]
+    sc, mn = [], []
+    for j in range(8):  # 6-bit scale and min of sub-block j
+        if j < 4:
+            sc.append(s[:, j] & 63)
+            mn.append(s[:, j + 4] & 63)
+        else:
+            sc.append((s[:, j + 4] & 0xF) | ((s[:, j - 4] >> 6) << 4))
+            mn.append((s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4))
+    out = []
+    for j in range(4):  # 64 values: 32 low nibbles, 32 high ones
+        q = qs[:, 32 * j:32 * j + 32]
+        d1, m1 = d * sc[2 * j][:, None], dmin * mn[2 * j][:, None]
+        d2, m2 = d * sc[2 * j + 1][:, None], dmin * mn[2 * j + 1][:, None]
+        out += [d1 * (q & 0xF) - m1, d2 * (q >> 4) - m2]
+    return np.concatenate(out, axis=1).astype(np.float32).reshape(-1)
+
+
+def deq_q6_k(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 210)  # ql[128], qh[64], scales[16] (int8), d (f16)
+    ql, qh, sc, d = b[:, :128], b[:, 128:192], b[:, 192:208].copy().view(np.int8), _half(b, 208)
+    out = []
+    for n in range(2):  # two halves of 128 values
+        l_, h_, s_ = ql[:, 64 * n:64 * n + 64], qh[:, 32 * n:32 * n + 32], sc[:, 8 * n:8 * n + 8]
+        idx = np.arange(32) // 16
+        q = [((l_[:, :32] & 0xF) | (((h_ >> 0) & 3) << 4)), ((l_[:, 32:] & 0xF) | (((h_ >> 2) & 3) << 4)),
+             ((l_[:, :32] >> 4) | (((h_ >> 4) & 3) << 4)), ((l_[:, 32:] >> 4) | (((h_ >> 6) & 3) << 4))]
+        for k in range(4):
+            out.append((d * s_[:, idx + 2 * k]) * (q[k].astype(np.int16) - 32))
+    return np.concatenate(out, axis=1).astype(np.float32).reshape(-1)
+
+
+DEQUANTIZERS = {2: (deq_q4_0, 18, 32), 8: (deq_q8_0, 34, 32), 12: (deq_q4_k, 144, 256), 14: (deq_q6_k, 210, 256)}
+
+
+def random_blocks(rng, t, n):
+    """n blocks of type t: random quants, finite fp16 scales at the layout's places."""
+    _, size, _ = DEQUANTIZERS[t]
+    b = rng.integers(0, 256, (n, size), dtype=np.uint8)
+    halves = {2: [0], 8: [0], 12: [0, 2], 14: [208]}[t]
+    for at in halves:
+        b[:, at:at + 2] = rng.uniform(-2, 2, n).astype("<f2").view(np.uint8).reshape(n, 2)
+    return b.tobytes()
+
+
+def test_dequantize_matches_ggml_reference_layouts(tmp_path):
+    rng = np.random.default_rng(33)
+    tensors, reference = [], {}
+    for t, (deq, size, block) in DEQUANTIZERS.items():
+        for name, ne in (("row", [block * 3]), ("matrix", [block * 2, 5]), ("cube", [block, 3, 2])):
+            n = int(np.prod(ne)) // block
+            raw = random_blocks(rng, t, n)
+            key = f"{GGML[t][0]}.{name}"
+            tensors.append((key, t, ne, raw))
+            reference[key] = deq(raw)
+            assert reference[key].dtype == np.float32 and reference[key].size == int(np.prod(ne))
+    path = tmp_path / "q.gguf"
+    path.write_bytes(write_gguf([("general.architecture", 8, "x"), ("general.quantization_version", 4, 2)], tensors))
+    out = probe_args("dequantize", path)
+    got = {t["key"]: t for t in out["tensors"]}
+    assert sorted(got) == sorted(reference)
+    rows = []
+    for key, values in reference.items():
+        assert got[key]["values"] == values.size, key
+        assert got[key]["first"] == [float(v) for v in values[:8]], key
+        assert got[key]["crc32"] == zlib.crc32(values.astype("<f4").tobytes()), key
+        rows.append((key, values.size, float(np.abs(values).max())))
+    print("\n".join(f"{k:16} {n:6} values, max |x| {m:.4g}: bit for bit" for k, n, m in rows))
+
+
+def probe_args(*args):
+    p = subprocess.run([PROBE, *map(str, args)], capture_output=True, timeout=300)
+    assert p.returncode in (0, 1), p
+    return json.loads(p.stdout)
+
+
 def seed_files():
     """The fuzz seeds: small files of the writer (no corpus copies)."""
     files = sample_files()

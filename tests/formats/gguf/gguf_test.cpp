@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "formats/gguf/ggml_dequantize.h"
 #include "formats/gguf/gguf_format.h"
 #include "formats/gguf/gguf_layout.h"
 #include "trove/tensor.h"
@@ -365,6 +366,31 @@ TEST(GgufLayout, ReadsTheDraftLayout) {
   const Document doc = Read(g.bytes());
   EXPECT_EQ(doc.FindTensor("t")->view->At<float>(1), 2.5f);
   EXPECT_NE(doc.Property("layout"), nullptr);
+}
+
+TEST(GgmlDequantize, Q8_0AndQ4_0ByHandAndOthersRefused) {
+  // Q8_0: d = 0.5 (fp16 0x3800), quants -2, 3, 0...; Q4_0: d = 2, nibbles 0x1F: 15 - 8 low, 1 - 8 high.
+  std::string q8("\x00\x38", 2), q4("\x00\x40", 2);
+  q8 += std::string("\xfe\x03", 2) + std::string(30, '\0');
+  q4 += std::string(16, '\x1f');
+  float out[32];
+  gguf::DequantizeBlocks(DType::kGgmlQ8_0, reinterpret_cast<const uint8_t*>(q8.data()), 1, out);
+  EXPECT_EQ(out[0], -1.0f);
+  EXPECT_EQ(out[1], 1.5f);
+  EXPECT_EQ(out[31], 0.0f);
+  gguf::DequantizeBlocks(DType::kGgmlQ4_0, reinterpret_cast<const uint8_t*>(q4.data()), 1, out);
+  EXPECT_EQ(out[0], 14.0f);
+  EXPECT_EQ(out[16], -14.0f);
+  EXPECT_FALSE(gguf::CanDequantize(DType::kGgmlIQ2_XXS));
+  ExpectError([&] { gguf::DequantizeBlocks(DType::kGgmlIQ2_XXS, nullptr, 0, out); }, ErrorCode::kUnsupported, "dequantizing ggml_iq2_xxs");
+  // Through a file: chunks of whole blocks, every value once.
+  Gguf g;
+  g.Header(1, 0).Info("q", {64}, 8, 0).Pad().Data(q8 + q8);
+  const Document doc = Read(g.bytes());
+  std::vector<float> all;
+  gguf::ForEachDequantizedChunk(*doc.FindTensor("q")->view, [&](const float* v, size_t n) { all.insert(all.end(), v, v + n); }, 1);
+  ASSERT_EQ(all.size(), 64u);
+  EXPECT_EQ(all[33], 1.5f);
 }
 
 }  // namespace
