@@ -18,15 +18,6 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
-std::string Thousands(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 [[noreturn]] void FailAt(ErrorCode code, uint64_t offset, const std::string& message) {
   Error e(code, message);
   e.SetOffset(offset);
@@ -449,6 +440,16 @@ bool LooksLikeGguf(std::string_view head) {
 }
 
 GgufLayout ParseGguf(const uint8_t* data, uint64_t size) { return Parser(data, size).Parse(); }
+
+std::string Thousands(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 
 std::string ValueText(const MetadataValue& v) {
   switch (v.type) {

@@ -137,5 +137,7 @@ GgufLayout ParseGguf(const uint8_t* data, uint64_t size);
 // ("[1, 2, 3]") when it has at most kShownArrayItems, else "32,000 strings".
 inline constexpr size_t kShownArrayItems = 8;
 std::string ValueText(const MetadataValue& value);
+// "32,000": counts as info shows them.
+std::string Thousands(uint64_t n);
 
 }  // namespace trove::gguf

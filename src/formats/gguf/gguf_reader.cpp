@@ -11,19 +11,11 @@ namespace trove {
 namespace {
 
 using gguf::GgufLayout;
+using gguf::Thousands;
 using gguf::MetadataEntry;
 using gguf::MetadataValue;
 using gguf::TensorInfo;
 using gguf::ValueType;
-
-std::string Thousands(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 // PyTorch's order: ggml's ne reversed (ne[0], the fastest-varying, last).
 std::vector<int64_t> TorchShape(const TensorInfo& ti) {
