@@ -141,7 +141,7 @@ class Parser {
     CheckCount("metadata count", counts_at + in_.CountBytes(), n_kv, kMaxMetadataEntries, min_kv);
     CheckCount("tensor count", counts_at, n_tensors, kMaxTensors, min_info);
 
-    g.metadata.reserve(n_kv);
+    // Nothing is reserved from a count: entries take memory only as they are read from the file.
     std::set<std::string_view> keys;
     for (uint64_t k = 0; k < n_kv; ++k) {
       MetadataEntry e;
@@ -177,7 +177,7 @@ class Parser {
       g.alignment_given = true;
     }
 
-    g.tensors.reserve(n_tensors);
+    CheckCount("tensor count", counts_at, n_tensors, kMaxTensors, min_info);  // against what is left now
     std::set<std::string_view> names;
     for (uint64_t t = 0; t < n_tensors; ++t) {
       TensorInfo ti = ReadTensorInfo(t, g.alignment);

@@ -173,6 +173,9 @@ TEST(GgufHostile, RefusesCountsLargerThanTheFile) {
   Gguf tensors;
   tensors.Header(uint64_t{1} << 62, 0);  // count x sizeof would wrap
   ExpectGgufError(tensors.bytes(), ErrorCode::kLimit, "tensor count 4,611,686,018,427,387,904 exceeds the cap");
+  Gguf after_kv;  // fits the file, not what is left of it after the metadata
+  after_kv.Header(3, 1).KvStr("k", std::string(60, 'v'));
+  ExpectGgufError(after_kv.bytes(), ErrorCode::kCorrupt, "tensor count 3 cannot fit in the 0 bytes left");
 }
 
 TEST(GgufHostile, RefusesGigabyteStringsAndArraysDeclared) {
