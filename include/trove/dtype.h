@@ -2,6 +2,12 @@
 //
 // The table covers every row of the container spec's number-format table plus torch's legacy
 // quantized and bit types (known so that they are reported by name and refused for reading).
+// ggml's block-quantized types (GGUF files, docs/gguf.md) are rows too, so that a quantized tensor
+// keeps its type's name: a view of such a type holds its raw blocks, one byte per element
+// (element_size 1; the last dimension counts bytes of blocks, not values), so that every byte
+// count (nbytes, bounds, writers) stays right without knowing the block layout; the block layout
+// (values and bytes per block) lives with the GGUF reader (formats/gguf/ggml_types.h). They are
+// kQuantized and not readable: no quantizer, no values until a dequantizer exists for them.
 // All functions are pure lookups into a static table: thread-safe, no allocation.
 #pragma once
 
@@ -25,6 +31,11 @@ enum class DType : uint8_t {
   kQInt8, kQUInt8, kQInt32, kQUInt4x2, kQUInt2x4,
   // Opaque bit containers: readable as raw bytes only.
   kBits8, kBits16, kBits1x8, kBits2x4, kBits4x2,
+  // ggml's block-quantized types, as raw blocks (see above).
+  kGgmlQ4_0, kGgmlQ4_1, kGgmlQ5_0, kGgmlQ5_1, kGgmlQ8_0, kGgmlQ8_1,
+  kGgmlQ2_K, kGgmlQ3_K, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K, kGgmlQ8_K,
+  kGgmlIQ2_XXS, kGgmlIQ2_XS, kGgmlIQ3_XXS, kGgmlIQ1_S, kGgmlIQ4_NL, kGgmlIQ3_S, kGgmlIQ2_S, kGgmlIQ4_XS,
+  kGgmlIQ1_M, kGgmlTQ1_0, kGgmlTQ2_0, kGgmlMXFP4,
 };
 
 enum class DTypeKind : uint8_t { kFloat, kInt, kUInt, kBool, kComplex, kQuantized, kBits };

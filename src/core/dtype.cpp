@@ -39,6 +39,32 @@ constexpr std::array kTable = {
     DTypeInfo{DType::kBits1x8, "bits1x8", "bits1x8", "", 1, 1, K::kBits, true},
     DTypeInfo{DType::kBits2x4, "bits2x4", "bits2x4", "", 1, 2, K::kBits, true},
     DTypeInfo{DType::kBits4x2, "bits4x2", "bits4x2", "", 1, 4, K::kBits, true},
+    // ggml's block types: raw blocks, one byte per element (trove/dtype.h). torch has no such
+    // dtype; the torch name only keeps the table's lookups total (no writer emits it).
+    DTypeInfo{DType::kGgmlQ4_0, "ggml_q4_0", "ggml_q4_0", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ4_1, "ggml_q4_1", "ggml_q4_1", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ5_0, "ggml_q5_0", "ggml_q5_0", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ5_1, "ggml_q5_1", "ggml_q5_1", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ8_0, "ggml_q8_0", "ggml_q8_0", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ8_1, "ggml_q8_1", "ggml_q8_1", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ2_K, "ggml_q2_k", "ggml_q2_k", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ3_K, "ggml_q3_k", "ggml_q3_k", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ4_K, "ggml_q4_k", "ggml_q4_k", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ5_K, "ggml_q5_k", "ggml_q5_k", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ6_K, "ggml_q6_k", "ggml_q6_k", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ8_K, "ggml_q8_k", "ggml_q8_k", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ2_XXS, "ggml_iq2_xxs", "ggml_iq2_xxs", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ2_XS, "ggml_iq2_xs", "ggml_iq2_xs", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ3_XXS, "ggml_iq3_xxs", "ggml_iq3_xxs", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ1_S, "ggml_iq1_s", "ggml_iq1_s", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ4_NL, "ggml_iq4_nl", "ggml_iq4_nl", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ3_S, "ggml_iq3_s", "ggml_iq3_s", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ2_S, "ggml_iq2_s", "ggml_iq2_s", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ4_XS, "ggml_iq4_xs", "ggml_iq4_xs", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ1_M, "ggml_iq1_m", "ggml_iq1_m", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlTQ1_0, "ggml_tq1_0", "ggml_tq1_0", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlTQ2_0, "ggml_tq2_0", "ggml_tq2_0", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlMXFP4, "ggml_mxfp4", "ggml_mxfp4", "", 1, 8, K::kQuantized, false},
 };
 
 }  // namespace

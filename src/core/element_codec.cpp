@@ -127,6 +127,13 @@ ElementValue DecodeElement(DType dtype, const uint8_t* p) {
     case DType::kBits16: return uint(Load<uint16_t>(p));
     case DType::kQInt8: case DType::kQUInt8: case DType::kQInt32: case DType::kQUInt4x2: case DType::kQUInt2x4:
       break;
+    // ggml's block types: a byte of a block is no value (trove/dtype.h).
+    case DType::kGgmlQ4_0: case DType::kGgmlQ4_1: case DType::kGgmlQ5_0: case DType::kGgmlQ5_1: case DType::kGgmlQ8_0:
+    case DType::kGgmlQ8_1: case DType::kGgmlQ2_K: case DType::kGgmlQ3_K: case DType::kGgmlQ4_K: case DType::kGgmlQ5_K:
+    case DType::kGgmlQ6_K: case DType::kGgmlQ8_K: case DType::kGgmlIQ2_XXS: case DType::kGgmlIQ2_XS: case DType::kGgmlIQ3_XXS:
+    case DType::kGgmlIQ1_S: case DType::kGgmlIQ4_NL: case DType::kGgmlIQ3_S: case DType::kGgmlIQ2_S: case DType::kGgmlIQ4_XS:
+    case DType::kGgmlIQ1_M: case DType::kGgmlTQ1_0: case DType::kGgmlTQ2_0: case DType::kGgmlMXFP4:
+      break;
   }
   Fail(ErrorCode::kUnsupported, "quantized " + std::string(Name(dtype)) + " elements have no value without their quantizer");
 }

@@ -15,7 +15,8 @@ namespace trove {
   X(SafetensorsFormat)          \
   X(ShardedFormat)              \
   X(NpyFormat)                  \
-  X(NpzFormat)
+  X(NpzFormat)                  \
+  X(GgufFormat)
 
 #define TROVE_DECLARE_DRIVER(name) const FormatDriver& name();
 TROVE_FORMAT_DRIVERS(TROVE_DECLARE_DRIVER)

@@ -1,0 +1,565 @@
+"""trove's GGUF reader against a GGUF reader and writer written here (issue 27, phase 1).
+
+The writer and reader below use only the struct module and the byte layout of ggml's
+docs/gguf.md; they share no code with trove. tests/formats/gguf/gguf_probe (built with the tests)
+prints what trove's ReadGguf sees: every metadata value as a property, every tensor's dtype,
+shape and the CRC-32 of its bytes. Files the writer makes round-trip through the probe, the
+command line and the Python module; the real-file corpus (TROVE_CORPUS, its gguf/ directory) is
+compared file by file (without TROVE_CORPUS that test is skipped). The fuzz seeds in
+fuzz/corpus/gguf_fuzz are this writer's files (test_fuzz_seeds_are_the_writers).
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+from conftest import BIN_DIR, SOURCE, run_tool
+
+BUILD = os.environ.get("TROVE_BUILD_DIR", os.path.join(SOURCE, "build"))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+
+import trove  # noqa: E402
+
+PROBE = os.path.join(BIN_DIR, "gguf_probe")
+CORPUS = os.environ.get("TROVE_CORPUS")
+NO_CORPUS = "TROVE_CORPUS is not set (the directory of the real-file corpus: MANIFEST.tsv, gguf/, ...)"
+SEEDS = os.path.join(SOURCE, "fuzz", "corpus", "gguf_fuzz")
+
+if not os.path.exists(PROBE):
+    pytest.skip(f"{PROBE} was not built", allow_module_level=True)
+
+# Metadata value types: struct code, or None for string (8) and array (9).
+SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "B", 10: "Q", 11: "q", 12: "d"}
+TYPE_NAMES = {0: "u8", 1: "i8", 2: "u16", 3: "i16", 4: "u32", 5: "i32", 6: "f32", 7: "bool", 8: "string",
+              9: "array", 10: "u64", 11: "i64", 12: "f64", 13: "object"}
+# 13: an experiment of gguf-py's writer (2024, llama.cpp's models/test_writer.gguf): an object is
+# an array of its members' names; an array of arrays or objects holds only type and count, its
+# elements being keys of their own, ".<key>[<i>]", which come next.
+# ggml types: id -> (name, values per block, bytes per block, trove dtype). Q8_1 is ggml's
+# block_q8_1 (two halves and 32 quants: 36 bytes; gguf-py's table says 40, ggml reads 36).
+GGML = {
+    0: ("F32", 1, 4, "float32"), 1: ("F16", 1, 2, "float16"), 2: ("Q4_0", 32, 18, None), 3: ("Q4_1", 32, 20, None),
+    6: ("Q5_0", 32, 22, None), 7: ("Q5_1", 32, 24, None), 8: ("Q8_0", 32, 34, None), 9: ("Q8_1", 32, 36, None),
+    10: ("Q2_K", 256, 84, None), 11: ("Q3_K", 256, 110, None), 12: ("Q4_K", 256, 144, None),
+    13: ("Q5_K", 256, 176, None), 14: ("Q6_K", 256, 210, None), 15: ("Q8_K", 256, 292, None),
+    16: ("IQ2_XXS", 256, 66, None), 17: ("IQ2_XS", 256, 74, None), 18: ("IQ3_XXS", 256, 98, None),
+    19: ("IQ1_S", 256, 50, None), 20: ("IQ4_NL", 32, 18, None), 21: ("IQ3_S", 256, 110, None),
+    22: ("IQ2_S", 256, 82, None), 23: ("IQ4_XS", 256, 136, None), 24: ("I8", 1, 1, "int8"),
+    25: ("I16", 1, 2, "int16"), 26: ("I32", 1, 4, "int32"), 27: ("I64", 1, 8, "int64"), 28: ("F64", 1, 8, "float64"),
+    29: ("IQ1_M", 256, 56, None), 30: ("BF16", 1, 2, "bfloat16"), 34: ("TQ1_0", 256, 54, None),
+    35: ("TQ2_0", 256, 66, None), 39: ("MXFP4", 32, 17, None),
+}
+NUMPY_OF = {"F32": "f4", "F16": "f2", "F64": "f8", "I8": "i1", "I16": "i2", "I32": "i4", "I64": "i8", "BF16": "u2"}
+
+
+def probe(path):
+    p = subprocess.run([PROBE, str(path)], capture_output=True, timeout=300)
+    assert p.returncode in (0, 1), p
+    return json.loads(p.stdout)
+
+
+# ---------------------------------------------------------------------------------------------
+# The writer.
+
+class Writer:
+    def __init__(self, version=3, big=False):
+        self.e = ">" if big else "<"
+        self.version = version
+        self.out = bytearray()
+
+    def pack(self, fmt, *v):
+        self.out += struct.pack(self.e + fmt, *v)
+
+    def count(self, n):
+        self.pack("I" if self.version == 1 else "Q", n)
+
+    def string(self, s):
+        b = s.encode() if isinstance(s, str) else s
+        self.count(len(b))
+        self.out += b
+
+    def value(self, t, v):
+        if t == 8:
+            self.string(v)
+        elif t == 9:
+            et, items = v
+            self.pack("I", et)
+            self.count(len(items))
+            for item in items:
+                self.value(et, item)
+        else:
+            self.pack(SCALAR[t], v)
+
+
+def write_gguf(kvs, tensors, version=3, big=False, alignment=32, magic=b"GGUF"):
+    """kvs: [(key, type, value)]; tensors: [(name, ggml type id, ne, raw bytes)]. Returns bytes."""
+    w = Writer(version, big)
+    w.out += magic
+    w.pack("I", version)
+    w.count(len(tensors))
+    w.count(len(kvs))
+    for key, t, v in kvs:
+        w.string(key)
+        w.pack("I", t)
+        w.value(t, v)
+    offset = 0
+    offsets = []
+    for name, t, ne, raw in tensors:
+        w.string(name)
+        w.pack("I", len(ne))
+        for d in ne:
+            w.pack("I" if version == 1 else "Q", d)
+        w.pack("I", t)
+        w.pack("Q", offset)
+        offsets.append(offset)
+        offset += (len(raw) + alignment - 1) // alignment * alignment
+    w.out += b"\0" * (-len(w.out) % alignment)
+    for (_, _, _, raw), at in zip(tensors, offsets):
+        w.out += raw + b"\0" * (-len(raw) % alignment)
+    return bytes(w.out)
+
+
+def tensor_of(name, a, big=False):
+    """A numpy array as a tensor of the writer: ne is its shape reversed."""
+    kind = {"f4": 0, "f2": 1, "f8": 28, "i1": 24, "i2": 25, "i4": 26, "i8": 27}[f"{a.dtype.kind}{a.dtype.itemsize}"]
+    raw = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder(">" if big else "<")).tobytes()
+    return (name, kind, list(reversed(a.shape)), raw)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reader.
+
+def read_gguf(data):
+    """{version, big, draft, kv: {key: (type, value)}, tensors: [(name, ne, type, offset)], data_offset}"""
+    if len(data) < 8 or data[:4] not in (b"GGUF", b"FUGG"):
+        raise ValueError(f"not GGUF ({len(data)} bytes)")
+    e = "<"
+    version = struct.unpack_from("<I", data, 4)[0]
+    if version & 0xFFFF == 0:
+        e, version = ">", struct.unpack_from(">I", data, 4)[0]
+    pos = 8
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(e + fmt, data, pos)
+        pos += struct.calcsize(e + fmt)
+        return v[0]
+
+    cnt = "I" if version == 1 else "Q"
+
+    def string():
+        nonlocal pos
+        n = take(cnt)
+        s = data[pos:pos + n]
+        assert len(s) == n
+        pos += n
+        return s.decode("utf-8", "replace")
+
+    n_tensors, n_kv = take(cnt), take(cnt)
+    draft = data[:4] == b"FUGG" and version == 1 and n_kv > 0 and struct.unpack_from("<II", data, pos)[0] == 8 \
+        and struct.unpack_from("<II", data, pos)[1] < (1 << 24)
+
+    def tag(expected):
+        if draft:
+            assert take("I") == expected
+
+    def next_key_is(name):
+        n = struct.unpack_from(e + cnt, data, pos)[0] if pos + 8 <= len(data) else -1
+        size = struct.calcsize(cnt)
+        return n == len(name) and data[pos + size:pos + size + n] == name.encode()
+
+    def value(t, key):
+        if t == 8:
+            return string()
+        if t in (9, 13):
+            et, n = take("I"), take(cnt)
+            if et in (9, 13) and n and next_key_is(f".{key}[0]"):
+                return (et, n, "as keys")
+            return (et, [value(et, key) for _ in range(n)])
+        v = take(SCALAR[t])
+        return bool(v) if t == 7 else v
+
+    kv = {}
+    for _ in range(n_kv):
+        tag(8)
+        key = string()
+        t = take("I")
+        kv[key] = (t, value(t, key))
+    alignment = kv.get("general.alignment", (4, 32))[1]
+    tensors = []
+    for _ in range(n_tensors):
+        tag(8)
+        name = string()
+        tag(5)
+        n_dims = take("I")
+        ne = []
+        for _ in range(n_dims):
+            tag(5)
+            ne.append(take(cnt))
+        tag(5)
+        t = take("I")
+        offset = take("Q")
+        tensors.append((name, ne, t, offset))
+        if draft:
+            pos += -pos % alignment
+    data_offset = pos + (-pos % alignment)
+    return {"version": version, "big": e == ">", "draft": draft, "kv": kv, "tensors": tensors,
+            "data_offset": data_offset}
+
+
+def text_of(t, v, key=""):
+    """A value as trove's properties show it (docs/gguf.md)."""
+    if t == 7:
+        return "true" if v else "false"
+    if t in (6, 12):
+        return "%.9g" % v
+    if t == 8:
+        return v
+    if t in (9, 13) and len(v) == 3:
+        return f"{v[1]:,} {'objects' if v[0] == 13 else 'arrays'} held as keys .{key}[i]"
+    if t == 13:
+        return "object " + text_of(9, v, key)
+    if t == 9:
+        et, items = v
+        if len(items) > 8:
+            kind = "strings" if et == 8 else "arrays" if et == 9 else TYPE_NAMES[et] + " values"
+            return f"{len(items):,} {kind}"
+        return "[" + ", ".join('"' + i + '"' if et == 8 else text_of(et, i) for i in items) + "]"
+    return str(v)
+
+
+def expected_tensor(g, data, name, ne, t):
+    """dtype, shape, nbytes and the CRC-32 trove streams (little-endian; blocks as stored)."""
+    gname, block, size, dtype = GGML[t]
+    shape = list(reversed(ne))
+    n = int(np.prod(ne, dtype=np.uint64)) if ne else 1
+    nbytes = n // block * size
+    if dtype is None:
+        dtype = "ggml_" + gname.lower()
+        shape = shape or [1]
+        shape[-1] = ne[0] // block * size
+    return dtype, shape, nbytes
+
+
+def compare(path):
+    """trove's view of `path` against the reader here; returns a row for the table."""
+    data = open(path, "rb").read()
+    g = read_gguf(data)
+    out = probe(path)
+    assert "error" not in out, out
+    props = out["properties"]
+    assert props["version"] == str(g["version"])
+    assert props["byteorder"] == ("big" if g["big"] else "little")
+    for key, (t, v) in g["kv"].items():
+        shown = key
+        if key == "general.architecture" and t == 8:
+            shown = "architecture"
+        if key == "tokenizer.chat_template" and t == 8:
+            shown = "chat template"
+        assert props[shown] == text_of(t, v, key), key
+    assert len(out["tensors"]) == len(g["tensors"])
+    by_key = {t["key"]: t for t in out["tensors"]}
+    types = set()
+    for name, ne, t, offset in g["tensors"]:
+        dtype, shape, nbytes = expected_tensor(g, data, name, ne, t)
+        got = by_key[name]
+        assert (got["dtype"], got["shape"], got["nbytes"]) == (dtype, shape, nbytes), name
+        raw = data[g["data_offset"] + offset:g["data_offset"] + offset + nbytes]
+        assert len(raw) == nbytes
+        gname = GGML[t][0]
+        if g["big"] and gname in NUMPY_OF:
+            raw = np.frombuffer(raw, dtype=">" + NUMPY_OF[gname]).astype("<" + NUMPY_OF[gname]).tobytes()
+        assert got["crc32"] == zlib.crc32(raw), name
+        types.add(gname)
+    return (g["version"], "draft" if g["draft"] else "big" if g["big"] else "little", len(g["kv"]), len(g["tensors"]),
+            ",".join(sorted(types)) or "-")
+
+
+# ---------------------------------------------------------------------------------------------
+
+def sample_files():
+    """The writer's files: every float and integer type, v1-v3, both byte orders, block types."""
+    rng = np.random.default_rng(27)
+    kvs = [("general.architecture", 8, "llama"), ("general.quantization_version", 4, 2),
+           ("llama.context_length", 4, 2048), ("llama.block_count", 4, 2),
+           ("general.name", 8, "tiny ünïcode"), ("x.f32", 6, 0.5), ("x.bool", 7, True), ("x.i64", 11, -7),
+           ("tokenizer.ggml.tokens", 9, (8, [f"tok{i}" for i in range(100)])),
+           ("tokenizer.ggml.scores", 9, (6, [0.25] * 3)),
+           ("x.nested", 9, (9, [(4, [1, 2]), (4, [3])])),
+           ("tokenizer.chat_template", 8, "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}")]
+    arrays = {
+        "f32": rng.standard_normal((3, 5)).astype("f4"), "f16": rng.standard_normal((4,)).astype("f2"),
+        "f64": rng.standard_normal((2, 2, 2)).astype("f8"), "i8": rng.integers(-100, 100, (6,)).astype("i1"),
+        "i16": rng.integers(-1000, 1000, (2, 3)).astype("i2"), "i32": rng.integers(-10**6, 10**6, (5,)).astype("i4"),
+        "i64": rng.integers(-10**12, 10**12, (1, 3)).astype("i8"),
+    }
+    files = {}
+    for version in (1, 2, 3):
+        for big in (False, True):
+            tensors = [tensor_of(k, a, big) for k, a in arrays.items()]
+            if not big:
+                tensors.append(("q8", 8, [64, 2], bytes(rng.integers(0, 256, 4 * 34, dtype=np.uint8))))
+                tensors.append(("q4k", 12, [256], bytes(rng.integers(0, 256, 144, dtype=np.uint8))))
+            files[f"v{version}_{'be' if big else 'le'}.gguf"] = (write_gguf(kvs, tensors, version, big), arrays)
+    files["vocab_only.gguf"] = (write_gguf(kvs, []), {})
+    files["align64.gguf"] = (write_gguf(kvs + [("general.alignment", 4, 64)], [tensor_of("f32", arrays["f32"])],
+                                        alignment=64), {"f32": arrays["f32"]})
+    return files
+
+
+def test_writer_files_round_trip(tmp_path):
+    for name, (data, arrays) in sample_files().items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        compare(path)
+        f = trove.open(str(path))
+        assert f.format == "gguf"
+        for key, a in arrays.items():
+            np.testing.assert_array_equal(f.get_tensor(key), a)
+            assert f.get_tensor(key).dtype == a.dtype.newbyteorder("=")
+
+
+def test_info_shows_the_model_first(tmp_path, trove):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(sample_files()["v3_le.gguf"][0])
+    r = trove("info", path)
+    assert r.code == 0, r
+    text = r.text
+    for line in ("architecture", "llama"), ("context length", "2,048"), ("layers", "2"), \
+            ("vocabulary size", "100"), ("tokenizer.ggml.tokens", "100 strings"), ("quantization mix", "Q4_K 1 tensor"):
+        assert any(line[0] in l and line[1] in l for l in text.splitlines()), (line, text)
+    assert "Q8_0 [2, 64]" in text  # a block type's ggml type and shape in values
+    r = trove("info", "--json", path)
+    j = json.loads(r.out)
+    assert j["format"] == "gguf"
+    assert j["properties"]["chat template"].startswith("{% for m in messages %}")
+
+
+# Chat templates in the manner of the common families (written for this test): none is flagged.
+ORDINARY_TEMPLATES = [
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+    "{{ message['content'] + eos_token }}{% endif %}{% endfor %}",
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+    "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}",
+    "{%- set ns = namespace(found_system=false, tools=[]) -%}{%- for m in messages -%}{%- if m.role == 'system' -%}"
+    "{%- set ns.found_system = true -%}{%- endif -%}{%- endfor -%}{{ '<start_of_turn>' ~ (ns.found_system | string) }}",
+]
+
+
+def test_ordinary_templates_stay_clean(tmp_path, trove):
+    for i, template in enumerate(ORDINARY_TEMPLATES):
+        path = tmp_path / f"t{i}.gguf"
+        path.write_bytes(write_gguf([("general.architecture", 8, "x"), ("tokenizer.chat_template", 8, template)], []))
+        r = trove("scan", "--fail-on", "medium", path)
+        assert r.code == 0, (template, r)
+
+
+def test_verify_and_scan(tmp_path, trove):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(sample_files()["v3_le.gguf"][0])
+    assert trove("verify", path).code == 0
+    r = trove("scan", "--fail-on", "high", path)
+    assert r.code == 0, r
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(write_gguf([("general.architecture", 8, "x"),
+                                ("tokenizer.chat_template", 8, "{{ cycler.__init__.__globals__.os.popen('id').read() }}")], []))
+    r = trove("scan", "--fail-on", "high", bad)
+    assert r.code == 1, r
+    assert "cycler" in r.text and "tokenizer.chat_template" in r.text
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(path.read_bytes()[:-40])  # the last tensor's data cut short
+    r = trove("verify", cut)
+    assert r.code == 1 and "lie outside the data section" in r.text, r
+    r = trove("info", cut)
+    assert r.code == 2 and "lie outside the data section" in r.errtext, r
+    pointer = tmp_path / "lfs.gguf"  # a Git LFS pointer saved as the model: told by its name
+    pointer.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 4\n")
+    r = trove("info", pointer)
+    assert r.code == 2 and "Git LFS pointer" in r.errtext, r
+
+
+def test_convert_float_types_and_refuse_blocks(tmp_path, trove):
+    files = sample_files()
+    floats = tmp_path / "f.gguf"
+    data, arrays = files["align64.gguf"]
+    floats.write_bytes(data)
+    out = tmp_path / "f.safetensors"
+    r = trove("convert", floats, out)
+    assert r.code == 0, r
+    raw = out.read_bytes()  # safetensors: header length, JSON header, data
+    n = struct.unpack_from("<Q", raw)[0]
+    entry = json.loads(raw[8:8 + n])["f32"]
+    begin, end = entry["data_offsets"]
+    assert entry["dtype"] == "F32" and entry["shape"] == list(arrays["f32"].shape)
+    np.testing.assert_array_equal(np.frombuffer(raw[8 + n + begin:8 + n + end], "<f4").reshape(entry["shape"]), arrays["f32"])
+    npz = tmp_path / "f.npz"
+    assert trove("convert", floats, npz).code == 0
+    np.testing.assert_array_equal(np.load(npz)["f32"], arrays["f32"])
+    mixed = tmp_path / "q.gguf"
+    mixed.write_bytes(files["v3_le.gguf"][0])
+    r = trove("convert", mixed, tmp_path / "q.safetensors")
+    assert r.code != 0 and "quantized" in r.errtext and "ggml_q" in r.errtext, r
+    assert not (tmp_path / "q.safetensors").exists()
+    r = trove("convert", mixed, tmp_path / "q.pt")
+    assert r.code != 0 and "quantized" in r.errtext, r
+
+
+# ---------------------------------------------------------------------------------------------
+# Dequantization (phase 2): numpy dequantizers written from ggml's block layouts (ggml-common.h:
+# QK_K = 256), in float32 with ggml's order of operations, against trove's bit for bit.
+
+def _half(blocks, at):
+    return blocks[:, at:at + 2].copy().view("<f2").astype(np.float32)  # (n, 1)
+
+
+def deq_q4_0(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 18)  # d (f16), qs[16]
+    d, qs = _half(b, 0), b[:, 2:].astype(np.int16)
+    low, high = ((qs & 0xF) - 8).astype(np.float32), ((qs >> 4) - 8).astype(np.float32)
+    return np.concatenate([low * d, high * d], axis=1).reshape(-1)
+
+
+def deq_q8_0(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 34)  # d (f16), qs[32] (int8)
+    return (b[:, 2:].copy().view(np.int8).astype(np.float32) * _half(b, 0)).reshape(-1)
+
+
+def deq_q4_k(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 144)  # d, dmin (f16), scales[12], qs[128]
+    d, dmin, s, qs = _half(b, 0), _half(b, 2), b[:, 4:16], b[:, 16:]
+    sc, mn = [], []
+    for j in range(8):  # 6-bit scale and min of sub-block j
+        if j < 4:
+            sc.append(s[:, j] & 63)
+            mn.append(s[:, j + 4] & 63)
+        else:
+            sc.append((s[:, j + 4] & 0xF) | ((s[:, j - 4] >> 6) << 4))
+            mn.append((s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4))
+    out = []
+    for j in range(4):  # 64 values: 32 low nibbles, 32 high ones
+        q = qs[:, 32 * j:32 * j + 32]
+        d1, m1 = d * sc[2 * j][:, None], dmin * mn[2 * j][:, None]
+        d2, m2 = d * sc[2 * j + 1][:, None], dmin * mn[2 * j + 1][:, None]
+        out += [d1 * (q & 0xF) - m1, d2 * (q >> 4) - m2]
+    return np.concatenate(out, axis=1).astype(np.float32).reshape(-1)
+
+
+def deq_q6_k(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 210)  # ql[128], qh[64], scales[16] (int8), d (f16)
+    ql, qh, sc, d = b[:, :128], b[:, 128:192], b[:, 192:208].copy().view(np.int8), _half(b, 208)
+    out = []
+    for n in range(2):  # two halves of 128 values
+        l_, h_, s_ = ql[:, 64 * n:64 * n + 64], qh[:, 32 * n:32 * n + 32], sc[:, 8 * n:8 * n + 8]
+        idx = np.arange(32) // 16
+        q = [((l_[:, :32] & 0xF) | (((h_ >> 0) & 3) << 4)), ((l_[:, 32:] & 0xF) | (((h_ >> 2) & 3) << 4)),
+             ((l_[:, :32] >> 4) | (((h_ >> 4) & 3) << 4)), ((l_[:, 32:] >> 4) | (((h_ >> 6) & 3) << 4))]
+        for k in range(4):
+            out.append((d * s_[:, idx + 2 * k]) * (q[k].astype(np.int16) - 32))
+    return np.concatenate(out, axis=1).astype(np.float32).reshape(-1)
+
+
+DEQUANTIZERS = {2: (deq_q4_0, 18, 32), 8: (deq_q8_0, 34, 32), 12: (deq_q4_k, 144, 256), 14: (deq_q6_k, 210, 256)}
+
+
+def random_blocks(rng, t, n):
+    """n blocks of type t: random quants, finite fp16 scales at the layout's places."""
+    _, size, _ = DEQUANTIZERS[t]
+    b = rng.integers(0, 256, (n, size), dtype=np.uint8)
+    halves = {2: [0], 8: [0], 12: [0, 2], 14: [208]}[t]
+    for at in halves:
+        b[:, at:at + 2] = rng.uniform(-2, 2, n).astype("<f2").view(np.uint8).reshape(n, 2)
+    return b.tobytes()
+
+
+def test_dequantize_matches_ggml_reference_layouts(tmp_path):
+    rng = np.random.default_rng(33)
+    tensors, reference = [], {}
+    for t, (deq, size, block) in DEQUANTIZERS.items():
+        for name, ne in (("row", [block * 3]), ("matrix", [block * 2, 5]), ("cube", [block, 3, 2])):
+            n = int(np.prod(ne)) // block
+            raw = random_blocks(rng, t, n)
+            key = f"{GGML[t][0]}.{name}"
+            tensors.append((key, t, ne, raw))
+            reference[key] = deq(raw)
+            assert reference[key].dtype == np.float32 and reference[key].size == int(np.prod(ne))
+    path = tmp_path / "q.gguf"
+    path.write_bytes(write_gguf([("general.architecture", 8, "x"), ("general.quantization_version", 4, 2)], tensors))
+    out = probe_args("dequantize", path)
+    got = {t["key"]: t for t in out["tensors"]}
+    assert sorted(got) == sorted(reference)
+    rows = []
+    for key, values in reference.items():
+        assert got[key]["values"] == values.size, key
+        assert got[key]["first"] == [float(v) for v in values[:8]], key
+        assert got[key]["crc32"] == zlib.crc32(values.astype("<f4").tobytes()), key
+        rows.append((key, values.size, float(np.abs(values).max())))
+    print("\n".join(f"{k:16} {n:6} values, max |x| {m:.4g}: bit for bit" for k, n, m in rows))
+
+
+def probe_args(*args):
+    p = subprocess.run([PROBE, *map(str, args)], capture_output=True, timeout=300)
+    assert p.returncode in (0, 1), p
+    return json.loads(p.stdout)
+
+
+def seed_files():
+    """The fuzz seeds: small files of the writer (no corpus copies)."""
+    files = sample_files()
+    seeds = {name: data for name, (data, _) in files.items() if name in ("v1_le.gguf", "v2_be.gguf", "vocab_only.gguf", "align64.gguf")}
+    seeds["v3_small.gguf"] = write_gguf([("general.architecture", 8, "x")],
+                                        [("q", 2, [32], bytes(18)), ("f", 0, [2, 1], struct.pack("<2f", 1, 2))])
+    return seeds
+
+
+def test_fuzz_seeds_are_the_writers():
+    for name, data in seed_files().items():
+        with open(os.path.join(SEEDS, name), "rb") as f:
+            assert f.read() == data, name
+    assert sorted(os.listdir(SEEDS)) == sorted(seed_files())
+
+
+@pytest.mark.skipif(not CORPUS, reason=NO_CORPUS)
+def test_corpus(capsys):
+    base = os.path.join(CORPUS, "gguf")
+    rows = []
+    for root, _, names in sorted(os.walk(base)):
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, base)
+            size = os.path.getsize(path)
+            if size < 24:
+                out = probe(path)
+                assert out["error"]["code"] == "corrupt", out
+                assert f"a GGUF file of {size} bytes" in out["error"]["message"], out
+                rows.append((rel, size, "-", "-", "-", "-", "-", "refused: " + out["error"]["message"].split(": ", 1)[-1]))
+                continue
+            row = compare(path)
+            # The corpus' chat templates are ordinary ones: scan finds nothing to flag.
+            r = run_tool("trove", "scan", "--fail-on", "high", path)
+            assert r.code == 0 and "high" not in r.text, r
+            rows.append((rel, size) + row + ("ok",))
+    assert len(rows) == 11, rows
+    with capsys.disabled():
+        print()
+        print(f"{'file':58} {'bytes':>9} ver  order   kv tensors types / result")
+        for rel, size, version, order, kv, tensors, types, result in rows:
+            print(f"{rel:58} {size:>9} {version!s:>3}  {order:6} {kv!s:>3} {tensors!s:>7} {types} {result}")
+
+
+if __name__ == "__main__":
+    # python3 test_gguf.py --write-seeds: (re)writes fuzz/corpus/gguf_fuzz from the writer.
+    if sys.argv[1:] == ["--write-seeds"]:
+        os.makedirs(SEEDS, exist_ok=True)
+        for name, data in seed_files().items():
+            with open(os.path.join(SEEDS, name), "wb") as f:
+                f.write(data)
