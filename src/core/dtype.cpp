@@ -41,30 +41,30 @@ constexpr std::array kTable = {
     DTypeInfo{DType::kBits4x2, "bits4x2", "bits4x2", "", 1, 4, K::kBits, true},
     // ggml's block types: raw blocks, one byte per element (trove/dtype.h). torch has no such
     // dtype; the torch name only keeps the table's lookups total (no writer emits it).
-    DTypeInfo{DType::kGgmlQ4_0, "ggml_q4_0", "ggml_q4_0", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ4_1, "ggml_q4_1", "ggml_q4_1", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ5_0, "ggml_q5_0", "ggml_q5_0", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ5_1, "ggml_q5_1", "ggml_q5_1", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ8_0, "ggml_q8_0", "ggml_q8_0", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ8_1, "ggml_q8_1", "ggml_q8_1", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ2_K, "ggml_q2_k", "ggml_q2_k", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ3_K, "ggml_q3_k", "ggml_q3_k", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ4_K, "ggml_q4_k", "ggml_q4_k", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ5_K, "ggml_q5_k", "ggml_q5_k", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ6_K, "ggml_q6_k", "ggml_q6_k", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlQ8_K, "ggml_q8_k", "ggml_q8_k", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlIQ2_XXS, "ggml_iq2_xxs", "ggml_iq2_xxs", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlIQ2_XS, "ggml_iq2_xs", "ggml_iq2_xs", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlIQ3_XXS, "ggml_iq3_xxs", "ggml_iq3_xxs", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlIQ1_S, "ggml_iq1_s", "ggml_iq1_s", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlIQ4_NL, "ggml_iq4_nl", "ggml_iq4_nl", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlIQ3_S, "ggml_iq3_s", "ggml_iq3_s", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlIQ2_S, "ggml_iq2_s", "ggml_iq2_s", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlIQ4_XS, "ggml_iq4_xs", "ggml_iq4_xs", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlIQ1_M, "ggml_iq1_m", "ggml_iq1_m", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlTQ1_0, "ggml_tq1_0", "ggml_tq1_0", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlTQ2_0, "ggml_tq2_0", "ggml_tq2_0", "", 1, 8, K::kQuantized, false},
-    DTypeInfo{DType::kGgmlMXFP4, "ggml_mxfp4", "ggml_mxfp4", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ4_0, "ggml_q4_0", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ4_1, "ggml_q4_1", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ5_0, "ggml_q5_0", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ5_1, "ggml_q5_1", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ8_0, "ggml_q8_0", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ8_1, "ggml_q8_1", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ2_K, "ggml_q2_k", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ3_K, "ggml_q3_k", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ4_K, "ggml_q4_k", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ5_K, "ggml_q5_k", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ6_K, "ggml_q6_k", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlQ8_K, "ggml_q8_k", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ2_XXS, "ggml_iq2_xxs", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ2_XS, "ggml_iq2_xs", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ3_XXS, "ggml_iq3_xxs", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ1_S, "ggml_iq1_s", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ4_NL, "ggml_iq4_nl", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ3_S, "ggml_iq3_s", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ2_S, "ggml_iq2_s", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ4_XS, "ggml_iq4_xs", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlIQ1_M, "ggml_iq1_m", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlTQ1_0, "ggml_tq1_0", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlTQ2_0, "ggml_tq2_0", "", "", 1, 8, K::kQuantized, false},
+    DTypeInfo{DType::kGgmlMXFP4, "ggml_mxfp4", "", "", 1, 8, K::kQuantized, false},
 };
 
 }  // namespace
@@ -102,6 +102,7 @@ std::string TorchDtypeString(DType dtype) { return std::string(kTorchDtypePrefix
 std::optional<DType> DTypeFromTorchString(std::string_view s) {
   if (!s.starts_with(kTorchDtypePrefix)) return std::nullopt;
   s.remove_prefix(kTorchDtypePrefix.size());
+  if (s.empty()) return std::nullopt;  // ggml's block types have no torch name: torch has no such dtype
   for (const auto& row : kTable)
     if (row.torch_name == s) return row.dtype;
   return std::nullopt;
