@@ -26,6 +26,8 @@ constexpr uint64_t kMagicBytes = 6;
 // numpy pads the header so that the array's data starts at a multiple of this (ARRAY_ALIGN).
 constexpr uint64_t kNpyAlign = 64;
 
+struct LiteralEntry;
+
 struct Literal {
   enum class Kind : uint8_t { kStr, kInt, kBool, kNone, kTuple, kList, kDict };
   Kind kind = Kind::kNone;
@@ -33,7 +35,13 @@ struct Literal {
   std::string text;     // kStr: the string; kInt: the decimal digits as written (sign included)
   bool boolean = false;
   std::vector<Literal> items;                       // kTuple, kList
-  std::vector<std::pair<Literal, Literal>> entries;  // kDict
+  // kDict. A struct of its own, not a std::pair: a pair of an incomplete type is not allowed
+  // where a vector of one is (clang with libstdc++ refuses it).
+  std::vector<LiteralEntry> entries;
+};
+
+struct LiteralEntry {
+  Literal key, value;
 };
 
 std::string_view KindText(Literal::Kind kind) {
@@ -96,7 +104,7 @@ class LiteralParser {
         Literal key = Parse(depth + 1);
         if (!Eat(':')) Bad("expected ':' after a dict key");
         Literal value = Parse(depth + 1);
-        v.entries.emplace_back(std::move(key), std::move(value));
+        v.entries.push_back(LiteralEntry{std::move(key), std::move(value)});
         if (Eat('}')) break;
         if (!Eat(',')) Bad("expected ',' or '}' in the dict");
       }

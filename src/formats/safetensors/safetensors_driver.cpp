@@ -54,10 +54,10 @@ SafetensorsWriteOptions SafetensorsPartOf(const Document& doc, const ConvertOpti
       if (name.starts_with(kPrefix)) o.metadata.emplace_back(name.substr(kPrefix.size()), value.text);
     }
   }
-  for (const auto& [key, value] : options.metadata) {
-    auto same = std::find_if(o.metadata.begin(), o.metadata.end(), [&](const auto& kv) { return kv.first == key; });
-    if (same != o.metadata.end()) same->second = value;
-    else o.metadata.emplace_back(key, value);
+  for (const auto& given : options.metadata) {
+    auto same = std::find_if(o.metadata.begin(), o.metadata.end(), [&](const auto& kv) { return kv.first == given.first; });
+    if (same != o.metadata.end()) same->second = given.second;
+    else o.metadata.push_back(given);
   }
   o.drop_values = options.drop_values;
   return o;
