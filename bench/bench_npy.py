@@ -6,6 +6,7 @@ import os
 import subprocess
 
 import benchlib as B
+from bench_python import HEAD, measure_script
 
 PY = "/usr/bin/python3"
 ELEMENTS = 250_000_000  # float32: 1 GB
@@ -22,31 +23,12 @@ del a
 np.savez(npz, weights=np.load(npy, mmap_mode="r"))
 """
 
-HEAD = r"""
-import statistics, sys, time
-path, runs = sys.argv[1], int(sys.argv[2])
-def median(fn):
-    fn()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter(); fn(); samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-"""
 SCRIPTS = {
     "trove.load": HEAD + "import trove\nprint(median(lambda: trove.load(path, framework='np')))\n",
     "numpy.load mmap": HEAD + "import numpy\nprint(median(lambda: numpy.load(path, mmap_mode='r')))\n",
     "trove.load + sum": HEAD + "import trove\nprint(median(lambda: float(trove.load(path, framework='np')['array'].sum())))\n",
     "numpy.load mmap + sum": HEAD + "import numpy\nprint(median(lambda: float(numpy.load(path, mmap_mode='r').sum())))\n",
 }
-
-
-def measure(ctx, name, path, env):
-    outs = []
-    for _ in range(2):
-        p = subprocess.run([PY, "-c", SCRIPTS[name], path, str(ctx.runs)], env=env, check=True,
-                           capture_output=True, text=True)
-        outs.append(float(p.stdout.strip().splitlines()[-1]))
-    return min(outs)
 
 
 def run(ctx):
@@ -63,7 +45,7 @@ def run(ctx):
     # as trove's is.
     t_np_header = B.time_cmd([PY, "-c", "import numpy, sys; numpy.load(sys.argv[1], mmap_mode='r')", npy],
                              runs=ctx.runs)
-    t = {name: measure(ctx, name, npy, env) for name in SCRIPTS}
+    t = {name: measure_script(ctx, script, npy, env) for name, script in SCRIPTS.items()}
     size = os.path.getsize(npy)
     rows = [
         ["`trove info` of the 1 GB .npy", B.fmt_s(t_info_npy), "`python3 -c numpy.load(mmap_mode='r')`",

@@ -69,15 +69,19 @@ print(median(go))
 }
 
 
-def measure(ctx, name, path, env):
-    # The figure is the median over runs inside one process; the process runs twice and the
-    # lower median is kept (the first pays for cold imports' page faults).
+def measure_script(ctx, script, path, env):
+    """The median seconds `script` (HEAD + its calls) prints, over runs inside one process; the
+    process runs twice and the lower median is kept (the first pays for cold imports' page faults)."""
     outs = []
     for _ in range(2):
-        p = subprocess.run([PY, "-c", SCRIPTS[name], path, str(ctx.runs)], env=env, check=True,
+        p = subprocess.run([PY, "-c", script, path, str(ctx.runs)], env=env, check=True,
                            capture_output=True, text=True)
         outs.append(float(p.stdout.strip().splitlines()[-1]))
     return min(outs)
+
+
+def measure(ctx, name, path, env):
+    return measure_script(ctx, SCRIPTS[name], path, env)
 
 
 def run(ctx):

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/utf8.h"
 #include "formats/npy/npy_format.h"
 #include "formats/npy/npy_header.h"
 #include "trove/error.h"
@@ -17,23 +18,6 @@ namespace {
 
 constexpr std::string_view kNpySuffix = ".npy";
 
-void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // A string array as numpy gives its items: str ('U', UCS-4) or bytes ('S'), trailing NULs
 // stripped; a 0-d array is its one item, others nested lists. Reads (for a deflated member:
@@ -81,7 +65,7 @@ Value* TextValue(const NpyHeader& h, const SharedBytes& data, ValueArena& arena)
         Fail(ErrorCode::kUnsupported, "string array " + h.descr + ": item " + std::to_string(index) + " holds code point " +
                                           std::to_string(cp) + ", not a Unicode scalar value trove's text can hold");
       }
-      AppendUtf8(text, cp);
+      utf8::Append(text, cp);
     }
     return arena.Str(std::move(text));
   };

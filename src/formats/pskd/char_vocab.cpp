@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
 #include "formats/pskd/text_output.h"
 #include "formats/pskd/pskd_text.h"
 #include "formats/pskd/text_input.h"
@@ -42,23 +43,6 @@ size_t DecodeUtf8(const uint8_t* p, const uint8_t* end, uint32_t* cp) {
   return len;
 }
 
-void AppendUtf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 std::string CodePointName(uint32_t cp) {
   char buf[16];
@@ -70,7 +54,7 @@ std::string CodePointName(uint32_t cp) {
 std::string Shown(uint32_t cp) {
   if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0)) return CodePointName(cp);
   std::string s = "'";
-  AppendUtf8(cp, s);
+  utf8::Append(s, cp);
   return s + "' (" + CodePointName(cp) + ")";
 }
 
@@ -185,7 +169,7 @@ CharsResult WriteCharVocabulary(const std::string& input, const std::string& out
   for (uint32_t cp = 0; cp < kCodePoints; ++cp) {
     if (!seen[cp]) continue;
     character.clear();
-    AppendUtf8(cp, character);
+    utf8::Append(character, cp);
     vocab.push_back(character);
   }
   result.vocabulary = vocab.size();
