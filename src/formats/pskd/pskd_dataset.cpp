@@ -335,11 +335,13 @@ const PskdFile& Dataset::Shard(size_t k) const {
   std::call_once(shard.mapped, [&] {
     const std::string& path = state_->infos[k].path;
     std::shared_ptr<MappedFile> mapped = MapShard(state_->sources.at(k));
-    const uint64_t size = mapped->size();
+    // Replaced or rewritten since Open: its samples may no longer be where the index says. A
+    // size other than Open's says so before its header is parsed again (a file cut short since
+    // then has changed, whatever its header now claims).
+    if (mapped->size() != shard.file_size) FailChangedWhileRead(path);
     auto file = std::make_unique<PskdFile>(PskdFile::FromMapped(std::move(mapped)));
     const Header& h = file->header();
-    // Replaced or rewritten since Open: its samples may no longer be where the index says.
-    if (size != shard.file_size || h.count != shard.header.count || h.data_offset != shard.header.data_offset ||
+    if (h.count != shard.header.count || h.data_offset != shard.header.data_offset ||
         !SameLayout(h.type, shard.header.type)) {
       FailChangedWhileRead(path);
     }
