@@ -163,10 +163,21 @@ inline constexpr size_t kMaxKeyTextBytes = size_t{1} << 20;
 // an earlier part of the object already spells is named with its part (`%arg:0`, `%entry:k`,
 // `%item:0`), which no key spells: every key path names one value (docs/pt.md). A tensor
 // reached by two paths is listed under both. The walk is iterative and bounded: it stops with
-// Error(kLimit) after kMaxTreeVisits nodes (memo-DAG "billion laughs"), below kMaxValueDepth
-// levels, or once the key paths of the nodes visited add up to kMaxTreePathBytes; it never loops
-// on cycles.
+// Error(kLimit) after kMaxTreeVisits nodes, once the nodes it reaches again inside subtrees it
+// has walked before outnumber RepeatedVisitsAllowed (memo-DAG "billion laughs"), below
+// kMaxValueDepth levels, or once the key paths of the nodes visited add up to
+// kMaxTreePathBytes; it never loops on cycles.
 inline constexpr uint64_t kMaxTreeVisits = 10'000'000;  // far above any real checkpoint's node count
+// Nodes visited again because a container is reached by a second path. Real checkpoints share
+// tensors (leaves, free) and now and then a config dict or a list, a few times over; a pickle
+// whose memo doubles a list at each of n levels spells 2^n nodes in a few bytes per level. A
+// walk may repeat kRepeatedVisitsFree nodes plus kMaxRepeatRatio per node it visits once, which
+// keeps every walk of such a file (`info`, `diff`, `cat`) to milliseconds.
+inline constexpr uint64_t kRepeatedVisitsFree = uint64_t{1} << 16;
+inline constexpr uint64_t kMaxRepeatRatio = 4;
+constexpr uint64_t RepeatedVisitsAllowed(uint64_t fresh_visits) {
+  return kRepeatedVisitsFree + kMaxRepeatRatio * fresh_visits;
+}
 // Key path bytes one walk may spell, summed over the nodes it visits: shared subtrees under long
 // keys would otherwise make paths of gigabytes from a small file. 4M nodes x 64 B paths fit.
 inline constexpr uint64_t kMaxTreePathBytes = uint64_t{256} << 20;

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <unordered_set>
 
 #include "cli/value_printer.h"
 #include "core/float_text.h"
@@ -56,6 +57,12 @@ bool PlainObject(const Value& dict) {
 struct Encoder {
   ValueJsonLimits limits;
   size_t nodes = 0;
+  // A container encoded twice is a shared subtree (the pickle memo): its second and later
+  // encodings count against RepeatedVisitsAllowed (trove/document.h) whatever `limits` allow, so no limit lets a
+  // memo-built DAG spell its exponential expansion.
+  std::unordered_set<const Value*> encoded;
+  size_t repeated_depth = 0;
+  uint64_t repeated_nodes = 0;
 
   Json Items(const Value& v, int depth) {
     Json a = Json::array();
@@ -91,6 +98,19 @@ struct Encoder {
       if (hops == kMaxPrintDepth) return Elided();
       v = inner;
     }
+    const bool container = !v->items.empty() || !v->entries.empty() || v->args || v->state;
+    const bool again = container && !encoded.insert(v).second;
+    if (repeated_depth + (again ? 1 : 0) > 0) {
+      if (++repeated_nodes > RepeatedVisitsAllowed(nodes - repeated_nodes)) return Elided();
+    }
+    if (!again) return EncodeNode(v, depth);
+    ++repeated_depth;
+    Json j = EncodeNode(v, depth);
+    --repeated_depth;
+    return j;
+  }
+
+  Json EncodeNode(const Value* v, int depth) {
     switch (v->kind) {
       case ValueKind::kNone: return nullptr;
       case ValueKind::kBool: return v->boolean;

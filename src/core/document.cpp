@@ -457,15 +457,27 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
     std::vector<std::string> components;  // a dict's keys with non-str keys among them
     std::vector<std::string> attribute_components;  // a dict's attributes (`%attr:<key>`)
     std::vector<ObjectPart> parts;                  // an object's (ObjectParts)
+    bool repeated = false;                          // walked before, under another path
   };
   std::vector<Frame> stack;
   std::string path;
   std::unordered_set<const Value*> on_path;
-  uint64_t visits = 0, path_bytes = 0;
+  // Containers entered so far, and how many frames on the stack are a second walk of one.
+  std::unordered_set<const Value*> walked;
+  size_t repeated_frames = 0;
+  uint64_t visits = 0, repeated_visits = 0, path_bytes = 0;
   auto count_visit = [&] {
     if (++visits > kMaxTreeVisits) {
       Fail(ErrorCode::kLimit, "value tree has more than kMaxTreeVisits (" + std::to_string(kMaxTreeVisits) +
                                   ") paths to walk (shared subtrees repeated too often)");
+    }
+    if (repeated_frames == 0) return;
+    if (++repeated_visits > RepeatedVisitsAllowed(visits - repeated_visits)) {
+      Fail(ErrorCode::kLimit, "value tree reaches " + std::to_string(repeated_visits) +
+                                  " nodes again through shared subtrees after " +
+                                  std::to_string(visits - repeated_visits) +
+                                  " distinct ones (RepeatedVisitsAllowed in trove/document.h: a pickle memo that "
+                                  "multiplies one list or dict)");
     }
   };
   auto count_bytes = [&](uint64_t n) {
@@ -502,6 +514,8 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
                       (node->kind == ValueKind::kTuple && node->type_name != "torch.Size") ||
                       node->kind == ValueKind::kObject;
     if (walk && on_path.count(node)) return;  // a cycle: the node contains itself
+    const bool repeated = walk && !walked.insert(node).second;
+    if (repeated) ++repeated_frames;  // the node's own visit counts as a repeat too
     const size_t before = enter(component, transparent);
     if (!walk) {
       // A dict's attributes are searched for tensors; their other values (a state_dict's
@@ -511,10 +525,11 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
       return;
     }
     if (node->kind == ValueKind::kObject && !object(path, *node)) {
+      if (repeated) --repeated_frames;
       path.resize(before);
       return;
     }
-    Frame frame{node, 0, before, attributes, {}, {}, {}};
+    Frame frame{node, 0, before, attributes, {}, {}, {}, repeated};
     if (node->kind == ValueKind::kObject) {
       frame.parts = ObjectParts(*node);
       for (const ObjectPart& p : frame.parts) {
@@ -587,6 +602,7 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
     }
     if (done) {
       on_path.erase(v);
+      if (top.repeated) --repeated_frames;
       path.resize(stack.back().path_size);
       stack.pop_back();
     } else if (child) {

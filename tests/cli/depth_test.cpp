@@ -97,6 +97,37 @@ TEST(DepthTest, LongKeysSharedByManyPathsAreBoundedInPathBytes) {
   ExpectLimit([&] { ForEachLeaf(list, [](const std::string&, const Value&) {}); }, "kMaxTreePathBytes");
 }
 
+// A list holding `leaf` twice, the whole doubled `levels` times: 2^levels leaves in
+// 2 x levels nodes, as a pickle memo spells it.
+Value* DoubledLists(ValueArena& arena, size_t levels, Value* leaf) {
+  Value* v = leaf;
+  for (size_t i = 0; i < levels; ++i) {
+    Value* up = arena.List();
+    up->items.assign(2, v);
+    v = up;
+  }
+  return v;
+}
+
+TEST(DepthTest, SharedSubtreesAreWalkedAgainOnlyWithinTheRepeatBudget) {
+  ValueArena arena;
+  Value* dag = DoubledLists(arena, 40, arena.Float(1.0));
+  ExpectLimit([&] { ForEachLeaf(dag, [](const std::string&, const Value&) {}); }, "RepeatedVisitsAllowed");
+  // Whatever the caller's node limit, the JSON of a memo DAG is cut at the same budget.
+  const std::string text = cli::DumpJson(cli::ValueJson(dag, {SIZE_MAX, SIZE_MAX}), -1);
+  EXPECT_NE(text.find("\"$elided\":true"), std::string::npos);
+  EXPECT_LT(text.size(), size_t{64} << 20);
+  // A real file's sharing walks whole: one 10000-item list reached from four keys.
+  Value* shared = arena.List();
+  for (int i = 0; i < 10000; ++i) shared->items.push_back(arena.Int(i));
+  Value* root = arena.Dict();
+  for (const char* key : {"a", "b", "c", "d"}) root->entries.emplace_back(arena.Str(key), shared);
+  size_t leaves = 0;
+  ForEachLeaf(root, [&](const std::string&, const Value&) { ++leaves; });
+  EXPECT_EQ(leaves, 40000u);
+  EXPECT_EQ(cli::DumpJson(cli::ValueJson(root, {SIZE_MAX, SIZE_MAX}), -1).find("$elided"), std::string::npos);
+}
+
 TEST(DepthTest, PrintingDeepTreesIsBounded) {
   ValueArena arena;
   Value* deep = NestedLists(arena, kMillion, arena.Int(7));
