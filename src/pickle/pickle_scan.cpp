@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -121,9 +122,12 @@ class ScanResolver : public PickleResolver {
 };
 
 // Caps (reasons): the walk that finds where a refused global is used visits at most this many
-// nodes (a real pickle's tree is far smaller; a memo DAG could make the walk exponential), and a
-// call's text is cut at this length (enough to read a shell command; a report is not a dump).
+// nodes (a real pickle's tree is far smaller), a key path it reports is cut at this length (a
+// place for a person to look, not a name to look up; without a cut a chain of a million lists
+// would copy paths quadratic in the file's size), and a call's text is cut at this length
+// (enough to read a shell command; a report is not a dump).
 constexpr uint64_t kMaxCallSiteVisits = uint64_t{1} << 20;
+constexpr size_t kMaxCallSitePathBytes = 1024;
 constexpr size_t kMaxCallTextBytes = 240;
 constexpr int kMaxCallTextDepth = 6;
 
@@ -225,7 +229,9 @@ struct CallSite {
 
 // Where the tree uses each name in `names` (a call node, or the global itself as a value), in tree
 // order, with key paths as ForEachLeaf spells them (a dict's attributes as `%attr:<key>`, an
-// object's parts as ObjectParts names them).
+// object's parts as ObjectParts names them), cut at kMaxCallSitePathBytes. A node is a site once,
+// at the first path that reaches it: a node the memo shares is one call in the pickle, and a
+// cycle or a memo DAG is walked in time linear in its nodes.
 std::map<std::string, std::vector<CallSite>> CallSites(const Value* root, const std::set<std::string>& names) {
   std::map<std::string, std::vector<CallSite>> sites;
   if (root == nullptr || names.empty()) return sites;
@@ -234,13 +240,34 @@ std::map<std::string, std::vector<CallSite>> CallSites(const Value* root, const 
     std::string path;
   };
   std::vector<Frame> stack{{root, ""}};
+  std::unordered_set<const Value*> reached;
+  std::unordered_map<const Value*, std::string> key_components;  // a key node the memo shares is spelled once
   uint64_t visits = 0;
   auto child = [](const std::string& path, const std::string& component) {
-    return path.empty() ? component : path + "/" + component;
+    if (path.size() >= kMaxCallSitePathBytes) return path;  // already ends in "..."
+    std::string out = path.empty() ? component : path + "/" + component;
+    if (out.size() > kMaxCallSitePathBytes) {
+      out.resize(kMaxCallSitePathBytes - 3);
+      out += "...";
+    }
+    return out;
+  };
+  auto key_component = [&](const Value& k) -> const std::string& {
+    auto [it, fresh] = key_components.try_emplace(&k);
+    if (!fresh) return it->second;
+    try {
+      it->second = k.kind == ValueKind::kStr && k.text.size() > kMaxCallSitePathBytes
+                       ? EncodeKeyComponent(k.text.substr(0, kMaxCallSitePathBytes))
+                       : EncodeKeyComponent(KeyComponentText(k));
+    } catch (const Error&) {
+      it->second = "?";  // a key too deep or too long to spell: its subtree is still searched
+    }
+    return it->second;
   };
   while (!stack.empty() && visits++ < kMaxCallSiteVisits) {
     Frame f = std::move(stack.back());
     stack.pop_back();
+    if (!reached.insert(f.v).second) continue;
     const Value& v = *f.v;
     if ((v.kind == ValueKind::kObject || v.kind == ValueKind::kGlobal) && names.count(v.type_name)) {
       sites[v.type_name].push_back({f.path, CallText(v)});
@@ -250,13 +277,8 @@ std::map<std::string, std::vector<CallSite>> CallSites(const Value* root, const 
       case ValueKind::kDict: {
         auto entries = [&](const Value& dict, const std::string& prefix) {
           for (const auto& [k, val] : dict.entries) {
-            std::string component;
-            try {
-              component = EncodeKeyComponent(KeyComponentText(*k));
-            } catch (const Error&) {
-              component = "?";  // a key too deep or too long to spell: its subtree is still searched
-            }
-            children.push_back({val, child(f.path, prefix + component)});
+            if (reached.count(val)) continue;
+            children.push_back({val, child(f.path, prefix + key_component(*k))});
           }
         };
         entries(v, "");

@@ -40,18 +40,27 @@ def test_deep_value_tree_is_cut_not_recursed(tmp_path):
     assert "..." in "".join(page.text)
 
 
-def test_memo_billion_laughs_in_values_is_bounded(tmp_path):
-    # Each level is a list holding the previous level 10 times: 10^6 paths over 60 nodes, which
-    # trove opens (its walks allow 10^7) and the page cuts to its node budget.
+def memo_laughs(levels):
+    # Each level is a list holding the previous level 10 times: 10^levels paths over 6 x levels nodes.
     body = b"\x80\x02]q\x000"
-    for level in range(1, 7):
-        body += b"](" + (b"h" + bytes([level - 1])) * 10 + b"eq" + bytes([level]) + (b"0" if level < 6 else b"")
-    body += b"."
-    path = torch_zip(tmp_path / "laughs.pt", body)
+    for level in range(1, levels + 1):
+        body += b"](" + (b"h" + bytes([level - 1])) * 10 + b"eq" + bytes([level]) + (b"0" if level < levels else b"")
+    return body + b"."
+
+
+def test_memo_billion_laughs_in_values_is_bounded(tmp_path):
+    # 10^4 paths: within what trove walks again of shared subtrees; the page cuts to its node budget.
+    path = torch_zip(tmp_path / "laughs.pt", memo_laughs(4))
     out = tmp_path / "laughs.html"
     run_hostile("trove", "report", path, "-o", out, watch=tmp_path, allowed=[out], expect={0})
     assert out.stat().st_size < 1 << 20
     assert "..." in "".join(render(out).text)
+    # 10^6 paths over 36 nodes: refused, clearly, and no page written.
+    path = torch_zip(tmp_path / "laughs6.pt", memo_laughs(6))
+    out6 = tmp_path / "laughs6.html"
+    r = run_hostile("trove", "report", path, "-o", out6, watch=tmp_path, expect={2})
+    assert "shared subtrees" in r.errtext and "laughs6.pt" in r.errtext, r
+    assert not out6.exists()
 
 
 def test_output_that_is_a_directory_of_other_files_is_refused(tmp_path):
