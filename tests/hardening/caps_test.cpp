@@ -168,6 +168,7 @@ TEST(Caps, TreeVisits) {
   }
   Error e = ErrorOf([&] { CollectTensors(v); });
   EXPECT_EQ(e.code(), ErrorCode::kLimit) << e.message();
+  EXPECT_NE(e.message().find("RepeatedVisitsAllowed"), std::string::npos) << e.message();
 }
 
 std::string PickleStr(const std::string& text) {
