@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,17 @@ struct ConvertOptions : WriteOptions {
   // Key-path globs of tensors to drop (after `keys`). A selection that keeps no tensor of a file
   // that has some is Error(kUsage); dicts left empty by it are dropped too.
   std::vector<std::string> exclude;
+  // Tensors renamed after the selection (and before dedupe_tied), each by the first rule that matches its key path: FROM
+  // with one `*` matches any text (`/` included) and TO's `*` takes it; FROM without `*` is a
+  // prefix (FROM=TO is FROM*=TO*). Only tensors reached through dicts with str keys can move (a
+  // new path's missing dicts are made, dicts left empty are dropped); two tensors renamed to one
+  // path, or onto a value that stays, are Error(kUsage).
+  std::vector<std::pair<std::string, std::string>> renames;
+  // Tied tensors (views of the same bytes: one storage, offset, dtype, shape and strides, as a
+  // model's tied embedding and output weights are) written once, as Hugging Face's save_model
+  // does: the first in tree order is kept, the others dropped, listed by `note` and (for
+  // .safetensors) in the metadata entry "dropped_tied" as "dropped=kept,...".
+  bool dedupe_tied = false;
   std::optional<DType> floating_dtype;  // cast float16/32/64, bfloat16 tensors to this on the way
   // Which floating tensors floating_dtype casts (globs). Empty: the weights, that is every floating
   // tensor except optimizer state (inside a dict holding both "state" and "param_groups", as
@@ -59,6 +71,9 @@ struct ConvertOptions : WriteOptions {
   // tensors a shard holds, as --max-shard-size gives it.
   std::optional<uint64_t> max_shard_bytes;
 };
+
+// The document property ApplyConvertOptions leaves with dedupe_tied's "dropped=kept,..." list.
+inline constexpr std::string_view kDroppedTiedProperty = "dropped_tied";
 
 // A writer's options (a WriteOptions-derived struct) with what every writer takes copied from the
 // convert options; the format's own settings are the driver's to copy.

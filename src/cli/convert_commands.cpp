@@ -105,7 +105,8 @@ void ReportConversion(const Document& doc, const std::string& src, const std::st
 
 void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::string src, dst, to, dtype, compression = "stored", a_path, b_path, max_shard_size;
-  static std::vector<std::string> keys, exclude, cast_keys, metadata;
+  static std::vector<std::string> keys, exclude, cast_keys, metadata, renames;
+  static bool dedupe_tied = false;
   static uint64_t vocab = 0;
   static bool json = false, sync = false, allow_expand = false, drop_values = false;
   static bool keep_unknown = false, drop_unknown = false, dequantize = false;
@@ -122,6 +123,12 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_option("--to", to, "Output format (default: told by DST's name)")->check(CLI::IsMember(writable));
   convert->add_option("--keys", keys, "Keep only tensors whose key path matches (glob; repeatable)");
   convert->add_option("--exclude", exclude, "Drop the tensors whose key path matches (glob; repeatable)");
+  convert->add_option("--rename", renames,
+                      "FROM=TO: rename tensors whose key path starts with FROM, or matches FROM with one '*' (TO's '*' "
+                      "takes what it matched); the first rule that matches applies (repeatable)");
+  convert->add_flag("--dedupe-tied", dedupe_tied,
+                    "Write tied tensors (views of the same bytes, as tied embeddings) once, as save_model does: the "
+                    "first is kept, the others dropped and listed (.safetensors metadata: dropped_tied)");
   convert->add_option("--dtype", dtype, "Cast floating weights to float16 (half, fp16), bfloat16 (bf16), float32 or float64");
   convert->add_option("--cast-keys", cast_keys,
                       "The floating tensors --dtype casts (glob; repeatable). Default: all but optimizer state and step counters");
@@ -142,7 +149,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                     "Write what expands far beyond its stored bytes anyway: stride-0 views and storages shared by many keys, written whole into .tdz, tensordict, .safetensors or .psk.d; compressed storages inflating like a decompression bomb (kMaxInflateRatio)");
   convert->add_option("--metadata", metadata, ".safetensors: KEY=VALUE for the header's __metadata__ (repeatable)");
   convert->add_option("--max-shard-size", max_shard_size,
-                      "Write DST as a directory of shards and an index (--to safetensors or pt), e.g. 5GB, 500MiB");
+                      "Write DST as a directory of shards and an index, e.g. 5GB, 500MiB: safetensors shards, or .pt "
+                      "shards with --to pt");
   convert->add_flag("--drop-values", drop_values, ".safetensors: leave out values other than tensors (else an error lists them)");
   static bool convert_json = false;
   convert->add_flag("--json", convert_json, "What was written, as one JSON object on stdout (docs/json.md)");
@@ -153,7 +161,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                   "trove never deletes a file it did not write. Examples:\n"
                   "  trove convert model.pt model.tdz\n"
                   "  trove convert model.pt out --to tensordict --keys 'encoder/**'\n"
-                  "  trove convert model.pt half.pt --dtype bfloat16");
+                  "  trove convert model.pt half.pt --dtype bfloat16\n"
+                  "  trove convert ckpt.pt model.safetensors --keys 'state_dict/**' --rename 'state_dict/model.=' --dedupe-tied");
   convert->callback([exit_code] {
     ConvertOptions opts;
     opts.keys = keys;
@@ -168,8 +177,23 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     opts.allow_expand = allow_expand;
     if (vocab) opts.vocab = vocab;
     opts.drop_values = drop_values;
+    opts.dedupe_tied = dedupe_tied;
+    for (const std::string& r : renames) {
+      const size_t eq = r.find('=');
+      if (eq == std::string::npos || eq == 0) Fail(ErrorCode::kUsage, "--rename '" + r + "': give FROM=TO (TO may be empty)");
+      const std::string from = r.substr(0, eq), to_text = r.substr(eq + 1);
+      if (std::count(from.begin(), from.end(), '*') > 1 || std::count(to_text.begin(), to_text.end(), '*') > 1 ||
+          (to_text.find('*') != std::string::npos && from.find('*') == std::string::npos)) {
+        Fail(ErrorCode::kUsage, "--rename '" + r + "': FROM and TO hold at most one '*' each, and TO only when FROM has one");
+      }
+      opts.renames.emplace_back(from, to_text);
+    }
+    // Shards are safetensors unless --to says pt: what a model directory on the Hub holds.
+    const std::string target_name = !max_shard_size.empty() && to.empty() ? "safetensors" : to;
     if (!max_shard_size.empty()) {
-      if (to != "safetensors" && to != "pt") Fail(ErrorCode::kUsage, "--max-shard-size needs --to safetensors or --to pt");
+      if (target_name != "safetensors" && target_name != "pt") {
+        Fail(ErrorCode::kUsage, "--max-shard-size writes safetensors or pt shards, not --to " + target_name);
+      }
       opts.max_shard_bytes = ParseShardSize(max_shard_size);
     }
     for (const std::string& m : metadata) {
@@ -191,7 +215,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       }
       opts.floating_dtype = *d;
     }
-    Format target = TargetFormat(dst, to);
+    Format target = TargetFormat(dst, target_name);
     // Refused before anything is read (the writer checks again when it starts).
     {
       SourceGuard source(src, InPlace::kAllowed);

@@ -1,6 +1,11 @@
 #include "trove/convert.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
@@ -192,6 +197,140 @@ void DropUnknownObjects(Document& doc, const ConvertOptions& options) {
 
 }  // namespace
 
+// The path a rename rule gives `path`, or nullopt when the rule does not match.
+std::optional<std::string> Renamed(const std::string& path, const std::pair<std::string, std::string>& rule) {
+  const auto& [from, to] = rule;
+  const size_t star = from.find('*');
+  if (star == std::string::npos) {
+    if (!path.starts_with(from)) return std::nullopt;
+    return to + path.substr(from.size());
+  }
+  const std::string_view head(from.data(), star), tail(from.data() + star + 1, from.size() - star - 1);
+  if (path.size() < head.size() + tail.size() || !path.starts_with(head) || !path.ends_with(tail)) return std::nullopt;
+  const std::string middle = path.substr(head.size(), path.size() - head.size() - tail.size());
+  const size_t to_star = to.find('*');
+  return to_star == std::string::npos ? to : to.substr(0, to_star) + middle + to.substr(to_star + 1);
+}
+
+// The dict entry a key path names, reached through dicts with str keys from the root, with the
+// dicts on the way (root first); nullopt when the path goes through anything else.
+struct DictPlace {
+  std::vector<Value*> dicts;
+  size_t entry = 0;
+};
+std::optional<DictPlace> FindDictPlace(Value* root, const std::vector<std::string>& keys) {
+  DictPlace place;
+  Value* at = root;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (at == nullptr || at->kind != ValueKind::kDict) return std::nullopt;
+    place.dicts.push_back(at);
+    auto it = std::find_if(at->entries.begin(), at->entries.end(),
+                           [&](const auto& e) { return e.first->kind == ValueKind::kStr && e.first->text == keys[i]; });
+    if (it == at->entries.end()) return std::nullopt;
+    place.entry = static_cast<size_t>(it - at->entries.begin());
+    at = it->second;
+  }
+  return place;
+}
+
+std::vector<std::string> DecodedKeys(const std::string& path) {
+  std::vector<std::string> keys;
+  for (const std::string& c : SplitKeyPath(path)) keys.push_back(DecodeKeyComponent(c));
+  return keys;
+}
+
+void RenameTensors(Document& doc, const ConvertOptions& options) {
+  struct Move {
+    std::string from, to;
+    Value* tensor;
+  };
+  std::vector<Move> moves;
+  std::map<std::string, std::string> final_paths;  // new path -> the old path it comes from
+  std::set<std::string> kept_paths;
+  ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
+    std::optional<std::string> to;
+    if (leaf.kind == ValueKind::kTensor) {
+      for (const auto& rule : options.renames) {
+        if ((to = Renamed(path, rule))) break;
+      }
+    }
+    if (!to || *to == path) {
+      kept_paths.insert(path);
+      return;
+    }
+    if (to->empty()) Fail(ErrorCode::kUsage, "--rename makes the key path of '" + path + "' empty");
+    auto [it, fresh] = final_paths.emplace(*to, path);
+    if (!fresh) Fail(ErrorCode::kUsage, "--rename gives '" + it->second + "' and '" + path + "' the same key path '" + *to + "'");
+    moves.push_back({path, *to, const_cast<Value*>(&leaf)});
+  });
+  if (moves.empty()) return;
+  for (const Move& m : moves) {
+    if (kept_paths.count(m.to)) Fail(ErrorCode::kUsage, "--rename moves '" + m.from + "' onto '" + m.to + "', which the file already holds");
+  }
+  // Every tensor leaves its place first, so that renames may swap names.
+  std::vector<std::vector<Value*>> emptied_chains;
+  for (const Move& m : moves) {
+    std::optional<DictPlace> place = FindDictPlace(doc.root, DecodedKeys(m.from));
+    if (!place || place->dicts.back()->entries[place->entry].second != m.tensor) {
+      Fail(ErrorCode::kUsage, "--rename: '" + m.from + "' is not reached through dicts with str keys alone; only such "
+                              "tensors can be renamed");
+    }
+    Value* parent = place->dicts.back();
+    parent->entries.erase(parent->entries.begin() + static_cast<std::ptrdiff_t>(place->entry));
+    emptied_chains.push_back(std::move(place->dicts));
+  }
+  for (const Move& m : moves) {
+    const std::vector<std::string> keys = DecodedKeys(m.to);
+    if (doc.root == nullptr || doc.root->kind != ValueKind::kDict) Fail(ErrorCode::kUsage, "--rename: the file's root is not a dict");
+    Value* at = doc.root;
+    for (size_t i = 0; i + 1 < keys.size(); ++i) {
+      auto it = std::find_if(at->entries.begin(), at->entries.end(),
+                             [&](const auto& e) { return e.first->kind == ValueKind::kStr && e.first->text == keys[i]; });
+      if (it == at->entries.end()) {
+        at->entries.emplace_back(doc.arena->Str(keys[i]), doc.arena->Dict());
+        at = at->entries.back().second;
+      } else if (it->second->kind == ValueKind::kDict) {
+        at = it->second;
+      } else {
+        Fail(ErrorCode::kUsage, "--rename moves '" + m.from + "' to '" + m.to + "', inside a value that is not a dict");
+      }
+    }
+    if (std::any_of(at->entries.begin(), at->entries.end(),
+                    [&](const auto& e) { return e.first->kind == ValueKind::kStr && e.first->text == keys.back(); })) {
+      Fail(ErrorCode::kUsage, "--rename moves '" + m.from + "' onto '" + m.to + "', which the file already holds");
+    }
+    at->entries.emplace_back(doc.arena->Str(keys.back()), m.tensor);
+  }
+  // Dicts the moves left empty go, innermost first (the root stays).
+  for (auto& chain : emptied_chains) {
+    for (size_t i = chain.size(); i-- > 1;) {
+      if (!chain[i]->entries.empty()) break;
+      Value* up = chain[i - 1];
+      std::erase_if(up->entries, [&](const auto& e) { return e.second == chain[i]; });
+    }
+  }
+}
+
+// Drops tied tensors but the first of each group (ConvertOptions::dedupe_tied); returns
+// "dropped=kept" pairs in tree order.
+std::vector<std::pair<std::string, std::string>> DropTiedTensors(Document& doc) {
+  using Identity = std::tuple<const void*, int64_t, int64_t, std::vector<int64_t>, std::vector<int64_t>, int>;
+  std::map<Identity, std::string> first;
+  std::unordered_set<const Value*> dropped;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
+    if (leaf.kind != ValueKind::kTensor) return;
+    const TensorView& t = *leaf.tensor;
+    if (!t.has_data || t.storage_index < 0 || t.cast_source) return;
+    Identity id{t.storage.owner().get(), t.storage_index, t.storage_offset, t.shape, t.strides, static_cast<int>(t.dtype)};
+    auto [it, fresh] = first.emplace(std::move(id), path);
+    if (fresh) return;
+    if (dropped.insert(&leaf).second) pairs.emplace_back(path, it->second);
+  });
+  if (!dropped.empty()) DropValues(doc, [&](const Value* v) { return dropped.count(v) > 0; });
+  return pairs;
+}
+
 size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
   TorchScriptModulesAsDicts(doc, options.note);
   if (options.drop_unknown) DropUnknownObjects(doc, options);
@@ -210,6 +349,21 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
       Fail(ErrorCode::kUsage, what + " keep none of the " + std::to_string(tensors) + " tensors (trove info lists their keys)");
     }
     DropValues(doc, [&](const Value* v) { return v->kind == ValueKind::kTensor && !keep.count(v); });
+  }
+  if (!options.renames.empty()) RenameTensors(doc, options);
+  // After the renames: the list names the tensors as they are written.
+  if (options.dedupe_tied) {
+    const auto pairs = DropTiedTensors(doc);
+    if (!pairs.empty()) {
+      std::string listing, metadata;
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        if (i < 8) listing += std::string(i ? ", " : "") + "'" + pairs[i].first + "' (= '" + pairs[i].second + "')";
+        metadata += std::string(i ? "," : "") + pairs[i].first + "=" + pairs[i].second;
+      }
+      if (pairs.size() > 8) listing += " and " + std::to_string(pairs.size() - 8) + " more";
+      if (options.note) options.note("dropped " + std::to_string(pairs.size()) + " tied tensor(s), each the same bytes as one kept: " + listing);
+      doc.properties.emplace_back(std::string(kDroppedTiedProperty), PropertyValue{metadata});
+    }
   }
   if (options.dequantize) {
     doc.arena->ForEachValue([&](Value& v) {

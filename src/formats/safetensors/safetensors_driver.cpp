@@ -54,6 +54,10 @@ SafetensorsWriteOptions SafetensorsPartOf(const Document& doc, const ConvertOpti
       if (name.starts_with(kPrefix)) o.metadata.emplace_back(name.substr(kPrefix.size()), value.text);
     }
   }
+  // convert --dedupe-tied's list of the tensors it dropped, for a loader to tie them again.
+  for (const auto& [name, value] : doc.properties) {
+    if (name == kDroppedTiedProperty) o.metadata.emplace_back(name, value.text);
+  }
   for (const auto& given : options.metadata) {
     auto same = std::find_if(o.metadata.begin(), o.metadata.end(), [&](const auto& kv) { return kv.first == given.first; });
     if (same != o.metadata.end()) same->second = given.second;
