@@ -21,6 +21,7 @@
 #include "core/display_escape.h"
 #include "core/float_text.h"
 #include "trove/checks.h"
+#include "trove/file_digests.h"
 #include "trove/convert.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
@@ -740,6 +741,10 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   auto* verify = app.add_subcommand("verify", "Check every structure and checksum (exit 1 when problems are found)");
   verify->add_option("paths", paths, "Files or tensordict directories")->required();
   verify->add_flag("--json", json, "One JSON object for scripts: {\"files\": [...]} (docs/json.md)");
+  static bool sha256 = false;
+  verify->add_flag("--sha256", sha256,
+                   "Also print each file's SHA-256 (every file of a directory), as sha256sum does: to compare with the "
+                   "digests the Hugging Face Hub lists");
   verify->footer("Bytes no checksum covers (formats without checksums: tensordict directories, .psk.d, .safetensors,\n"
                  "legacy .pt) are read and bounds-checked, and counted apart.\n"
                  "Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");
@@ -750,11 +755,23 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       CheckReport r = Verify(p);
       const size_t problems = Problems(r);
       any_problem |= problems > 0;
+      std::vector<FileDigest> digests;
+      if (sha256) digests = Sha256Files(p);
       if (json) {
         Json j{{"path", r.path}, {"format", r.format}, {"ok", problems == 0}, {"entries_checked", r.entries_checked},
                {"bytes_checked", r.bytes_checked}, {"bytes_without_checksum", r.bytes_without_checksum},
                {"findings", Json::array()}};
         for (const auto& f : r.findings) j["findings"].push_back(FindingJson(f));
+        if (sha256) {
+          Json list = Json::array();
+          for (const FileDigest& d : digests) {
+            Json one{{"path", d.path}, {"bytes", d.bytes}};
+            if (d.refused.empty()) one["sha256"] = d.sha256;
+            else one["refused"] = d.refused;
+            list.push_back(std::move(one));
+          }
+          j["sha256"] = std::move(list);
+        }
         files.push_back(std::move(j));
         continue;
       }
@@ -768,6 +785,11 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       std::cout << EscapeForDisplay(r.path) << ": " << (problems ? std::to_string(problems) + " problem(s)" : std::string("ok")) << " ("
                 << EscapeForDisplay(r.format) << ", " << r.entries_checked << " entries, " << Thousands(r.bytes_checked) << " bytes checked"
                 << unchecked << ")\n";
+      // sha256sum's own lines ("<hex>  <path>"), so that `sha256sum -c` reads them back.
+      for (const FileDigest& d : digests) {
+        if (d.refused.empty()) std::cout << d.sha256 << "  " << EscapeForDisplay(d.path) << '\n';
+        else std::cout << "# not read: " << EscapeForDisplay(d.path) << ": " << EscapeForDisplay(d.refused) << '\n';
+      }
     }
     if (json) {
       Json j = Envelope("verify");

@@ -162,6 +162,7 @@ def test_every_command_on_every_format(files, name, tmp_path):
     key = info["tensors"][0]["key"]
     run_json("trove", "info", path, "--json", "--keys", key)
     run_json("trove", "verify", path, "--json")
+    run_json("trove", "verify", path, "--json", "--sha256")
     run_json("trove", "scan", path, "--json")
     run_json("trove", "stats", path, "--json", "--hist", "4")
     rows = run_json("trove", "cat", path, "**", "--json", lines=True, command="cat")
