@@ -292,10 +292,14 @@ def test_one_shard_is_written_under_the_plain_name(trove, tmp_path):
     out = tmp_path / "one"
     assert trove("convert", tmp_path / "m.pt", out, "--to", "safetensors", "--max-shard-size", "5GB").code == 0
     assert [p.name for p in out.iterdir()] == ["model.safetensors"]
+    # Without --to, shards are safetensors, as a model directory on the Hub holds them.
     r = trove("convert", tmp_path / "m.pt", tmp_path / "x", "--max-shard-size", "5GB")
-    assert r.code != 0 and "--to" in r.errtext
-    r = trove("convert", tmp_path / "m.pt", tmp_path / "x", "--to", "pt", "--max-shard-size", "5 lots")
-    assert r.code != 0 and "--max-shard-size" in r.errtext and not (tmp_path / "x").exists()
+    assert r.code == 0, r
+    assert [p.name for p in (tmp_path / "x").iterdir()] == ["model.safetensors"]
+    r = trove("convert", tmp_path / "m.pt", tmp_path / "y", "--to", "tdz", "--max-shard-size", "5GB")
+    assert r.code == 2 and "--to tdz" in r.errtext and not (tmp_path / "y").exists(), r
+    r = trove("convert", tmp_path / "m.pt", tmp_path / "z", "--to", "pt", "--max-shard-size", "5 lots")
+    assert r.code != 0 and "--max-shard-size" in r.errtext and not (tmp_path / "z").exists()
 
 
 def test_safetensors_to_safetensors_keeps_the_header_metadata(trove, tmp_path):

@@ -365,6 +365,9 @@ Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions&
       if (!seen.insert(at->tensor).second) Fail(ErrorCode::kCorrupt, "tensor '" + name + "' appears twice in shard '" + shard + "'");
       ++found;
       TensorView view = *value->tensor;
+      // The storage is named by its shard (`trove info`'s storage column is then the shard
+      // column): a safetensors tensor is its own storage, a .pt shard's storages are its records.
+      view.storage_key = kind == "safetensors" ? shard : shard + ":" + view.storage_key;
       if (view.storage_index >= 0) {
         storages = std::max(storages, view.storage_index + 1);
         view.storage_index += storage_base;  // storages are per shard
