@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/count_text.h"
 #include "formats/format_registry.h"
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
@@ -29,16 +30,6 @@ namespace trove::cli {
 namespace {
 
 std::string DoubleText(double d) { return FloatText(d); }
-
-// 1048576 -> "1,048,576".
-std::string Thousands(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 // What --dtype did to the values: counted as the cast streamed them (trove/tensor.h CastLosses).
 struct CastSummary {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/count_text.h"
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
 #include "cli/suggest.h"
@@ -39,12 +40,6 @@ constexpr uint64_t kMaxHumanElements = 1000;
 constexpr size_t kMaxCatJsonNodes = size_t{1} << 22;
 // An empty tensor prints as nested empty lists; past this many the shape is a lie, not data.
 constexpr uint64_t kMaxEmptyListsPrinted = 1'000'000;
-
-std::string Thousands(uint64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
 
 std::string TupleText(const std::vector<int64_t>& v) {
   std::string s = "(";
@@ -92,20 +87,6 @@ std::map<int64_t, int> SharingCounts(const Document& doc) {
   for (const auto& t : doc.tensors)
     if (t.view->storage_index >= 0) counts[t.view->storage_index]++;
   return counts;
-}
-
-// "12.7 KiB": sizes for people (binary units, three significant digits).
-std::string HumanBytes(uint64_t n) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(n);
-  size_t u = 0;
-  while (v >= 1024 && u + 1 < std::size(kUnits)) {
-    v /= 1024;
-    ++u;
-  }
-  if (u == 0) return std::to_string(n) + " B";
-  const int digits = v < 10 ? 2 : v < 100 ? 1 : 0;
-  return fmt::format("{:.{}f} {}", v, digits, kUnits[u]);
 }
 
 Json PropertyJson(const PropertyValue& v) {

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "cli/commands.h"
+#include "core/count_text.h"
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
 #include "cli/stats_report.h"
@@ -151,12 +152,6 @@ Json StatsReportJson(const StatsReport& r, bool histograms) {
 }
 
 namespace {
-
-std::string Thousands(uint64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
 
 // People get four significant digits; a pipe gets the shortest text that reads back exactly.
 std::string Number(const std::optional<double>& v, bool human) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -32,10 +33,13 @@ namespace {
 constexpr uint64_t kMaxSniffedRecordBytes = uint64_t{64} << 20;
 
 // Structure: what a reader would refuse, read from what detection already parsed.
-void CheckStructure(CheckReport& report, const ops::Detection& d) {
+// `already_said`: whether the report holds this error already (a shard's own check found it).
+void CheckStructure(CheckReport& report, const ops::Detection& d,
+                    const std::function<bool(const Error&)>& already_said = nullptr) {
   try {
     ops::OpenDetected(d, {});
   } catch (const Error& e) {
+    if (already_said && already_said(e)) return;
     if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) {
       report.AddError(Severity::kMedium, "", e, "not readable: ");
       return;
@@ -66,6 +70,7 @@ CheckReport CheckShards(const ops::Detection& d, CheckReport (*check)(const ops:
     return report;
   }
   std::set<FileIdentity> visited;
+  std::set<std::string> with_findings;  // shards whose own check found something
   for (const std::string& name : shards) {
     // A shard the rule refuses, a missing one or one that is no shard: CheckStructure below
     // reports it, as reading the checkpoint meets it.
@@ -92,13 +97,17 @@ CheckReport CheckShards(const ops::Detection& d, CheckReport (*check)(const ops:
     report.entries_checked += part.entries_checked;
     report.bytes_checked += part.bytes_checked;
     report.bytes_without_checksum += part.bytes_without_checksum;
+    if (!part.findings.empty()) with_findings.insert(name);
     for (auto& f : part.findings) {
       report.Add(f.severity, f.entry.empty() ? name : name + "/" + f.entry, f.offset, f.message, f.key_path);
       report.findings.back().call = f.call;
     }
     for (auto& g : part.globals) report.globals.push_back({name + "/" + g.entry, g.name, g.offset, g.allowed, g.policy_class});
   }
-  CheckStructure(report, d);
+  // Reading the whole checkpoint meets a broken shard again: said once, under the shard's name.
+  CheckStructure(report, d, [&](const Error& e) {
+    return with_findings.count(std::filesystem::path(e.file()).filename().string()) > 0;
+  });
   return report;
 }
 

@@ -25,7 +25,7 @@ CASES = {
     "too_short": (b"\x01\x00\x00", ["too short"]),
     "overlap": (header_file(json.dumps({"a": entry("F32", [2], 0, 8), "b": entry("F32", [2], 4, 12)}), b"\0" * 12),
                 ["tensor 'b'", "overlaps"]),
-    "out_of_range": (header_file(json.dumps({"a": entry("F32", [4], 0, 16)}), b"\0" * 8), ["tensor 'a'", "past the"]),
+    "out_of_range": (header_file(json.dumps({"a": entry("F32", [4], 0, 16)}), b"\0" * 8), ["tensor 'a'", "truncated"]),
     "hole": (header_file(json.dumps({"a": entry("F32", [1], 0, 4), "b": entry("F32", [1], 8, 12)}), b"\0" * 12),
              ["tensor 'b'", "hole of 4 bytes"]),
     "not_utf8": (header_file(b'{"\xff\xfe":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', b"\0" * 4), ["not valid JSON"]),

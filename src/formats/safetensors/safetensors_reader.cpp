@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/count_text.h"
 #include "core/little_endian.h"
 #include "formats/safetensors/safetensors_dtypes.h"
 #include "trove/error.h"
@@ -238,6 +239,37 @@ Document ReadSafetensorsParts(const std::string& path, uint64_t size, const uint
     const TensorEntry &x = handler.tensors[a], &y = handler.tensors[b];
     return std::pair(x.offsets[0], x.offsets[1]) < std::pair(y.offsets[0], y.offsets[1]);
   });
+  // A download cut short: the header describes more data than the file holds. Said in the
+  // user's terms (how much of the file is there) before any one tensor's offsets are blamed.
+  {
+    uint64_t described = 0;
+    const TensorEntry* cut = nullptr;
+    for (uint32_t i : order) {
+      const TensorEntry& t = handler.tensors[i];
+      if (t.offsets[1] >= t.offsets[0] && t.offsets[1] > described) described = t.offsets[1];
+      if (cut == nullptr && t.offsets[1] > data_size && t.offsets[1] >= t.offsets[0]) cut = &t;
+    }
+    // Only a plausible file (its tensors tile the described data) is called truncated; other
+    // offsets past the end are the header's fault, reported per tensor below.
+    if (cut != nullptr && described <= (uint64_t{1} << 56)) {
+      uint64_t tiled = 0;
+      bool tiles = true;
+      for (uint32_t i : order) {
+        const TensorEntry& t = handler.tensors[i];
+        if (t.offsets[0] != tiled || t.offsets[1] < t.offsets[0]) {
+          tiles = false;
+          break;
+        }
+        tiled = t.offsets[1];
+      }
+      if (tiles) {
+        const uint64_t whole = data_start + described;
+        Fail(ErrorCode::kCorrupt, "the file is truncated: " + HumanBytes(size) + " of the " + HumanBytes(whole) +
+                                      " its header describes (" + Thousands(size) + " of " + Thousands(whole) +
+                                      " bytes; " + Quote(cut->name) + " and the tensors after it are cut or missing)");
+      }
+    }
+  }
   uint64_t expected_begin = 0;
   const TensorEntry* previous = nullptr;
   for (uint32_t i : order) {

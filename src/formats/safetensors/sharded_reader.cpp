@@ -338,7 +338,8 @@ Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions&
   int64_t storage_base = 0;
   uint64_t total = 0;
   std::string kind;
-  for (uint32_t id : order) {
+  for (size_t position = 1; position <= order.size(); ++position) {
+    const uint32_t id = order[position - 1];
     const std::string& shard = index.shards[id];
     const auto [first, last] = listed(id);
     const std::string& example = first->tensor;
@@ -346,7 +347,9 @@ Document ReadShardedCheckpoint(const std::string& index_path, const ReadOptions&
     ConfinedFile file = WithFile(index_path, [&] {
       return WithContext("shard of tensor '" + example + "'", [&] { return opened.dir->RequireFile(shard); });
     });
-    Document part = ReadShard(opened.dir, shard, std::move(file), options);
+    // Which of the checkpoint's shards it is, as a download is counted ("shard 3 of 5").
+    Document part = WithContext("shard " + std::to_string(position) + " of " + std::to_string(order.size()),
+                                [&] { return ReadShard(opened.dir, shard, std::move(file), options); });
     if (kind.empty()) kind = part.format;
     if (part.format != kind) Fail(ErrorCode::kCorrupt, "shard '" + shard + "' is " + part.format + ", the others " + kind);
     if (!part.root || part.root->kind != ValueKind::kDict) Fail(ErrorCode::kCorrupt, "shard '" + shard + "' is not a dict of tensors");

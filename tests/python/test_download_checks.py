@@ -1,6 +1,7 @@
-"""`trove verify --sha256`: each file's digest as hashlib computes it, in sha256sum's own lines
+"""Checking a download. `trove verify --sha256`: each file's digest as hashlib computes it, in sha256sum's own lines
 (`sha256sum -c` reads them back), every file of a model directory, links out of it named and not
-read."""
+read. A shard cut short is said in the user's terms, once: which shard of how many, how much of
+it is there."""
 import hashlib
 import json
 import os
@@ -56,3 +57,27 @@ def test_a_file_larger_than_one_read_is_hashed_whole(tmp_path, trove):
     r = trove("verify", "--sha256", big)
     assert r.code == 0, r
     assert f"{digest(big)}  {big}" in r.text.splitlines()
+
+
+def test_a_truncated_shard_is_named_by_its_place_and_said_once(tmp_path, trove):
+    model = tmp_path / "m.pt"
+    torch.save({f"layer{i}.weight": torch.randn(300, 300) for i in range(5)}, model)
+    hub = tmp_path / "hub"
+    assert trove("convert", model, hub, "--max-shard-size", "400KB").code == 0
+    third = hub / "model-00003-of-00005.safetensors"
+    whole = third.stat().st_size
+    os.truncate(third, 200000)
+    r = trove("info", hub)
+    assert r.code == 2, r
+    assert "shard 3 of 5" in r.errtext and "truncated" in r.errtext, r
+    assert f"200,000 of {whole:,} bytes" in r.errtext, r
+    r = trove("verify", hub)
+    assert r.code == 1, r
+    problems = [line for line in r.text.splitlines() if "the file is truncated" in line]
+    assert len(problems) == 1, r.text
+    # A single file too: its size against what its header describes.
+    single = tmp_path / "one.safetensors"
+    assert trove("convert", model, single).code == 0
+    os.truncate(single, single.stat().st_size - 1000)
+    r = trove("info", single)
+    assert r.code == 2 and "the file is truncated" in r.errtext and "layer4.weight" in r.errtext, r
