@@ -68,6 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const trove::Value* root = unpickler.Load();
     (void)trove::cli::DescribeValues(root, 200);
+    (void)trove::cli::DescribeValues(root, 200, /*summarize_lists=*/true);
     (void)trove::cli::DumpJson(trove::cli::ValueJson(root));
     (void)trove::cli::DumpJson(trove::cli::ValueJson(root, {SIZE_MAX, SIZE_MAX}), -1);
     trove::ForEachLeaf(root, [](const std::string& key, const trove::Value& leaf) {

@@ -272,7 +272,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     tensors.Print(std::cout, aligned);
   }
   std::cout << "values\n";
-  for (const auto& line : DescribeValues(doc.root, 40)) std::cout << "  " << line << '\n';
+  for (const auto& line : DescribeValues(doc.root, 40, /*summarize_lists=*/true)) std::cout << "  " << line << '\n';
   for (const auto& w : doc.warnings) std::cout << "warning: " << EscapeForDisplay(w, DisplayEscape::kLine) << '\n';
 }
 

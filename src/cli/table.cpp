@@ -1,10 +1,42 @@
 #include "cli/table.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/display_escape.h"
 
 namespace trove::cli {
+namespace {
+
+// A column is never squeezed below this: a key cut shorter says nothing.
+constexpr size_t kMinSqueezedWidth = 24;
+
+// `s` cut to `width` code points by dropping its middle: a key's start (its module) and end
+// (the parameter) are what tell keys apart.
+std::string ElideMiddle(const std::string& s, size_t width) {
+  std::vector<size_t> starts;  // byte offset of each code point
+  for (size_t i = 0; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) starts.push_back(i);
+  if (starts.size() <= width || width < 3) return s;
+  const size_t head = (width - 1) / 2, tail = width - 1 - head;
+  return s.substr(0, starts[head]) + "\u2026" + s.substr(starts[starts.size() - tail]);
+}
+
+}  // namespace
+
+size_t TerminalColumns() {
+  struct winsize size {};
+  if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (const char* columns = std::getenv("COLUMNS")) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(columns, &end, 10);
+    if (end != columns && *end == '\0' && n > 0 && n < 100000) return n;
+  }
+  return 0;
+}
 
 void Table::Add(std::vector<std::string> row) {
   for (std::string& cell : row) cell = EscapeForDisplay(cell);
@@ -34,11 +66,25 @@ void Table::Print(std::ostream& out, bool aligned, const std::string& indent) co
   };
   measure(header_);
   for (const auto& r : rows_) measure(r);
+  // Wider than the terminal: the widest column (a key, mostly) gives up the difference, its long
+  // cells cut in the middle, so that each row stays one line.
+  size_t squeezed = width.size();
+  if (const size_t columns = TerminalColumns(); columns > 0 && !width.empty()) {
+    size_t total = DisplayWidth(indent);
+    for (size_t w : width) total += w + 2;
+    total -= 2;
+    const size_t widest = static_cast<size_t>(std::max_element(width.begin(), width.end()) - width.begin());
+    if (total > columns && width[widest] > kMinSqueezedWidth) {
+      width[widest] = std::max(kMinSqueezedWidth, width[widest] - std::min(width[widest], total - columns));
+      squeezed = widest;
+    }
+  }
   auto line = [&](const std::vector<std::string>& r) {
     std::string s = indent;
     for (size_t i = 0; i < r.size(); ++i) {
-      s += r[i];
-      if (i + 1 < r.size()) s.append(width[i] - DisplayWidth(r[i]) + 2, ' ');
+      const std::string cell = i == squeezed ? ElideMiddle(r[i], width[i]) : r[i];
+      s += cell;
+      if (i + 1 < r.size()) s.append(width[i] - std::min(width[i], DisplayWidth(cell)) + 2, ' ');
     }
     while (!s.empty() && s.back() == ' ') s.pop_back();
     out << s << '\n';

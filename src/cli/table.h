@@ -17,13 +17,18 @@ class Table {
   explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
   void Add(std::vector<std::string> row);
   size_t size() const { return rows_.size(); }
-  // aligned: padded columns under a header (terminal). Otherwise: header and rows tab-separated.
+  // aligned: padded columns under a header (terminal), the widest column's long cells cut in the
+  // middle ("…") when a row would be wider than the terminal (TerminalColumns). Otherwise: header
+  // and rows tab-separated, whole.
   void Print(std::ostream& out, bool aligned, const std::string& indent = "  ") const;
 
  private:
   std::vector<std::string> header_;
   std::vector<std::vector<std::string>> rows_;
 };
+
+// The terminal's width when stdout is one (else $COLUMNS when set, else 0: unknown).
+size_t TerminalColumns();
 
 // Display width of UTF-8 text (code points; enough for keys and numbers).
 size_t DisplayWidth(const std::string& s);

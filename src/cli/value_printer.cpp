@@ -78,7 +78,34 @@ bool OnlyTensors(const Value& v) {
   return false;
 }
 
-void Describe(const Value* v, const std::string& label, int depth, std::vector<std::string>& out, size_t max_lines) {
+// Lines an overview gives a container at least, however many siblings share what is left.
+constexpr size_t kMinSubtreeLines = 4;
+// Items a summarized list shows from its start and from its end.
+constexpr size_t kSummaryHeadItems = 5, kSummaryTailItems = 1;
+// Items looked at to tell a list of scalars: a longer list is shown as a container.
+constexpr size_t kMaxSummarizedItems = 1'000'000;
+
+bool ScalarList(const Value& v) {
+  if ((v.kind != ValueKind::kList && v.kind != ValueKind::kTuple) || v.type_name == "torch.Size") return false;
+  if (v.items.size() > kMaxSummarizedItems) return false;
+  for (const Value* i : v.items)
+    if (i->is_container() || i->kind == ValueKind::kTensor || i->kind == ValueKind::kObject || StandsFor(*i)) return false;
+  return true;
+}
+
+// "[0, 1, 2, 3, 4, ..., 75] (76 items)".
+std::string ListSummary(const Value& v) {
+  const bool list = v.kind == ValueKind::kList;
+  std::string s = list ? "[" : "(";
+  const size_t n = v.items.size();
+  for (size_t i = 0; i < kSummaryHeadItems; ++i) s += ScalarText(*v.items[i], 24) + ", ";
+  s += "...";
+  for (size_t i = n - kSummaryTailItems; i < n; ++i) s += ", " + ScalarText(*v.items[i], 24);
+  return s + (list ? "]" : ")") + " (" + std::to_string(n) + " items)";
+}
+
+void Describe(const Value* v, const std::string& label, int depth, std::vector<std::string>& out, size_t max_lines,
+              bool summarize_lists) {
   if (out.size() >= max_lines) return;
   if (const Value* inner = StandsFor(*v)) v = inner;
   std::string indent(static_cast<size_t>(depth) * 2, ' ');
@@ -95,10 +122,14 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
     out.push_back(head + ScalarText(*v));
     return;
   }
+  if (summarize_lists && v->items.size() > kSummaryHeadItems + kSummaryTailItems + 1 && ScalarList(*v)) {
+    out.push_back(head + ListSummary(*v));
+    return;
+  }
   if (v->kind == ValueKind::kObject) {
     out.push_back(head + "<" + TypeName(*v) + ">");
-    if (v->args) Describe(v->args, "args", depth + 1, out, max_lines);
-    if (v->state) Describe(v->state, "state", depth + 1, out, max_lines);
+    if (v->args) Describe(v->args, "args", depth + 1, out, max_lines, summarize_lists);
+    if (v->state) Describe(v->state, "state", depth + 1, out, max_lines, summarize_lists);
     return;
   }
   size_t count = v->kind == ValueKind::kDict ? v->entries.size() : v->items.size();
@@ -124,6 +155,13 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
       ranks[i] = IsInline(*shown) ? 0 : CountTensors(shown, kRankNodes) == 0 ? 1 : 2;
     }
     const std::vector<std::string> components = HasNonStrKeys(*v) ? DictKeyComponents(*v) : std::vector<std::string>{};
+    // In an overview each container gets its share of the lines left, so that one long subtree
+    // (Lightning's loop state) does not hide its siblings (the hyperparameters); a subtree cut
+    // short ends in "...".
+    size_t containers_left = 0;
+    for (size_t i = 0; i < v->entries.size(); ++i) {
+      containers_left += v->entries[i].second->kind != ValueKind::kTensor && (i < ranks.size() ? ranks[i] : 2) > 0;
+    }
     for (int pass = 0; pass < 3; ++pass) {
       for (size_t i = 0; i < v->entries.size(); ++i) {
         const auto& [k, val] = v->entries[i];
@@ -133,7 +171,14 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
         }
         if ((i < ranks.size() ? ranks[i] : 2) != pass) continue;
         if (out.size() >= max_lines) return;
-        Describe(val, components.empty() ? EncodeKeyComponent(k->text) : components[i], depth + 1, out, max_lines);
+        size_t limit = max_lines;
+        if (summarize_lists && pass > 0 && containers_left > 1) {
+          limit = std::min(max_lines, out.size() + std::max(kMinSubtreeLines, (max_lines - out.size()) / containers_left));
+        }
+        if (pass > 0) --containers_left;
+        Describe(val, components.empty() ? EncodeKeyComponent(k->text) : components[i], depth + 1, out, limit,
+                 summarize_lists);
+        if (limit < max_lines && out.size() >= limit) out.push_back(indent + "    ...");
       }
     }
     if (skipped && out.size() < max_lines) out.push_back(indent + "  (" + std::to_string(skipped) + (skipped == 1 ? " tensor)" : " tensors)"));
@@ -142,11 +187,11 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
     for (size_t i = 0; i < v->items.size(); ++i) {
       if (v->items[i]->kind == ValueKind::kTensor) { ++skipped; continue; }
       if (out.size() >= max_lines) return;
-      Describe(v->items[i], std::to_string(i), depth + 1, out, max_lines);
+      Describe(v->items[i], std::to_string(i), depth + 1, out, max_lines, summarize_lists);
     }
     if (skipped && out.size() < max_lines) out.push_back(indent + "  (" + std::to_string(skipped) + (skipped == 1 ? " tensor)" : " tensors)"));
   }
-  if (v->state && out.size() < max_lines) Describe(v->state, "attributes", depth + 1, out, max_lines);
+  if (v->state && out.size() < max_lines) Describe(v->state, "attributes", depth + 1, out, max_lines, summarize_lists);
 }
 
 }  // namespace
@@ -198,9 +243,9 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
   return "?";
 }
 
-std::vector<std::string> DescribeValues(const Value* root, size_t max_lines) {
+std::vector<std::string> DescribeValues(const Value* root, size_t max_lines, bool summarize_lists) {
   std::vector<std::string> out;
-  if (root) Describe(root, "", 0, out, max_lines);
+  if (root) Describe(root, "", 0, out, max_lines, summarize_lists);
   if (out.size() >= max_lines) out.push_back("...");
   return out;
 }

@@ -22,7 +22,10 @@ inline constexpr int kMaxPrintDepth = 32;
 std::string ScalarText(const Value& v, size_t max_chars = 80);
 
 // Indented lines describing the non-tensor structure: containers with their type and size,
-// scalars with their value, tensors summarised as counts. At most max_lines lines.
-std::vector<std::string> DescribeValues(const Value* root, size_t max_lines);
+// scalars with their value, tensors summarised as counts. At most max_lines lines. With
+// `summarize_lists` (an overview: `trove info`), a list or tuple of scalars longer than a line
+// holds is one line of its first and last items and its length (`params: [0, 1, 2, 3, 4, ...,
+// 75] (76 items)`); without (`trove cat` of a value), one item per line.
+std::vector<std::string> DescribeValues(const Value* root, size_t max_lines, bool summarize_lists = false);
 
 }  // namespace trove::cli
