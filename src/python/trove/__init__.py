@@ -143,6 +143,7 @@ def _error(code: str, message: str, reason: Optional[str] = None, file: Optional
 # back"); the same settings are arguments here, so an error reaching Python names those instead.
 _FORMAT_NAMES = "safetensors|pt|tensordict|tdz|pskd|npy|npz"
 _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
+    (r"--(\w+) must be one of ([^(]*) \(not '([^']*)'\)", r"\1='\3' is not one of \2"),
     (rf"--to '?({_FORMAT_NAMES})\b'?", r"to='\1'"),
     (r"--dtype '?((?:b?float|u?int|complex)\d+|bool)\b'?", r"dtype='\1'"),
     (r"--keys '([^']*)'", r"keys='\1'"),
@@ -155,7 +156,8 @@ _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
     (r"--dequantize\b", "dequantize=True"),
     (r"--permissive\b", "permissive=True"),
     (r"--strict\b", "strict=True"),
-    (r"--(to|dtype|keys|compression|metadata)\b", r"\1="),
+    (r"--(to|dtype|keys|compression|metadata)\b(?= \()", r"\1="),  # "pass to= (pt, safetensors...)"
+    (r"--(to|dtype|keys|compression|metadata)\b", r"\1"),
 ))
 
 
