@@ -270,6 +270,7 @@ def _checkpoint():
         "counts": collections.defaultdict(list, {"x": [1]}),
         "dtype": torch.float16,
         "device": torch.device("cpu"),
+        "optimizer_class": torch.optim.SGD,  # a name, never imported by trove: trove.Global
     }
 
 
@@ -288,6 +289,7 @@ def test_save_writes_everything_load_returns(tmp_path):
     assert isinstance(again["counts"], collections.defaultdict) and again["counts"].default_factory is list
     assert again["counts"] == {"x": [1]}
     assert again["dtype"] is torch.float16 and again["device"] == torch.device("cpu")
+    assert again["optimizer_class"] == trove.Global("torch.optim.sgd.SGD")
     _same(again["model"]["w"], loaded["model"]["w"])
     _same(again["pair"][0], torch.ones(1))
     _same(again["nested"][0][0], torch.zeros(2))
@@ -320,8 +322,10 @@ def test_errors_from_the_library_name_python_arguments(tmp_path):
     src = tmp_path / "m.pt"
     torch.save({"w": torch.ones(2), "n": 1}, src)
     with pytest.raises(trove.Error) as e:
-        trove.convert(src, tmp_path / "o.safetensors")
-    assert "drop_values=True" in str(e.value) and "--" not in str(e.value), str(e.value)
+        trove.convert(src, tmp_path / "o--drop-values.safetensors")
+    # the option is named as the argument; a file name holding the option's spelling is kept
+    assert "(drop_values=True leaves them out)" in str(e.value), str(e.value)
+    assert "o--drop-values.safetensors" in str(e.value), str(e.value)
     with pytest.raises(trove.UsageError) as e:
         trove.convert(src, tmp_path / "o.bin", to="jax")
     assert str(e.value).startswith("to='jax' is not one of pskd, pt"), str(e.value)

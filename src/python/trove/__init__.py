@@ -26,6 +26,7 @@ See docs/python.md.
 from __future__ import annotations
 
 import argparse
+import builtins
 import collections
 import difflib
 import os
@@ -36,7 +37,6 @@ import tempfile
 import threading
 import urllib.parse
 import warnings
-import builtins
 from typing import IO, Any, Callable, Iterable, Iterator, Optional, Union
 
 from . import _trove
@@ -142,22 +142,23 @@ def _error(code: str, message: str, reason: Optional[str] = None, file: Optional
 # The library words its messages in the command line's options ("--keep-unknown writes it
 # back"); the same settings are arguments here, so an error reaching Python names those instead.
 _FORMAT_NAMES = "safetensors|pt|tensordict|tdz|pskd|npy|npz"
+# (An option is matched only where no name goes on before it: a file "run--strict.pt" keeps its name.)
 _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
-    (r"--(\w+) must be one of ([^(]*) \(not '([^']*)'\)", r"\1='\3' is not one of \2"),
-    (rf"--to '?({_FORMAT_NAMES})\b'?", r"to='\1'"),
-    (r"--dtype '?((?:b?float|u?int|complex)\d+|bool)\b'?", r"dtype='\1'"),
-    (r"--keys '([^']*)'", r"keys='\1'"),
-    (r"--exclude '([^']*)'", r"keys (a selection without '\1')"),
-    (r"--exclude\b", "keys= (a selection)"),
-    (r"--max-shard-size\b", "max_shard_size"),
-    (r"--keep-unknown\b", "keep_unknown=True"),
-    (r"--drop-unknown\b", "drop_unknown=True"),
-    (r"--drop-values\b", "drop_values=True"),
-    (r"--dequantize\b", "dequantize=True"),
-    (r"--permissive\b", "permissive=True"),
-    (r"--strict\b", "strict=True"),
-    (r"--(to|dtype|keys|compression|metadata)\b(?= \()", r"\1="),  # "pass to= (pt, safetensors...)"
-    (r"--(to|dtype|keys|compression|metadata)\b", r"\1"),
+    (r"(?<![\w/.-])--(\w+) must be one of ([^(]*) \(not '([^']*)'\)", r"\1='\3' is not one of \2"),
+    (rf"(?<![\w/.-])--to '?({_FORMAT_NAMES})\b'?", r"to='\1'"),
+    (r"(?<![\w/.-])--dtype '?((?:b?float|u?int|complex)\d+|bool)\b'?", r"dtype='\1'"),
+    (r"(?<![\w/.-])--keys '([^']*)'", r"keys='\1'"),
+    (r"(?<![\w/.-])--exclude '([^']*)'", r"keys (a selection without '\1')"),
+    (r"(?<![\w/.-])--exclude\b", "keys= (a selection)"),
+    (r"(?<![\w/.-])--max-shard-size\b", "max_shard_size"),
+    (r"(?<![\w/.-])--keep-unknown\b", "keep_unknown=True"),
+    (r"(?<![\w/.-])--drop-unknown\b", "drop_unknown=True"),
+    (r"(?<![\w/.-])--drop-values\b", "drop_values=True"),
+    (r"(?<![\w/.-])--dequantize\b", "dequantize=True"),
+    (r"(?<![\w/.-])--permissive\b", "permissive=True"),
+    (r"(?<![\w/.-])--strict\b", "strict=True"),
+    (r"(?<![\w/.-])--(to|dtype|keys|compression|metadata)\b(?= \()", r"\1="),  # "pass to= (pt, safetensors...)"
+    (r"(?<![\w/.-])--(to|dtype|keys|compression|metadata)\b", r"\1"),
 ))
 
 
