@@ -705,9 +705,11 @@ struct ToPython {
 // Python objects -> a Document (for trove.save).
 
 struct FromPython {
-  FromPython(trove::ValueArena& a, py::object spec_type) : arena(a), tensor_spec_type(std::move(spec_type)) {}
+  FromPython(trove::ValueArena& a, py::object spec_type, py::object value_type)
+      : arena(a), tensor_spec_type(std::move(spec_type)), value_spec_type(std::move(value_type)) {}
   trove::ValueArena& arena;
   py::object tensor_spec_type;  // trove._TensorSpec
+  py::object value_spec_type;   // trove._ValueSpec: a value that is more than its Python builtin type
   py::object ordered_dict = py::module_::import("collections").attr("OrderedDict");
   std::unordered_map<int64_t, trove::SharedBytes> storages;
   std::unordered_map<PyObject*, Value*> memo;  // shared containers stay shared (tied weights' dicts)
@@ -773,8 +775,45 @@ struct FromPython {
       return t;
     }
     if (py::isinstance(o, tensor_spec_type)) return Tensor(o);
+    if (!value_spec_type.is_none() && py::isinstance(o, value_spec_type)) return Typed(o, depth);
     trove::Fail(ErrorCode::kUsage, "trove.save cannot write a " + py::str(py::type::of(o).attr("__qualname__")).cast<std::string>() +
                                        " (only dicts, lists, tuples, tensors, arrays, numbers, str, bytes, None)");
+  }
+
+  // A _ValueSpec (trove/__init__.py): what trove.load gives for a class the writers know by name
+  // (argparse.Namespace, collections.defaultdict, a set, a torch dtype or device, trove.Global,
+  // trove.Dict), as the readers model it: kind "dict" (entries, args, state), "set",
+  // "frozenset" (items), "global", "object" (args, state). The writers decide what they can write.
+  Value* Typed(py::handle spec, int depth) {
+    const std::string kind = spec.attr("kind").cast<std::string>();
+    const std::string type_name = spec.attr("type_name").cast<std::string>();
+    auto optional = [&](const char* field) -> Value* {
+      py::object v = spec.attr(field);
+      return v.is_none() ? nullptr : Convert(v, depth + 1);
+    };
+    Value* out = nullptr;
+    if (kind == "dict") {
+      out = arena.Dict(type_name);
+      memo.emplace(spec.ptr(), out);
+      for (py::handle pair : py::reinterpret_borrow<py::list>(spec.attr("items"))) {
+        py::tuple kv = py::reinterpret_borrow<py::tuple>(pair);
+        out->entries.emplace_back(Convert(kv[0], depth + 1), Convert(kv[1], depth + 1));
+      }
+      out->args = optional("args");
+      out->state = optional("state");
+    } else if (kind == "set" || kind == "frozenset") {
+      out = arena.New(kind == "set" ? ValueKind::kSet : ValueKind::kFrozenSet);
+      memo.emplace(spec.ptr(), out);
+      for (py::handle item : py::reinterpret_borrow<py::list>(spec.attr("items"))) out->items.push_back(Convert(item, depth + 1));
+    } else if (kind == "global") {
+      out = arena.Global(type_name);
+    } else if (kind == "object") {
+      out = arena.Object(type_name, optional("args"));
+      out->state = optional("state");
+    } else {
+      trove::Fail(ErrorCode::kUsage, "a value spec of kind '" + kind + "'");
+    }
+    return out;
   }
 
   // A _TensorSpec: (storage id, uint8 storage array, dtype name, shape, strides, offset,
@@ -1346,7 +1385,7 @@ PYBIND11_MODULE(_trove, m) {
 
   m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type,
                     py::object progress, py::object note, const std::string& compression, py::object metadata,
-                    py::object max_shard_size) {
+                    py::object max_shard_size, py::object value_type) {
     trove::ConvertOptions options;
     SetWriteSettings(options, progress, note, compression, metadata);
     const trove::Format target = trove::TargetFormat(path, format);
@@ -1354,13 +1393,13 @@ PYBIND11_MODULE(_trove, m) {
     Document doc;
     doc.format = "python";
     doc.path = "<python objects>";
-    FromPython conv(*doc.arena, spec_type);
+    FromPython conv(*doc.arena, spec_type, value_type);
     doc.root = conv.Convert(tree, 0);
     doc.tensors = trove::CollectTensors(doc.root);
     Released([&] { trove::ConvertDocument(doc, path, target, options); });
   }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"),
      py::arg("progress") = py::none(), py::arg("note") = py::none(), py::arg("compression") = "",
-     py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none());
+     py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none(), py::arg("value_type") = py::none());
 
   m.def("_verify", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Verify(path); })); });
   m.def("_scan", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Scan(path); })); });

@@ -115,7 +115,7 @@ def test_text_that_is_not_utf8_comes_through(tmp_path):
     with trove.open(path, framework="pt") as f:
         assert f.keys() == ["a%ED%B2%80b", "b'%FF'"]
         assert torch.equal(f["a%ED%B2%80b"], torch.ones(2)) and f.values()["s"] == "x\ud800y"
-        assert f.metadata()["tensors"][1]["key"] == "b'%FF'"
+        assert f.info()["tensors"][1]["key"] == "b'%FF'"
     # a global of a name with a lone surrogate, refused: its message names it
     refused = pt(tmp_path, "name.pt", b"c" + b"os\n" + "sys\udc80tem".encode("utf-8", "surrogatepass") + b"\n")
     with pytest.raises(trove.RefusedError) as e:

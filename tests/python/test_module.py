@@ -132,7 +132,7 @@ def test_keys_metadata_values(ckpt):
         keys = f.keys()
         assert keys[:3] == ["model/embed.weight", "model/head.weight", "model/proj.weight"]
         assert "param" in keys and "model/bf" in f and "nope" not in f
-        meta = f.metadata()
+        meta = f.info()
         assert meta["format"] == "pt"
         assert meta["properties"]["byteorder"].startswith("little")
         assert meta["records"] and [t["key"] for t in meta["tensors"]] == keys
@@ -308,7 +308,7 @@ def test_open_reads_no_tensor_data(big):
     before = rss_bytes()
     f = trove.open(big)
     keys = f.keys()
-    f.metadata()
+    f.info()
     w = f[keys[0]]  # a view: touching nothing yet
     grown = rss_bytes() - before
     assert len(keys) == 24 and w.shape == (1024, 2048)
@@ -503,19 +503,19 @@ def test_compression_and_metadata(tmp_path):
     sd = {"z": torch.zeros(1 << 16), "n": torch.arange(100)}
     trove.save(sd, str(tmp_path / "c.tdz"), compression="deflate")
     with trove.open(str(tmp_path / "c.tdz")) as f:
-        methods = {r["name"]: r["method"] for r in f.metadata()["records"]}
+        methods = {r["name"]: r["method"] for r in f.info()["records"]}
         assert methods["z.memmap"] == "deflate"
         assert torch.equal(trove.load(str(tmp_path / "c.tdz"))["z"], sd["z"])
     trove.save(sd, str(tmp_path / "c.safetensors"), metadata={"format": "pt", "note": "hi"})
     with trove.open(str(tmp_path / "c.safetensors")) as f:
-        props = f.metadata()["properties"]
+        props = f.info()["properties"]
         assert props["metadata.format"] == "pt" and props["metadata.note"] == "hi"
     trove.convert(str(tmp_path / "c.safetensors"), str(tmp_path / "d.tdz"), compression="lzma")
     with trove.open(str(tmp_path / "d.tdz")) as f:
-        assert {r["method"] for r in f.metadata()["records"] if r["name"].endswith(".memmap")} == {"lzma"}
+        assert {r["method"] for r in f.info()["records"] if r["name"].endswith(".memmap")} == {"lzma"}
     trove.convert(str(tmp_path / "c.tdz"), str(tmp_path / "d.safetensors"), metadata={"k": "v"})
     with trove.open(str(tmp_path / "d.safetensors")) as f:
-        assert f.metadata()["properties"]["metadata.k"] == "v"
+        assert f.info()["properties"]["metadata.k"] == "v"
     with pytest.raises(trove.UsageError):
         trove.save(sd, str(tmp_path / "e.tdz"), compression="zstd")
     with pytest.raises(trove.UsageError):

@@ -26,13 +26,18 @@ See docs/python.md.
 from __future__ import annotations
 
 import argparse
+import builtins
 import collections
 import difflib
 import os
+import re
+import shutil
 import signal
+import tempfile
 import threading
+import urllib.parse
 import warnings
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import IO, Any, Callable, Iterable, Iterator, Optional, Union
 
 from . import _trove
 
@@ -131,6 +136,43 @@ def _error(code: str, message: str, reason: Optional[str] = None, file: Optional
     e.code, e.message = code, message
     e.reason = message if reason is None else reason
     e.file = file
+    return e
+
+
+# The library words its messages in the command line's options ("--keep-unknown writes it
+# back"); the same settings are arguments here, so an error reaching Python names those instead.
+_FORMAT_NAMES = "safetensors|pt|tensordict|tdz|pskd|npy|npz"
+# (An option is matched only where no name goes on before it: a file "run--strict.pt" keeps its name.)
+_PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
+    (r"(?<![\w/.-])--(\w+) must be one of ([^(]*) \(not '([^']*)'\)", r"\1='\3' is not one of \2"),
+    (rf"(?<![\w/.-])--to '?({_FORMAT_NAMES})\b'?", r"to='\1'"),
+    (r"(?<![\w/.-])--dtype '?((?:b?float|u?int|complex)\d+|bool)\b'?", r"dtype='\1'"),
+    (r"(?<![\w/.-])--keys '([^']*)'", r"keys='\1'"),
+    (r"(?<![\w/.-])--exclude '([^']*)'", r"keys (a selection without '\1')"),
+    (r"(?<![\w/.-])--exclude\b", "keys= (a selection)"),
+    (r"(?<![\w/.-])--max-shard-size\b", "max_shard_size"),
+    (r"(?<![\w/.-])--keep-unknown\b", "keep_unknown=True"),
+    (r"(?<![\w/.-])--drop-unknown\b", "drop_unknown=True"),
+    (r"(?<![\w/.-])--drop-values\b", "drop_values=True"),
+    (r"(?<![\w/.-])--dequantize\b", "dequantize=True"),
+    (r"(?<![\w/.-])--permissive\b", "permissive=True"),
+    (r"(?<![\w/.-])--strict\b", "strict=True"),
+    (r"(?<![\w/.-])--(to|dtype|keys|compression|metadata)\b(?= \()", r"\1="),  # "pass to= (pt, safetensors...)"
+    (r"(?<![\w/.-])--(to|dtype|keys|compression|metadata)\b", r"\1"),
+))
+
+
+def _in_python_terms(e: "Error") -> "Error":
+    """The error with the command line's option names replaced by the arguments that are the
+    same settings here (in message, reason, contexts and args); returns it."""
+    def spelled(text: str) -> str:
+        for pattern, python in _PYTHON_SPELLINGS:
+            text = pattern.sub(python, text)
+        return text
+    if "--" in e.message or "--" in e.reason:
+        e.message, e.reason = spelled(e.message), spelled(e.reason)
+        e.contexts = [spelled(c) for c in e.contexts]
+        e.args = tuple(spelled(a) if isinstance(a, str) else a for a in e.args)
     return e
 
 
@@ -572,6 +614,107 @@ def _object_for(framework: Optional[str]):
 
 # --- open ---------------------------------------------------------------------------------------
 
+# A key path component as EncodeKeyComponent writes a str key's (include/trove/document.h):
+# text with %XX escapes only. Typed components (`%int:1`, `%attr:...`) match no such text.
+_ESCAPED_COMPONENT = re.compile(r"(?:[^%]|%[0-9A-F]{2})*")
+
+
+def _verbatim_component(component: str) -> str:
+    """A key path component as the file names it ("model/x" for "model%2Fx"); a component that is
+    no str key's (a typed one, `%int:1`) or whose bytes are not UTF-8 (a bytes key) stays escaped,
+    so that every name is a str."""
+    if "%" not in component:
+        return component
+    if component == "%":
+        return ""
+    if not _ESCAPED_COMPONENT.fullmatch(component):
+        return component
+    try:
+        return urllib.parse.unquote_to_bytes(component).decode("utf-8")
+    except UnicodeDecodeError:
+        return component
+
+
+def _verbatim_names(encoded: list) -> list:
+    """Each tensor's name as the file spells it: its key path's components unescaped, joined by
+    '/' (a safetensors name "model/x" is "model/x"; a .pt file's {"model": {"x": t}} is "model/x"
+    too). Names that would then be equal (a file holding both of those) keep their escaped key
+    paths, which are unique."""
+    verbatim = ["/".join(_verbatim_component(c) for c in key.split("/")) for key in encoded]
+    counts = collections.Counter(verbatim)
+    names = [v if counts[v] == 1 else k for k, v in zip(encoded, verbatim)]
+    return names if len(set(names)) == len(names) else list(encoded)
+
+
+class _Content:
+    """A file's content handed to open()/load() as bytes or a file-like object, copied once into
+    an anonymous in-memory file (memfd) that the readers open and map like any file. Tensors made
+    from it keep their mapping after close(). Errors name it as `<bytes>`, `<BytesIO>`..."""
+
+    def __init__(self, source: Any) -> None:
+        self.shown = f"<{type(source).__name__}>"
+        if hasattr(os, "memfd_create"):
+            self._file = builtins.open(os.memfd_create("trove-content", os.MFD_CLOEXEC), "w+b")
+        else:  # pragma: no cover - no memfd on this system: an unlinked temporary file
+            self._file = tempfile.TemporaryFile()
+        try:
+            if isinstance(source, (bytes, bytearray, memoryview)):
+                self._file.write(source)
+            else:
+                while True:
+                    chunk = source.read(_COPY_CHUNK)
+                    if not chunk:
+                        break
+                    if not isinstance(chunk, (bytes, bytearray, memoryview)):
+                        raise _error("usage", f"the file-like object's read() gave {type(chunk).__name__}, not bytes "
+                                              "(open the file in binary mode, 'rb')")
+                    self._file.write(chunk)
+            self._file.flush()
+        except (TypeError, BufferError, ValueError) as e:
+            self._file.close()
+            if isinstance(e, Error):
+                raise
+            raise _error("usage", f"cannot read the content given ({self.shown}): {e}") from None
+        except BaseException:
+            self._file.close()
+            raise
+        self.path = f"/proc/self/fd/{self._file.fileno()}"
+
+    def renamed(self, e: Error) -> Error:
+        """The error with the in-memory file's name replaced by what the caller gave."""
+        e.message = e.message.replace(self.path, self.shown)
+        e.args = tuple(a.replace(self.path, self.shown) if isinstance(a, str) else a for a in e.args)
+        if e.file == self.path:
+            e.file = self.shown
+        return e
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _torch_device_for(device: Any, framework: str) -> Any:
+    """open()'s device as a torch.device, None for the CPU (where every tensor trove reads is);
+    a device this process cannot use is a UsageError naming the argument."""
+    if device is None or device == "cpu":
+        return None
+    if framework != "pt":
+        raise _error("usage", f"device={device!r} needs framework='pt' (numpy arrays live on the CPU)")
+    torch = _pt()
+    try:
+        target = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise _error("usage", f"device={device!r} is not a device (e.g. 'cpu', 'cuda:0', 0)") from None
+    if target.type == "cpu":
+        return None
+    try:
+        torch.empty(0, device=target)
+    except Exception as e:  # torch raises RuntimeError, AssertionError ("not compiled with CUDA")...
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "no such device"
+        raise _error("usage", f"device={device!r} is not available in this process ({type(e).__name__}: "
+                              f"{first})") from None
+    return target
+
+
 class Slice:
     """A tensor not yet read: index it (f.get_slice(key)[0:4]) to get a view of only those
     elements; with a zero-copy tensor, only the pages those rows lie on are ever read."""
@@ -586,7 +729,16 @@ class Slice:
         return self._file._info(self._key, with_data=False)[1]
 
     def __getitem__(self, index: Any):
-        return self._file.get_tensor(self._key)[index]
+        # indexed on the CPU (a view), then only those elements are moved to the device
+        whole = self._file._tensor_on_cpu(self._key)
+        try:
+            part = whole[index]
+        except ValueError as e:  # torch: "step must be greater than zero"
+            raise _error("usage", f"get_slice({self._key!r})[{index!r}]: {e} (torch tensors take no negative "
+                                  "step; framework='np' does, or index with a positive step and flip)") from None
+        except IndexError as e:
+            raise _error("usage", f"get_slice({self._key!r})[{index!r}]: {e}") from None
+        return self._file._placed(part)
 
 
 class File:
@@ -600,22 +752,46 @@ class File:
     storage still share memory. The mapping lives as long as any array or tensor made from it.
     """
 
-    def __init__(self, path: str | os.PathLike, framework: str = "np", raw: bool = False,
-                 permissive: bool = False, strict: bool = False) -> None:
-        if framework not in ("np", "numpy", "pt", "torch"):
-            raise _error("usage", f"framework must be 'np' or 'pt' (not {framework!r})")
+    def __init__(self, path: str | os.PathLike | bytes | bytearray | memoryview | IO[bytes], framework: str = "np",
+                 raw: bool = False, permissive: bool = False, strict: bool = False, device: Any = "cpu") -> None:
+        if not isinstance(framework, str) or framework not in _FRAMEWORKS:
+            raise _error("usage", f"framework={framework!r} is not one of {', '.join(map(repr, _FRAMEWORKS))}")
         self.framework = "pt" if framework in ("pt", "torch") else "np"
         self.raw = raw
+        self._doc = None
+        self._content: Optional[_Content] = None
+        self._on_device: Optional[_TorchStorages] = None
+        self.device = _torch_device_for(device, self.framework)
         self._lock = threading.RLock()
-        self._doc = _trove._open(_path(path), _policy(strict, permissive))
+        self._name_table: Optional[tuple] = None
+        policy = _policy(strict, permissive)
+        if isinstance(path, (bytes, bytearray, memoryview)) or hasattr(path, "read"):
+            self._content = _Content(path)
+            try:
+                self._doc = _trove._open(os.fsencode(self._content.path), policy)
+            except Error as e:
+                self._content.close()
+                if isinstance(path, bytes) and len(path) <= 4096 and b"\0" not in path:
+                    e.message += " (bytes are a file's content here, as safetensors.torch.load takes them; " \
+                                 "a path is a str or os.PathLike)"
+                    e.args = (e.message,)
+                raise _in_python_terms(self._content.renamed(e)) from None
+        else:
+            try:
+                self._doc = _trove._open(_path(path), policy)
+            except Error as e:
+                raise _in_python_terms(e) from None
         unknown = self._doc.unknown_classes()
         if unknown:
             # Class names come from the file: repr() escapes what would act on a terminal.
             classes = [repr(c) for c in dict.fromkeys(unknown)]
-            warnings.warn(f"{self._doc.path}: {len(unknown)} object(s) of classes trove does not know, read as inert "
+            warnings.warn(f"{self.path}: {len(unknown)} object(s) of classes trove does not know, read as inert "
                           f"trove.Object records (nothing run): {', '.join(classes[:8])}"
                           f"{' and more' if len(classes) > 8 else ''}", UnknownObjectsWarning, stacklevel=3)
         self._torch = _TorchStorages()
+        if self.device is not None:
+            target = self.device
+            self._on_device = _TorchStorages(lambda base: base.to(target))
 
     # context manager: closing drops this object's references; arrays keep their mapping alive
     def __enter__(self) -> "File":
@@ -627,6 +803,9 @@ class File:
     def close(self) -> None:
         self._doc = None
         self._torch = _TorchStorages()
+        self._on_device = None
+        if self._content is not None:
+            self._content.close()
 
     def _document(self):
         if self._doc is None:
@@ -635,15 +814,27 @@ class File:
 
     @property
     def path(self) -> str:
-        return self._document().path
+        """The path opened, or `<bytes>`, `<BytesIO>`... for content given as such."""
+        return self._content.shown if self._content is not None else self._document().path
 
     @property
     def format(self) -> str:
         return self._document().format
 
+    def _names(self) -> tuple:
+        """(names in file order, name -> key path, key path -> name): see _verbatim_names."""
+        with self._lock:
+            if self._name_table is None:
+                encoded = self._document().keys()
+                names = _verbatim_names(encoded)
+                self._name_table = (names, dict(zip(names, encoded)), dict(zip(encoded, names)))
+            return self._name_table
+
     def keys(self) -> list:
-        """The tensors' key paths, in file order, as `trove info` lists them."""
-        return self._document().keys()
+        """The tensors' names, in file order, verbatim: a safetensors name "model/x" is "model/x",
+        a nested .pt dict's tensor "model/x" too (see docs/python.md, "Names")."""
+        self._document()
+        return list(self._names()[0])
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.keys())
@@ -652,44 +843,66 @@ class File:
         return len(self.keys())
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._document().contains(key)
+        return isinstance(key, str) and (key in self._names()[1] or self._document().contains(key))
 
-    def metadata(self) -> dict:
+    def metadata(self) -> Optional[dict]:
+        """A safetensors file's `__metadata__` (str to str), as safetensors' safe_open(...).metadata()
+        gives it; a sharded checkpoint's index "metadata"; None when the file has none (every
+        other format). trove's own description of the file is info()."""
+        found = {k[len("metadata."):]: str(v) for k, v in self.info()["properties"].items() if k.startswith("metadata.")}
+        return found or None
+
+    def info(self) -> dict:
         """What `trove info --json` says, without the value tree: format, path, file_size,
         properties, records, tensors (key, dtype, shape, strides, storage, shared...), tensor_bytes,
         warnings."""
-        return self._document().metadata()
+        out = self._document().metadata()
+        if self._content is not None:
+            out["path"] = self._content.shown
+        return out
 
     def _info(self, key: str, with_data: bool = True) -> tuple:
         doc = self._document()
         if not isinstance(key, str):
             raise _error("usage", f"a tensor's key is a str (not {key!r})")
+        path = self._names()[1].get(key, key)
         try:
             if with_data:
                 with self._lock:
-                    return doc.tensor_info(key)
-            return doc.tensor_meta(key)
+                    return doc.tensor_info(path)
+            return doc.tensor_meta(path)
         except NotFoundError as e:
             if key in self:
-                raise
+                raise self._content.renamed(e) if self._content is not None else e
             raise self._missing_key(key, e) from None
+        except Error as e:
+            raise self._content.renamed(e) if self._content is not None else e
 
     def _missing_key(self, key: str, cause: Error) -> "KeyNotFoundError":
         close = difflib.get_close_matches(key, self.keys(), n=3, cutoff=0.6)
         hint = f" (did you mean {', '.join(repr(k) for k in close)}?)" if close else ""
+        if self._content is not None:
+            cause = self._content.renamed(cause)
         e = KeyNotFoundError(f"{cause.message}{hint}")
         for field in ("code", "reason", "file", "entry", "offset", "spec_code"):
             setattr(e, field, getattr(cause, field, None))
         e.message = f"{cause.message}{hint}"
         return e
 
-    def get_tensor(self, key: str):
-        """The tensor at `key`: a zero-copy view when it is stored so (see the class docstring)."""
+    def _tensor_on_cpu(self, key: str):
         info = self._info(key)
         if self.framework == "np":
             return _numpy_array(info, self.raw, key)
         with self._lock:
             return self._torch.tensor(info, key)
+
+    def _placed(self, tensor: Any) -> Any:
+        return tensor if self.device is None else tensor.to(self.device)
+
+    def get_tensor(self, key: str):
+        """The tensor named `key`: a zero-copy view when it is stored so (see the class docstring),
+        moved to `device` when open() was given one."""
+        return self._placed(self._tensor_on_cpu(key))
 
     def __getitem__(self, key: str):
         return self.get_tensor(key)
@@ -707,8 +920,10 @@ class File:
         as Object records."""
         doc = self._document()
 
+        names = self._names()[2]
+
         def tensor(info: tuple, key: Optional[str], numpy_array: bool):
-            return TensorRef(key, info[1], tuple(info[3]))
+            return TensorRef(names.get(key, key) if key is not None else None, info[1], tuple(info[3]))
 
         with self._lock:
             return doc.tree(tensor, _global_for(None), _object_for(None), False, _dict_for, _numpy_scalar)
@@ -722,7 +937,8 @@ class File:
         def tensor(info: tuple, key: Optional[str], numpy_array: bool):
             if self.framework == "np" or numpy_array:
                 return _numpy_array(info, self.raw and not numpy_array, key or "a numpy array", numpy_array)
-            return self._torch.tensor(info, key or "a tensor", parameters)
+            storages = self._on_device if self._on_device is not None else self._torch
+            return storages.tensor(info, key or "a tensor", parameters)
         with self._lock:
             return doc.tree(tensor, _global_for(self.framework), _object_for(self.framework), True, _dict_for,
                             _numpy_scalar)
@@ -733,8 +949,12 @@ class File:
         return f"<trove.File {self.path!r} {self.format} framework={self.framework!r}>"
 
 
-def open(path: str | os.PathLike, framework: str = "np", raw: bool = False, permissive: bool = False,  # noqa: A001
-         strict: bool = False) -> File:
+_FRAMEWORKS = ("pt", "np", "numpy", "torch")
+
+
+def open(path: str | os.PathLike | bytes | bytearray | memoryview | IO[bytes],  # noqa: A001
+         framework: str = "np", raw: bool = False, permissive: bool = False, strict: bool = False,
+         device: Any = "cpu") -> File:
     """Opens any file trove reads (by content): `with trove.open(path, framework="pt") as f:`.
 
     framework: "np" (numpy arrays) or "pt" (torch tensors). raw: with "np", dtypes numpy lacks
@@ -745,11 +965,16 @@ def open(path: str | os.PathLike, framework: str = "np", raw: bool = False, perm
     strict: every global without a data meaning raises RefusedError; permissive: even dangerous
     ones become Object records. Nothing is executed either way. Raises NotFoundError,
     CorruptError, RefusedError... (all trove.Error).
+
+    As safetensors' safe_open: keys() (names verbatim), get_tensor, get_slice, metadata() (the
+    header's __metadata__, None when absent); device: "cpu", or with framework="pt" a torch device
+    ("cuda:0", 0) the tensors are moved to as they are read. path may also be the file's content:
+    bytes, bytearray, memoryview or a file-like object (read() to its end), copied once into memory.
     """
-    return File(path, framework, raw, permissive, strict)
+    return File(path, framework, raw, permissive, strict, device)
 
 
-def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool = True, framework: str = "pt",
+def load(path: str | os.PathLike | bytes | bytearray | memoryview | IO[bytes], map_location: Any = None, weights_only: bool = True, framework: str = "pt",
          mmap: bool = True, strict: bool = False) -> Any:
     """What torch.load(path, weights_only=True) returns, read by trove (nothing is executed).
 
@@ -774,9 +999,9 @@ def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool =
         if f.format == "torchscript":
             # torch.load hands these to torch.jit.load, which makes a ScriptModule by running
             # their code; trove never does. trove.open reads their parameters and buffers.
-            raise _error("refused", f"{f._doc.path}: a TorchScript archive (constants.pkl, code/): refused by "
+            raise _error("refused", f"{f.path}: a TorchScript archive (constants.pkl, code/): refused by "
                                     "trove.load, which would have to run its code to give what torch.load gives "
-                                    "(trove.open reads its parameters and buffers)", file=f._doc.path)
+                                    "(trove.open reads its parameters and buffers)", file=f.path)
         if map_location is not None and f.framework == "pt":
             f._torch = _TorchStorages(_placement(map_location))
         return f.tree()
@@ -820,6 +1045,21 @@ class _TensorSpec:
         self.requires_grad, self.is_parameter = requires_grad, is_parameter
 
 
+class _ValueSpec:
+    """A value trove.load gives that is more than its Python builtin type, as the readers model it
+    (the bridge's FromPython.Typed): kind "dict" (items: (key, value) pairs; args; state: its
+    attributes), "set"/"frozenset" (items), "global" (a name), "object" (args, state)."""
+    __slots__ = ("kind", "type_name", "items", "args", "state")
+
+    def __init__(self, kind: str, type_name: str = "", items: Optional[list] = None, args: Any = None,
+                 state: Any = None) -> None:
+        self.kind, self.type_name, self.items, self.args, self.state = kind, type_name, items or [], args, state
+
+
+# A defaultdict's factory written as its name (the readers' _DEFAULT_FACTORIES, reversed).
+_FACTORY_NAMES = {v: k for k, v in _DEFAULT_FACTORIES.items()}
+
+
 def _torch_dtype_name(dtype) -> str:
     return str(dtype)[len("torch."):]
 
@@ -856,16 +1096,58 @@ def _to_specs(obj: Any) -> tuple:
             keep.extend((t, flat, arr))
         return entry
 
+    torch_names = tuple(k for k in (getattr(torch, "dtype", None), getattr(torch, "layout", None),
+                                    getattr(torch, "memory_format", None)) if isinstance(k, type)) if torch else ()
+
+    def typed_dict(o: Any, type_name: str, entries: Any, args: Any = None, state: Any = None) -> _ValueSpec:
+        out = _ValueSpec("dict", type_name)
+        memo[id(o)] = out
+        out.items = [(walk(k), walk(v)) for k, v in entries]
+        out.args = walk(args) if args is not None else None
+        out.state = walk(state) if state else None
+        return out
+
     def walk(o: Any) -> Any:
         if id(o) in memo:
             return memo[id(o)]
-        if torch is not None and isinstance(o, torch.Tensor):
+        if isinstance(o, argparse.Namespace):
+            out = typed_dict(o, "argparse.Namespace", vars(o).items())
+        elif isinstance(o, collections.defaultdict):
+            factory = o.default_factory
+            if factory is not None and factory not in _FACTORY_NAMES:
+                raise _error("usage", f"trove.save cannot write a defaultdict whose default_factory is {factory!r} "
+                                      "(only None or a Python type: list, dict, set, int...)")
+            named = None if factory is None else _ValueSpec("global", _FACTORY_NAMES[factory])
+            out = typed_dict(o, "collections.defaultdict", o.items(), (named,))
+        elif isinstance(o, Dict):
+            out = typed_dict(o, o.type_name, o.items(), None, {k: v for k, v in vars(o).items() if k != "type_name"})
+        elif isinstance(o, (set, frozenset)):
+            out = _ValueSpec("set" if isinstance(o, set) else "frozenset")
+            memo[id(o)] = out
+            out.items = [walk(v) for v in o]
+        elif isinstance(o, Global):
+            out = _ValueSpec("global", o.name)
+        elif isinstance(o, Object):
+            raise _error("unsupported", f"trove.save cannot write a trove.Object (an object of class {o.type_name!r} "
+                                        "read as an inert record; trove.convert(..., keep_unknown=True) copies a file "
+                                        "holding one)")
+        elif torch_names and isinstance(o, torch_names):
+            out = _ValueSpec("global", str(o))  # torch.float32, torch.strided, torch.channels_last
+        elif torch is not None and isinstance(o, torch.device):
+            out = _ValueSpec("object", "torch.device", args=(o.type,) if o.index is None else (o.type, o.index))
+        elif isinstance(o, np.generic) and not isinstance(o, np.ndarray):
+            # A numpy scalar (an RNG state's, a metric's) as the Python number it holds: what
+            # torch.load(weights_only=True) reads back (numpy's own pickle of it is not allowed there).
+            out = o.item()
+            if not isinstance(out, (bool, int, float, complex, str, bytes)):
+                raise _error("usage", f"trove.save cannot write a numpy {o.dtype} scalar")
+        elif torch is not None and isinstance(o, torch.Tensor):
             sid, arr = storage_spec_of_torch(o)
             out = _TensorSpec(sid, arr, _torch_dtype_name(o.dtype), tuple(o.shape), tuple(o.stride()),
                               o.storage_offset(), bool(o.requires_grad) and not isinstance(o, torch.nn.Parameter)
                               or (isinstance(o, torch.nn.Parameter) and o.requires_grad),
                               isinstance(o, torch.nn.Parameter))
-        elif isinstance(o, np.ndarray) or isinstance(o, np.generic):
+        elif isinstance(o, np.ndarray):
             a = np.asarray(o)
             name = next((k for k, v in _NUMPY_DTYPES.items() if np.dtype(v) == a.dtype.newbyteorder("<")
                          or np.dtype(v) == a.dtype), None)
@@ -905,7 +1187,10 @@ def _to_specs(obj: Any) -> tuple:
     return walk(obj), keep
 
 
-def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None,  # noqa: A002
+_COPY_CHUNK = 1 << 20  # bytes per read()/write() when copying to or from a file-like object
+
+
+def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = None,  # noqa: A002
          progress: Optional[Callable[[int, int], Any]] = None, note: Optional[Callable[[str], Any]] = None,
          compression: Optional[str] = None, metadata: Optional[dict[str, str]] = None,
          max_shard_size: Optional[int | str] = None) -> None:
@@ -926,12 +1211,45 @@ def save(obj: Any, path: str | os.PathLike, format: Optional[str] = None,  # noq
     metadata: a .safetensors file's "__metadata__" (str to str). max_shard_size: bytes or "5GB"
     (with format "safetensors" or "pt"): `path` is a directory of shards and their index, named and
     filled as the Hugging Face tools do.
+
+    `path` may also be a writable file-like object (io.BytesIO, an open file), as torch.save takes:
+    the file is written to a temporary file and then copied into it (nothing is written to it if
+    the save fails); its format is `format`, else from its `name`'s extension, else "pt".
+    `buf = io.BytesIO(); trove.save(tensors, buf, format="safetensors")` is
+    safetensors.torch.save(tensors).
     """
-    destination = _path(path)
+    try:
+        _save_to(obj, path, format, progress, note, compression, metadata, max_shard_size)
+    except Error as e:
+        raise _in_python_terms(e) from None
+
+
+def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: Any,  # noqa: A002
+             compression: Optional[str], metadata: Optional[dict], max_shard_size: Any) -> None:
     tree, keep = _to_specs(obj)
-    _trove._save(tree, destination, _text("format", format), _TensorSpec, progress, note,
-                 _text("compression", compression), metadata, max_shard_size)
-    del keep
+    if not hasattr(path, "write"):
+        _trove._save(tree, _path(path), _text("format", format), _TensorSpec, progress, note,
+                     _text("compression", compression), metadata, max_shard_size, _ValueSpec)
+        del keep
+        return
+    # A file-like object (io.BytesIO, an open file): written to a temporary file first, as every
+    # trove writer writes, then copied into it; on any error nothing has been written to it.
+    if max_shard_size is not None:
+        raise _error("usage", "max_shard_size makes a directory of shards: give save() a path, not a file-like object")
+    given = _text("format", format)
+    name = getattr(path, "name", None)
+    suffix = os.path.splitext(name)[1] if isinstance(name, str) else ""
+    kind = given or {".safetensors": "safetensors", ".tdz": "tdz"}.get(suffix, "pt")
+    if kind == "tensordict":
+        raise _error("usage", "format='tensordict' writes a directory: give save() a path, not a file-like object")
+    with tempfile.TemporaryDirectory(prefix="trove-save-") as scratch:
+        temporary = os.path.join(scratch, "out" + {"safetensors": ".safetensors", "tdz": ".tdz",
+                                                    "pskd": ".psk.d"}.get(kind, ".pt"))
+        _trove._save(tree, os.fsencode(temporary), kind, _TensorSpec, progress, note,
+                     _text("compression", compression), metadata, None, _ValueSpec)
+        del keep
+        with builtins.open(temporary, "rb") as written:
+            shutil.copyfileobj(written, path, _COPY_CHUNK)
 
 
 # --- checks, convert, diff, stats ---------------------------------------------------------------
@@ -1003,9 +1321,12 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     says so explicitly), an error for other targets unless drop_unknown (left out, with what they
     hold; note says which). dequantize: quantized
     tensors become float32 tensors of their values (`--dequantize`; else only .pt takes them)."""
-    _trove._convert(_path(src, "src"), _path(dst, "dst"), _text("to", to), _texts("keys", keys), _text("dtype", dtype),
-                    drop_values, progress, note, _text("compression", compression), metadata, max_shard_size,
-                    _policy(strict, permissive), keep_unknown, drop_unknown, dequantize)
+    try:
+        _trove._convert(_path(src, "src"), _path(dst, "dst"), _text("to", to), _texts("keys", keys),
+                        _text("dtype", dtype), drop_values, progress, note, _text("compression", compression), metadata,
+                        max_shard_size, _policy(strict, permissive), keep_unknown, drop_unknown, dequantize)
+    except Error as e:
+        raise _in_python_terms(e) from None
 
 
 class DiffReport:
