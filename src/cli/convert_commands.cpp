@@ -173,10 +173,6 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       const size_t eq = r.find('=');
       if (eq == std::string::npos || eq == 0) Fail(ErrorCode::kUsage, "--rename '" + r + "': give FROM=TO (TO may be empty)");
       const std::string from = r.substr(0, eq), to_text = r.substr(eq + 1);
-      if (std::count(from.begin(), from.end(), '*') > 1 || std::count(to_text.begin(), to_text.end(), '*') > 1 ||
-          (to_text.find('*') != std::string::npos && from.find('*') == std::string::npos)) {
-        Fail(ErrorCode::kUsage, "--rename '" + r + "': FROM and TO hold at most one '*' each, and TO only when FROM has one");
-      }
       opts.renames.emplace_back(from, to_text);
     }
     // Shards are safetensors unless --to says pt: what a model directory on the Hub holds.

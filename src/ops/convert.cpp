@@ -240,6 +240,13 @@ std::vector<std::string> DecodedKeys(const std::string& path) {
 }
 
 void RenameTensors(Document& doc, const ConvertOptions& options) {
+  for (const auto& [from, to] : options.renames) {
+    const auto stars = [](const std::string& t) { return std::count(t.begin(), t.end(), '*'); };
+    if (from.empty() || stars(from) > 1 || stars(to) > 1 || (stars(to) == 1 && stars(from) == 0)) {
+      Fail(ErrorCode::kUsage, "--rename '" + from + "=" + to + "': FROM is not empty, FROM and TO hold at most one '*' "
+                              "each, and TO only when FROM has one");
+    }
+  }
   struct Move {
     std::string from, to;
     Value* tensor;

@@ -1407,9 +1407,13 @@ PYBIND11_MODULE(_trove, m) {
                        std::vector<std::string> keys, const std::string& dtype, bool drop_values,
                        py::object progress, py::object note, const std::string& compression, py::object metadata,
                        py::object max_shard_size, const std::string& policy, bool keep_unknown, bool drop_unknown,
-                       bool dequantize) {
+                       bool dequantize, std::vector<std::string> exclude,
+                       std::vector<std::pair<std::string, std::string>> renames, bool dedupe_tied) {
     trove::ConvertOptions options;
     options.dequantize = dequantize;
+    options.exclude = std::move(exclude);
+    options.renames = std::move(renames);
+    options.dedupe_tied = dedupe_tied;
     SetWriteSettings(options, progress, note, compression, metadata);
     options.read = ReadOpts(policy);
     if (keep_unknown && drop_unknown) trove::Fail(ErrorCode::kUsage, "keep_unknown and drop_unknown exclude each other");
@@ -1429,7 +1433,8 @@ PYBIND11_MODULE(_trove, m) {
      py::arg("drop_values"), py::arg("progress") = py::none(), py::arg("note") = py::none(),
      py::arg("compression") = "", py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none(),
      py::arg("policy") = "default", py::arg("keep_unknown") = false, py::arg("drop_unknown") = false,
-     py::arg("dequantize") = false);
+     py::arg("dequantize") = false, py::arg("exclude") = std::vector<std::string>{},
+     py::arg("renames") = std::vector<std::pair<std::string, std::string>>{}, py::arg("dedupe_tied") = false);
   m.def("_diff", [](const std::string& a, const std::string& b, double rtol, double atol) {
     trove::DiffOptions options;
     options.rtol = rtol;

@@ -3,6 +3,7 @@ becomes the model file a model class loads, checked with the independent safeten
 safetensors_spec.py and with torch itself (load_state_dict into the model, re-tied)."""
 import json
 import os
+import sys
 
 import pytest
 import torch
@@ -106,3 +107,20 @@ def test_max_shard_size_alone_writes_safetensors_shards(tmp_path, checkpoint, tr
     for shard in set(index["weight_map"].values()):
         assert shard.endswith(".safetensors")
         st_tensors(out / shard)
+
+
+def test_python_convert_takes_the_same_rules(tmp_path, checkpoint):
+    build = os.environ.get("TROVE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+    sys.path.insert(0, os.path.join(build, "python"))
+    import trove
+    path, model = checkpoint
+    out = tmp_path / "py.safetensors"
+    notes = []
+    trove.convert(path, out, keys="state_dict/**", exclude="**norm.bias", rename={"state_dict/model.": ""},
+                  dedupe_tied=True, drop_values=True, note=notes.append)
+    tensors, metadata = st_tensors(out)
+    assert sorted(tensors) == ["embed.weight", "norm.weight"]
+    assert metadata == {"dropped_tied": "lm_head.weight=embed.weight"}
+    assert any("tied" in n for n in notes), notes
+    with pytest.raises(trove.UsageError, match="at most one"):
+        trove.convert(path, tmp_path / "bad.pt", rename={"a*b*": "c"})

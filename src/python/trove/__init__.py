@@ -1310,7 +1310,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
             note: Optional[Callable[[str], Any]] = None, compression: Optional[str] = None,
             metadata: Optional[dict[str, str]] = None, max_shard_size: Optional[int | str] = None,
             strict: bool = False, permissive: bool = False, keep_unknown: bool = False,
-            drop_unknown: bool = False, dequantize: bool = False) -> None:
+            drop_unknown: bool = False, dequantize: bool = False, exclude: Optional[Iterable[str] | str] = None,
+            rename: Optional[dict[str, str]] = None, dedupe_tied: bool = False) -> None:
     """`trove convert`: between any formats, streaming, written atomically; keys are key-path globs
     of the tensors to keep, dtype casts floating tensors ("bfloat16", "float16"...), drop_values
     leaves out values a .safetensors file cannot hold instead of refusing. The GIL is released.
@@ -1320,11 +1321,18 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     objects of classes trove does not know are written back to a single .pt as read (keep_unknown
     says so explicitly), an error for other targets unless drop_unknown (left out, with what they
     hold; note says which). dequantize: quantized
-    tensors become float32 tensors of their values (`--dequantize`; else only .pt takes them)."""
+    tensors become float32 tensors of their values (`--dequantize`; else only .pt takes them).
+    exclude: key-path globs of tensors to leave out (`--exclude`); rename: {FROM: TO} rules applied
+    in order (`--rename FROM=TO`: a prefix, or one '*' in FROM whose match TO's '*' takes);
+    dedupe_tied: tied tensors written once, the others listed by note (`--dedupe-tied`)."""
+    if rename is not None and not isinstance(rename, dict):
+        raise _error("usage", f"rename={rename!r} is not a dict of FROM: TO rules")
+    renames = [(_text("rename", k), _text("rename", v)) for k, v in (rename or {}).items()]
     try:
         _trove._convert(_path(src, "src"), _path(dst, "dst"), _text("to", to), _texts("keys", keys),
                         _text("dtype", dtype), drop_values, progress, note, _text("compression", compression), metadata,
-                        max_shard_size, _policy(strict, permissive), keep_unknown, drop_unknown, dequantize)
+                        max_shard_size, _policy(strict, permissive), keep_unknown, drop_unknown, dequantize,
+                        _texts("exclude", exclude), renames, dedupe_tied)
     except Error as e:
         raise _in_python_terms(e) from None
 
