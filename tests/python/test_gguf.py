@@ -748,6 +748,109 @@ def test_python_blocks_raw_and_dequantized(tmp_path):
         np.testing.assert_array_equal(f.dequantize("k6").numpy(), values["k6"])
 
 
+# ---------------------------------------------------------------------------------------------
+# The GGUF writer (trove convert ... out.gguf), read back by this test's reader and by trove's.
+
+def test_gguf_to_gguf_keeps_every_byte(tmp_path, trove):
+    files = sample_files()
+    for name in ("v3_le.gguf", "v2_le.gguf", "align64.gguf", "vocab_only.gguf"):
+        src = tmp_path / name
+        src.write_bytes(files[name][0])
+        out = tmp_path / ("copy_" + name)
+        r = trove("convert", src, out)
+        assert r.code == 0, (name, r)
+        data = out.read_bytes()
+        g = read_gguf(data)
+        assert g["version"] == 3 and not g["big"]
+        assert g["kv"] == read_gguf(files[name][0])["kv"], name  # every key, type and value
+        if name != "v2_le.gguf":  # the test's writer lays files out as ggml does: the same bytes
+            assert data == files[name][0], name
+        assert probe(out)["tensors"] == probe(src)["tensors"], name  # dtypes, shapes, CRCs of the bytes
+    # A v1 or big-endian source's metadata is not re-encoded: refused, nothing written.
+    src = tmp_path / "v1.gguf"
+    src.write_bytes(files["v1_le.gguf"][0])
+    r = trove("convert", src, tmp_path / "v1_copy.gguf")
+    assert r.code != 0 and "version 1" in r.errtext, r
+    assert not (tmp_path / "v1_copy.gguf").exists()
+
+
+def test_gguf_writer_from_safetensors_pt_and_npz(tmp_path, trove):
+    import torch
+    rng = np.random.default_rng(8)
+    arrays = {"w": rng.standard_normal((3, 4, 5)).astype("f4"), "b": rng.standard_normal(7).astype("f2"),
+              "ids": rng.integers(-9, 9, (2, 2)).astype("i8"), "s": np.array(2.5, "f8")}
+    npz = tmp_path / "a.npz"
+    np.savez(npz, **arrays)
+    pt = tmp_path / "a.pt"
+    torch.save({k: torch.from_numpy(v) for k, v in arrays.items()} | {"bf": torch.arange(4, dtype=torch.bfloat16)}, pt)
+    st = tmp_path / "a.safetensors"
+    assert trove("convert", pt, st).code == 0
+    types = {"w": 0, "b": 1, "ids": 27, "s": 28, "bf": 30}
+    for src in (npz, pt, st):
+        out = tmp_path / (src.stem + "_" + src.suffix[1:] + ".gguf")
+        r = trove("convert", src, out, "--metadata", "general.architecture=tiny")
+        assert r.code == 0, (src, r)
+        data = out.read_bytes()
+        g = read_gguf(data)
+        assert g["version"] == 3 and g["kv"] == {"general.architecture": (8, "tiny")}, g["kv"]
+        infos = {name: (ne, t, off) for name, ne, t, off in g["tensors"]}
+        expected = dict(arrays) | ({"bf": None} if src != npz else {})
+        if src == st:  # the tensors in the source's order: safetensors' is its header's
+            assert sorted(infos) == sorted(expected)
+        else:
+            assert list(infos) == list(expected)
+        for key, a in expected.items():
+            ne, t, off = infos[key]
+            assert t == types[key] and off % 32 == 0, (key, t, off)
+            if a is None:
+                assert ne == [4]
+                continue
+            assert ne == list(reversed(a.shape)), (key, ne)  # ne: PyTorch's shape reversed
+            at = g["data_offset"] + off
+            got = np.frombuffer(data[at:at + a.nbytes], a.dtype.newbyteorder("<")).reshape(a.shape)
+            np.testing.assert_array_equal(got, a, err_msg=key)
+        assert g["data_offset"] % 32 == 0 and len(data) % 32 == 0  # the last tensor padded too
+        back = probe(out)  # and trove's own reader
+        assert {t["key"]: t["shape"] for t in back["tensors"]} == {k: list(np.shape(a)) if a is not None else [4]
+                                                                    for k, a in expected.items()}
+
+
+def test_gguf_writer_refuses_what_gguf_cannot_hold(tmp_path, trove):
+    import torch
+    for name, value, says in (("five", torch.zeros(1, 1, 1, 1, 2), "5 dimensions"),
+                              ("flags", torch.zeros(3, dtype=torch.bool), "no type for bool"),
+                              ("c", torch.zeros(2, dtype=torch.complex64), "no type for complex64"),
+                              ("u", torch.zeros(2, dtype=torch.uint8), "no type for uint8"),
+                              ("x" * 64, torch.zeros(2), "at most 63 bytes")):
+        src = tmp_path / "bad.pt"
+        torch.save({name: value, "ok": torch.ones(2)}, src)
+        out = tmp_path / "bad.gguf"
+        r = trove("convert", src, out)
+        assert r.code != 0 and says in r.errtext and name in r.errtext, (name, r)
+        assert not out.exists(), name
+    src = tmp_path / "values.pt"
+    torch.save({"w": torch.ones(2), "epoch": 3}, src)
+    r = trove("convert", src, tmp_path / "values.gguf")
+    assert r.code != 0 and "'epoch'" in r.errtext, r
+    assert trove("convert", src, tmp_path / "values.gguf", "--drop-values").code == 0
+
+
+def test_gguf_to_gguf_dtype_dequantizes_blocks(tmp_path, trove):
+    path, values, _ = _block_model(tmp_path, np.random.default_rng(9))
+    out = tmp_path / "f16.gguf"
+    r = trove("convert", path, out, "--dtype", "float16")
+    assert r.code == 0, r
+    data = out.read_bytes()
+    g = read_gguf(data)
+    assert g["kv"] == read_gguf(path.read_bytes())["kv"]
+    for name, ne, t, off in g["tensors"]:
+        assert t == 1, name
+        at = g["data_offset"] + off
+        v = values[name].astype("<f2")
+        assert ne == list(reversed(v.shape))
+        np.testing.assert_array_equal(np.frombuffer(data[at:at + v.nbytes], "<f2").reshape(v.shape), v, err_msg=name)
+
+
 def probe_args(*args):
     p = subprocess.run([PROBE, *map(str, args)], capture_output=True, timeout=300)
     assert p.returncode in (0, 1), p
