@@ -851,6 +851,48 @@ def test_gguf_to_gguf_dtype_dequantizes_blocks(tmp_path, trove):
         np.testing.assert_array_equal(np.frombuffer(data[at:at + v.nbytes], "<f2").reshape(v.shape), v, err_msg=name)
 
 
+def test_gguf_set_and_del_rewrite_the_file(tmp_path, trove):
+    files = sample_files()
+    path = tmp_path / "m.gguf"
+    original = files["v3_le.gguf"][0]
+    path.write_bytes(original)
+    before = read_gguf(original)
+    tensors = probe(path)["tensors"]
+    template = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}" * 40  # longer than before
+    steps = [(("set", path, "tokenizer.chat_template", template), ("tokenizer.chat_template", (8, template))),
+             (("set", path, "llama.context_length", "4096"), ("llama.context_length", (4, 4096))),  # its type kept
+             (("set", path, "x.new", "-5", "--type", "i16"), ("x.new", (3, -5))),
+             (("set", path, "x.f32", "0.1"), ("x.f32", (6, struct.unpack("<f", struct.pack("<f", 0.1))[0]))),
+             (("set", path, "general.alignment", "64", "--type", "u32"), ("general.alignment", (4, 64)))]
+    expected = dict(before["kv"])
+    for args, (key, value) in steps:
+        r = trove("gguf", *args)
+        assert r.code == 0, (args, r)
+        expected[key] = value
+        g = read_gguf(path.read_bytes())
+        assert g["kv"] == expected, key
+        assert list(g["kv"]) == list(expected), key  # keys keep their places; new ones come last
+        assert probe(path)["tensors"] == tensors, key  # every tensor's bytes as they were
+    g = read_gguf(path.read_bytes())
+    assert all(off % 64 == 0 for _, _, _, off in g["tensors"]) and g["data_offset"] % 64 == 0
+    assert trove("gguf", "del", path, "general.alignment").code == 0
+    assert trove("gguf", "del", path, "x.new").code == 0
+    del expected["general.alignment"], expected["x.new"]
+    assert read_gguf(path.read_bytes())["kv"] == expected
+    assert probe(path)["tensors"] == tensors
+    # Refused edits leave the file as it was, and nothing beside it.
+    kept = path.read_bytes()
+    for args, says in ((("del", path, "no.such"), "no metadata key 'no.such'"),
+                       (("set", path, "llama.block_count", "many"), "not a non-negative integer"),
+                       (("set", path, "x.i64", "1", "--type", "complex"), "unknown GGUF type"),
+                       (("set", path, "tokenizer.ggml.tokens", "a"), "holds an array"),
+                       (("set", path, "general.alignment", "48", "--type", "u32"), "power of two")):
+        r = trove("gguf", *args)
+        assert r.code == 2 and says in r.errtext, (args, r)
+        assert path.read_bytes() == kept, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]
+
+
 def probe_args(*args):
     p = subprocess.run([PROBE, *map(str, args)], capture_output=True, timeout=300)
     assert p.returncode in (0, 1), p

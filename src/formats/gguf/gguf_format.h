@@ -17,6 +17,7 @@
 
 #include "trove/document.h"
 #include "trove/findings.h"
+#include "trove/gguf.h"
 #include "trove/shared_bytes.h"
 #include "trove/write_options.h"
 
@@ -48,6 +49,8 @@ struct GgufWriteOptions : WriteOptions {
   uint64_t source_size = 0;
   // String keys to add or replace (--metadata KEY=VALUE), after the source's.
   std::vector<std::pair<std::string, std::string>> metadata;
+  // Typed changes after those (trove/gguf.h: EditGgufMetadata's).
+  std::vector<GgufMetadataEdit> edits;
   bool drop_values = false;  // values other than tensors left out instead of refused
 };
 

@@ -2,6 +2,8 @@
 // infos in the document's order, then the tensors' bytes, each at a multiple of the alignment and
 // padded to it, streamed from their views into a temporary renamed when whole.
 #include <algorithm>
+#include <charconv>
+#include <cstring>
 #include <set>
 
 #include "core/little_endian.h"
@@ -100,6 +102,97 @@ Planned Plan(const NamedTensor& t) {
   return {&t, type, std::move(ne), v.nbytes(), 0};
 }
 
+ValueType TypeOfName(const std::string& name) {
+  for (uint32_t t = 0; t <= static_cast<uint32_t>(ValueType::kF64); ++t) {
+    if (gguf::ValueTypeName(static_cast<ValueType>(t)) == name && t != static_cast<uint32_t>(ValueType::kArray)) {
+      return static_cast<ValueType>(t);
+    }
+  }
+  Fail(ErrorCode::kUsage, "unknown GGUF type '" + name + "' (string, bool, u8, u16, u32, u64, i8, i16, i32, i64, f32, f64)");
+}
+
+// A scalar or string value given as text, encoded as its type and value.
+std::string EncodeValue(const std::string& key, ValueType type, const std::string& text) {
+  std::string out;
+  AppendLe(out, static_cast<uint32_t>(type), 4);
+  const std::string who = "'" + key + "': '" + text + "' is not ";
+  auto whole = [&](auto parsed, const char* what) {
+    decltype(parsed) v{};
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size()) Fail(ErrorCode::kUsage, who + "a " + what);
+    return v;
+  };
+  switch (type) {
+    case ValueType::kString:
+      if (text.size() > gguf::kMaxStringBytes) Fail(ErrorCode::kUsage, "'" + key + "': a string over kMaxStringBytes");
+      AppendString(out, text);
+      break;
+    case ValueType::kBool:
+      if (text != "true" && text != "false" && text != "1" && text != "0") Fail(ErrorCode::kUsage, who + "a bool (true, false, 1, 0)");
+      out.push_back(text == "true" || text == "1" ? 1 : 0);
+      break;
+    case ValueType::kU8: case ValueType::kU16: case ValueType::kU32: case ValueType::kU64: {
+      const unsigned bytes = type == ValueType::kU8 ? 1 : type == ValueType::kU16 ? 2 : type == ValueType::kU32 ? 4 : 8;
+      const uint64_t v = whole(uint64_t{}, "non-negative integer");
+      if (bytes < 8 && v >> (8 * bytes) != 0) Fail(ErrorCode::kUsage, who + "within " + std::string(gguf::ValueTypeName(type)));
+      AppendLe(out, v, bytes);
+      break;
+    }
+    case ValueType::kI8: case ValueType::kI16: case ValueType::kI32: case ValueType::kI64: {
+      const unsigned bytes = type == ValueType::kI8 ? 1 : type == ValueType::kI16 ? 2 : type == ValueType::kI32 ? 4 : 8;
+      const int64_t v = whole(int64_t{}, "integer");
+      const int64_t bound = bytes < 8 ? int64_t{1} << (8 * bytes - 1) : 0;
+      if (bytes < 8 && (v < -bound || v >= bound)) Fail(ErrorCode::kUsage, who + "within " + std::string(gguf::ValueTypeName(type)));
+      AppendLe(out, static_cast<uint64_t>(v), bytes);
+      break;
+    }
+    case ValueType::kF32: {
+      const float f = static_cast<float>(whole(double{}, "number"));
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      AppendLe(out, bits, 4);
+      break;
+    }
+    case ValueType::kF64: {
+      const double d = whole(double{}, "number");
+      uint64_t bits;
+      std::memcpy(&bits, &d, 8);
+      AppendLe(out, bits, 8);
+      break;
+    }
+    default: Fail(ErrorCode::kUnsupported, "'" + key + "': setting a value of type " + std::string(gguf::ValueTypeName(type)));
+  }
+  return out;
+}
+
+void ApplyEdits(std::vector<Entry>& entries, const std::vector<GgufMetadataEdit>& edits) {
+  for (const GgufMetadataEdit& edit : edits) {
+    if (edit.key.empty() || edit.key.size() > gguf::kMaxKeyBytes) Fail(ErrorCode::kUsage, "a GGUF key is 1 to 65535 bytes");
+    auto at = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == edit.key; });
+    if (edit.remove) {
+      if (at == entries.end()) Fail(ErrorCode::kNotFound, "no metadata key '" + edit.key + "' to delete");
+      entries.erase(at);
+      continue;
+    }
+    ValueType type = ValueType::kString;
+    if (!edit.type.empty()) {
+      type = TypeOfName(edit.type);
+    } else if (at != entries.end()) {
+      type = static_cast<ValueType>(LoadLe32(reinterpret_cast<const uint8_t*>(at->typed_value.data())));
+      if (type == ValueType::kArray) Fail(ErrorCode::kUnsupported, "'" + edit.key + "' holds an array: trove gguf set writes strings and scalars (--type gives another type)");
+    }
+    std::string typed = EncodeValue(edit.key, type, edit.value);
+    if (edit.key == "general.alignment") {
+      const uint64_t a = type == ValueType::kU32 ? LoadLe32(reinterpret_cast<const uint8_t*>(typed.data()) + 4) : 0;
+      if (a == 0 || (a & (a - 1)) != 0 || a > gguf::kMaxAlignment) {
+        Fail(ErrorCode::kUsage, "general.alignment is a u32 power of two up to 1 MiB (ggml's cap)");
+      }
+    }
+    if (at != entries.end()) at->typed_value = std::move(typed);
+    else entries.push_back({edit.key, std::move(typed)});
+  }
+}
+
 uint64_t AlignUp(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
 }  // namespace
@@ -128,10 +221,11 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
     if (same != entries.end()) same->typed_value = std::move(typed);
     else entries.push_back({key, std::move(typed)});
   }
+  ApplyEdits(entries, options.edits);
   uint32_t alignment = gguf::kDefaultAlignment;
   for (const Entry& e : entries) {
     if (e.key != "general.alignment") continue;
-    // The parse checked it: a u32 power of two within kMaxAlignment.
+    // The parse (or ApplyEdits) checked it: a u32 power of two within kMaxAlignment.
     alignment = static_cast<uint32_t>(LoadLe32(reinterpret_cast<const uint8_t*>(e.typed_value.data()) + 4));
   }
 
@@ -184,6 +278,18 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
   }
   progress.Finish();
   file.Commit();
+}
+
+void EditGgufMetadata(const std::string& path, const std::vector<GgufMetadataEdit>& edits, const WriteOptions& options) {
+  WithFile(path, [&] {
+    const Document doc = ReadGguf(MappedFile::Open(path), {});
+    GgufWriteOptions o;
+    static_cast<WriteOptions&>(o) = options;
+    o.source_gguf = path;
+    o.source_size = doc.file_size;
+    o.edits = edits;
+    WriteGguf(doc, path, o);
+  });
 }
 
 }  // namespace trove
