@@ -6,8 +6,10 @@
 // keeps its type's name: a view of such a type holds its raw blocks, one byte per element
 // (element_size 1; the last dimension counts bytes of blocks, not values), so that every byte
 // count (nbytes, bounds, writers) stays right without knowing the block layout; the block layout
-// (values and bytes per block) lives with the GGUF reader (formats/gguf/ggml_types.h). They are
-// kQuantized and not readable: no quantizer, no values until a dequantizer exists for them.
+// (values and bytes per block) is in the table (block_values, block_bytes); ggml's ids for them
+// live with the GGUF reader (formats/gguf/ggml_types.h). They are kQuantized and not readable
+// element by element: their values come whole blocks at a time, through CastView (trove/tensor.h)
+// for the types core/ggml_blocks.h dequantizes.
 // All functions are pure lookups into a static table: thread-safe, no allocation.
 #pragma once
 
@@ -49,11 +51,16 @@ struct DTypeInfo {
   uint8_t bits;                    // bits per value (float4: 4, bool: 8)
   DTypeKind kind;
   bool readable;                   // false for quantized types
+  // ggml's block types only (0 for every other dtype): values and bytes per block.
+  uint16_t block_values = 0;
+  uint16_t block_bytes = 0;
 };
 
 const DTypeInfo& Info(DType dtype);
 inline std::string_view Name(DType dtype) { return Info(dtype).name; }
 inline uint64_t ElementSize(DType dtype) { return Info(dtype).element_size; }
+// One of ggml's block-quantized dtypes (raw blocks, one byte per element).
+inline bool IsBlockDType(DType dtype) { return Info(dtype).block_values != 0; }
 
 // Every known dtype, in enum order.
 std::span<const DTypeInfo> AllDTypes();

@@ -194,6 +194,8 @@ class ElementReader {
   std::unique_ptr<ElementReader> source_;     // a converting view's source
   std::vector<uint8_t> scratch_;              // its elements before conversion
   std::shared_ptr<const Dequantizer> dequantizer_;  // a quantized source's values
+  std::vector<float> block_values_;           // a block source's values, dequantized whole blocks at a time
+  size_t block_values_next_ = 0;              // the first of them not yet read
 };
 
 // A view of `source`'s elements converted to `dtype` on the fly: contiguous, same shape, no copy
@@ -201,8 +203,16 @@ class ElementReader {
 // (integers exactly up to 2^53); bool and complex only to themselves. A quantized source (with its
 // quantizer) converts to a floating dtype as its values, torch's `dequantize()`:
 // (q - zero_point) * scale, computed as torch's CPU kernels compute it (per tensor in float32, per
-// channel in the scales' dtype).
+// channel in the scales' dtype). A ggml block view (trove/dtype.h) converts to a floating dtype as
+// its values, computed in float32 as ggml's reference dequantizers compute them (core/ggml_blocks.h)
+// and then rounded to `dtype`; its last dimension becomes the values its blocks hold
+// (bytes / block_bytes * block_values). Little-endian blocks only.
 TensorView CastView(const TensorView& source, DType dtype);
+
+// Whether CastView to a floating dtype gives `v`'s values although its elements are no values:
+// a torch quantized tensor with its quantizer (qint8, quint8, qint32), or a ggml block type trove
+// dequantizes, little-endian, its last dimension whole blocks.
+bool Dequantizable(const TensorView& v);
 
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[2, 3]"
 

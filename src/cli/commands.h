@@ -36,6 +36,7 @@ void AddTensordictCommands(CLI::App& app, int* exit_code);  // pack, unpack, ref
 void AddConvertCommands(CLI::App& app, int* exit_code);     // convert, diff (cli/convert_commands.cpp)
 void AddStatsCommands(CLI::App& app, int* exit_code);       // stats (cli/stats_commands.cpp)
 void AddReportCommands(CLI::App& app, int* exit_code);      // report (cli/report_commands.cpp)
+void AddGgufCommands(CLI::App& app, int* exit_code);        // gguf set, gguf del (cli/gguf_commands.cpp)
 
 // `presk data ...` and `trove data ...`: args are the words after "data". Returns the exit status.
 // Errors print "presk data: error[E900x]: ..." on stderr (cli/presk_data.cpp).

@@ -20,6 +20,7 @@
 #include "cli/tensor_slice.h"
 #include "cli/value_printer.h"
 #include "core/display_escape.h"
+#include "core/ggml_blocks.h"
 #include "core/float_text.h"
 #include "trove/checks.h"
 #include "trove/file_digests.h"
@@ -498,7 +499,16 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
   // human form prints kMaxHumanElements at most, so it is always summarised).
   if ((raw || json || o.full) && !o.allow_expand) CheckExpansion({NamedTensor{key, &v}}, false);
   if (!v.has_data) Fail(ErrorCode::kUnsupported, "tensor '" + key + "' has no data (a meta tensor: shape only)");
-  if (!Info(v.dtype).readable) {
+  if (IsBlockDType(v.dtype)) {
+    // ggml's blocks: their values (--raw: the blocks as stored).
+    if (!raw) {
+      if (!Dequantizable(v)) {
+        Fail(ErrorCode::kUnsupported, "tensor '" + key + "' is block-quantized (" + std::string(Name(v.dtype)) +
+                                          "): trove dequantizes " + DequantizedBlockTypes() + " (--raw writes its blocks)");
+      }
+      return CatQuantized(key, v, CastView(v, DType::kFloat32), o);
+    }
+  } else if (!Info(v.dtype).readable) {
     // A quantized tensor: its stored integers (torch's int_repr()), or with --dequantize its values.
     if (!v.quantizer || !IntReprDType(v.dtype)) {
       Fail(ErrorCode::kUnsupported, "tensor '" + key + "' is quantized (" + std::string(Name(v.dtype)) +
@@ -533,7 +543,9 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
     head["key"] = key;
     head["dtype"] = Name(v.dtype);
     head["shape"] = v.shape;
-    if (quantized) {
+    if (quantized && !quantized->quantizer) {
+      head["dequantized_from"] = Name(quantized->dtype);  // ggml's blocks: their values
+    } else if (quantized) {
       head["quantizer"] = QuantizerJson(*quantized->quantizer, true);
       // The integers are the tensor's own elements (its dtype); the values are float32.
       if (Info(v.dtype).kind == DTypeKind::kFloat) head["dequantized_from"] = Name(quantized->dtype);
@@ -547,7 +559,10 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
     std::fputs("}\n", stdout);
     return;
   }
-  if (quantized) {
+  if (quantized && !quantized->quantizer) {
+    std::printf("%s: %s %s, its values (float32, as ggml dequantizes them)\n", ShownKey(key).c_str(),
+                std::string(Name(quantized->dtype)).c_str(), ShapeString(v.shape).c_str());
+  } else if (quantized) {
     const bool values = Info(v.dtype).kind == DTypeKind::kFloat;
     std::printf("%s: %s %s, %s: %s\n", ShownKey(key).c_str(), std::string(Name(quantized->dtype)).c_str(),
                 ShapeString(v.shape).c_str(), QuantizerText(*quantized->quantizer).c_str(),

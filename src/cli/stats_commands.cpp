@@ -108,11 +108,21 @@ Json HistogramJson(const Histogram& h) {
 
 }  // namespace
 
+namespace {
+
+// The shape of the values the figures describe: a ggml block view's in values (its stored last
+// dimension counts bytes of blocks).
+std::vector<int64_t> ValuesShape(const TensorView& v) {
+  return IsBlockDType(v.dtype) && Dequantizable(v) ? CastView(v, DType::kFloat32).shape : v.shape;
+}
+
+}  // namespace
+
 Json StatsReportJson(const StatsReport& r, bool histograms) {
   Json tensors = Json::array();
   for (const auto& row : r.rows) {
     const TensorView& v = *row.view;
-    Json t{{"key", row.key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}};
+    Json t{{"key", row.key}, {"dtype", Name(v.dtype)}, {"shape", ValuesShape(v)}};
     if (row.skipped) {
       t["skipped"] = *row.skipped;
       tensors.push_back(std::move(t));
@@ -186,7 +196,7 @@ void PrintReport(const StatsReport& r, bool histograms) {
       continue;
     }
     const TensorStats& s = r.stats[row.stats];
-    table.Add({key, std::string(Name(v.dtype)), ShapeString(v.shape), Number(s.min, tty), Number(s.max, tty),
+    table.Add({key, std::string(Name(v.dtype)), ShapeString(ValuesShape(v)), Number(s.min, tty), Number(s.max, tty),
                Number(s.mean, tty), Number(s.std, tty), std::to_string(s.zeros), std::to_string(s.nan),
                std::to_string(s.pos_inf + s.neg_inf)});
   }

@@ -58,6 +58,11 @@ TensorView SliceView(const TensorView& v, std::string_view items) {
     // Its channels follow the unsliced axis: a slice would pair elements with the wrong scales.
     Fail(ErrorCode::kUnsupported, "a per-channel quantized tensor is printed whole, not sliced");
   }
+  if (IsBlockDType(v.dtype) && parts.size() == v.shape.size() && Trim(parts.back()) != ":") {
+    // Its last axis is bytes of blocks: a slice of it would cut blocks apart.
+    Fail(ErrorCode::kUnsupported, "a block-quantized tensor (" + std::string(Name(v.dtype)) +
+                                      ") is sliced along its rows only: its last axis is printed whole (--head N: its first values)");
+  }
   TensorView out = v;
   out.shape.clear();
   out.strides.clear();

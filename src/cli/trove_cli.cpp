@@ -120,6 +120,7 @@ int TroveMain(int argc, char** argv) {
   AddConvertCommands(app, &exit_code);
   AddStatsCommands(app, &exit_code);
   AddReportCommands(app, &exit_code);
+  AddGgufCommands(app, &exit_code);
   app.add_subcommand("data", "The presk data commands (.psk.d files): trove data --help");
   app.add_subcommand("help", "Show the help of trove or of one command: trove help CMD");
   if (argc >= 2 && argv[1][0] != '-') {

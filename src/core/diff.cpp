@@ -120,27 +120,30 @@ std::string StripPrefix(const std::string& key, const std::vector<std::string>& 
   return key;
 }
 
+// Whether two views of one dtype and shape hold the same elements, byte for byte (any dtype:
+// a block type's raw blocks too), window by window.
+bool SameElements(const TensorView& a, const TensorView& b) {
+  const size_t es = ElementSize(a.dtype);
+  const uint64_t n = static_cast<uint64_t>(a.numel());
+  if (a.storage.size() <= kDiffWindowElements * es && SameLayoutAndStorage(a, b)) return true;
+  std::vector<uint8_t> wa(static_cast<size_t>(std::min(n, kDiffWindowElements) * es)), wb(wa.size());
+  ElementReader ra(a), rb(b);
+  for (uint64_t first = 0; first < n; first += kDiffWindowElements) {
+    const uint64_t count = std::min(kDiffWindowElements, n - first);
+    ra.Read(count, wa.data());
+    rb.Read(count, wb.data());
+    if (std::memcmp(wa.data(), wb.data(), count * es) != 0) return false;
+  }
+  return true;
+}
+
 void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, TensorDiff& d) {
   const size_t es = ElementSize(a.dtype), es_b = ElementSize(b.dtype);
   const uint64_t n = static_cast<uint64_t>(a.numel());
   const bool same_dtype = a.dtype == b.dtype;
-  if (same_dtype && a.storage.size() <= kDiffWindowElements * es && SameLayoutAndStorage(a, b)) {
-    d.identical = true;
-    d.within_tolerance = true;
-    return;
-  }
   std::vector<uint8_t> wa(static_cast<size_t>(std::min(n, kDiffWindowElements) * es));
   std::vector<uint8_t> wb(static_cast<size_t>(std::min(n, kDiffWindowElements) * es_b));
-  d.identical = same_dtype;
-  if (same_dtype) {
-    ElementReader ra(a), rb(b);
-    for (uint64_t first = 0; first < n && d.identical; first += kDiffWindowElements) {
-      const uint64_t count = std::min(kDiffWindowElements, n - first);
-      ra.Read(count, wa.data());
-      rb.Read(count, wb.data());
-      d.identical = std::memcmp(wa.data(), wb.data(), count * es) == 0;
-    }
-  }
+  d.identical = same_dtype && SameElements(a, b);
   if (d.identical || n == 0) {
     d.within_tolerance = true;
     // ||a||_2 is still reported for relative figures: zero difference needs no pass over a.
@@ -236,10 +239,26 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
     d.b_shape = vb.shape;
     d.comparable = va.shape == vb.shape && ValuesComparable(va.dtype, vb.dtype);
     d.elements = static_cast<uint64_t>(va.numel());
-    const auto dequantizable = [](const TensorView& v) { return v.quantizer && IntReprDType(v.dtype) && v.has_data; };
-    if (d.comparable && dequantizable(va) && dequantizable(vb)) {
-      // Quantized tensors compare by their values (what torch's dequantize() gives).
-      WithContext("tensor '" + key + "'", [&] { Compare(CastView(va, DType::kFloat32), CastView(vb, DType::kFloat32), options, d); });
+    const auto dequantizable = [](const TensorView& v) { return Dequantizable(v) && v.has_data; };
+    const bool same_blocks = IsBlockDType(va.dtype) && va.dtype == vb.dtype && va.shape == vb.shape && va.has_data && vb.has_data;
+    if (dequantizable(va) && dequantizable(vb)) {
+      // Quantized tensors compare by their values (what torch's dequantize() or ggml's
+      // dequantizers give), in the shape of their values; the same blocks are identical.
+      const TensorView fa = CastView(va, DType::kFloat32), fb = CastView(vb, DType::kFloat32);
+      d.a_shape = fa.shape;
+      d.b_shape = fb.shape;
+      d.comparable = fa.shape == fb.shape;
+      d.elements = static_cast<uint64_t>(fa.numel());
+      if (d.comparable) {
+        WithContext("tensor '" + key + "'", [&] {
+          if (same_blocks && SameElements(va, vb)) d.identical = d.within_tolerance = true;
+          else Compare(fa, fb, options, d);
+        });
+        r.bytes_compared += va.nbytes();
+      }
+    } else if (d.comparable && same_blocks) {
+      // Blocks trove does not dequantize: the same blocks or not.
+      WithContext("tensor '" + key + "'", [&] { d.identical = d.within_tolerance = SameElements(va, vb); });
       r.bytes_compared += va.nbytes();
     } else if (d.comparable) {
       if (!Info(va.dtype).readable || !Info(vb.dtype).readable || !va.has_data || !vb.has_data) {

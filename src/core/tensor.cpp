@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "core/ggml_blocks.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
 
@@ -207,10 +208,66 @@ bool CastRun(DType from, DType to, const uint8_t* in, uint8_t* out, size_t n, Lo
   return false;
 }
 
+// A block source's values (CastView): its bytes streamed in C order are whole blocks, each
+// dequantized to float32 and then rounded to dtype (float32 as it is), at most about chunk_bytes
+// of output at a time.
+void ForEachBlockCastChunk(const TensorView& source, DType dtype, const std::function<void(const uint8_t*, size_t)>& fn,
+                           size_t chunk_bytes, CastLosses* losses) {
+  const DTypeInfo& info = Info(source.dtype);
+  const size_t block_bytes = info.block_bytes, block_values = info.block_values, out_size = ElementSize(dtype);
+  const size_t per_chunk = std::max<size_t>(1, chunk_bytes / (block_values * out_size));  // blocks
+  std::vector<float> values(per_chunk * block_values);
+  std::vector<uint8_t> out(dtype == DType::kFloat32 ? 0 : per_chunk * block_values * out_size);
+  std::vector<uint8_t> partial;  // a block split across the source's chunks
+  partial.reserve(block_bytes);
+  LossCounts counts;
+  auto emit = [&](const uint8_t* blocks, size_t n) {
+    DequantizeBlocks(source.dtype, blocks, n, values.data());
+    const size_t count = n * block_values;
+    const auto* as_bytes = reinterpret_cast<const uint8_t*>(values.data());
+    if (dtype == DType::kFloat32) return fn(as_bytes, count * 4);
+    if (!CastRun(DType::kFloat32, dtype, as_bytes, out.data(), count, counts)) {
+      for (size_t i = 0; i < count; ++i) StoreElement(dtype, values[i], out.data() + i * out_size);  // float64: exact
+    }
+    fn(out.data(), count * out_size);
+  };
+  source.ForEachChunk([&](const uint8_t* p, size_t n) {
+    while (n > 0) {
+      if (!partial.empty()) {
+        const size_t take = std::min(n, block_bytes - partial.size());
+        partial.insert(partial.end(), p, p + take);
+        p += take;
+        n -= take;
+        if (partial.size() == block_bytes) {
+          emit(partial.data(), 1);
+          partial.clear();
+        }
+        continue;
+      }
+      const size_t whole = std::min(n / block_bytes, per_chunk);
+      if (whole == 0) {
+        partial.assign(p, p + n);
+        break;
+      }
+      emit(p, whole);
+      p += whole * block_bytes;
+      n -= whole * block_bytes;
+    }
+  }, chunk_bytes);
+  if (!partial.empty()) Fail(ErrorCode::kCorrupt, "a " + std::string(info.name) + " tensor ends inside a block");
+  if (losses != nullptr) {
+    losses->overflowed = counts.overflowed;
+    losses->underflowed = counts.underflowed;
+    losses->sign_lost = 0;
+    losses->counted = true;
+  }
+}
+
 // Streams source's elements converted to dtype, chunk by chunk (bounded memory), counting into
 // `losses` (when given) what the conversion did to the values.
 void ForEachCastChunk(const TensorView& source, DType dtype, const std::function<void(const uint8_t*, size_t)>& fn,
                       size_t chunk_bytes, CastLosses* losses) {
+  if (IsBlockDType(source.dtype)) return ForEachBlockCastChunk(source, dtype, fn, chunk_bytes, losses);
   const size_t in_size = ElementSize(source.dtype), out_size = ElementSize(dtype);
   // The converted chunk: grown when a chunk needs more, never zero-filled (every byte is written
   // before it is handed on).
@@ -275,10 +332,34 @@ void ForEachCastChunk(const TensorView& source, DType dtype, const std::function
 
 }  // namespace
 
+namespace {
+
+// Why a ggml block view has no values through CastView, or none.
+std::optional<std::string> BlockValuesRefusal(const TensorView& v) {
+  const DTypeInfo& info = Info(v.dtype);
+  if (!CanDequantizeBlocks(v.dtype)) return "dequantizing " + std::string(info.name) + " (trove dequantizes " + DequantizedBlockTypes() + ")";
+  if (v.byte_order == ByteOrder::kBig) return std::string("dequantizing a big-endian file's blocks");
+  if (v.shape.empty() || v.shape.back() % info.block_bytes != 0 || (v.shape.back() > 1 && v.strides.back() != 1)) {
+    return "a " + std::string(info.name) + " view whose last dimension is not whole blocks of " + std::to_string(info.block_bytes) + " bytes";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool Dequantizable(const TensorView& v) {
+  if (IsBlockDType(v.dtype)) return !BlockValuesRefusal(v);
+  return v.quantizer && IntReprDType(v.dtype);
+}
+
 TensorView CastView(const TensorView& source, DType dtype) {
   const auto kind = Info(dtype).kind;
   const auto from = Info(source.dtype).kind;
-  if (!Info(source.dtype).readable) {
+  const bool blocks = IsBlockDType(source.dtype);
+  if (blocks) {
+    if (auto why = BlockValuesRefusal(source)) Fail(ErrorCode::kUnsupported, *why);
+    if (kind != DTypeKind::kFloat) Fail(ErrorCode::kUnsupported, "a block-quantized tensor converts only to a floating dtype (its values)");
+  } else if (!Info(source.dtype).readable) {
     if (!source.quantizer || !IntReprDType(source.dtype)) Fail(ErrorCode::kUnsupported, "quantized tensors without their quantizer cannot be converted");
     if (kind != DTypeKind::kFloat) Fail(ErrorCode::kUnsupported, "a quantized tensor converts only to a floating dtype (its values)");
   }
@@ -288,6 +369,7 @@ TensorView CastView(const TensorView& source, DType dtype) {
   TensorView v;
   v.dtype = dtype;
   v.shape = source.shape;
+  if (blocks) v.shape.back() = v.shape.back() / Info(source.dtype).block_bytes * Info(source.dtype).block_values;
   v.strides.assign(source.shape.size(), 1);
   for (size_t i = v.shape.size(); i-- > 1;) v.strides[i - 1] = v.strides[i] * std::max<int64_t>(v.shape[i], 1);
   v.has_data = source.has_data;
@@ -322,6 +404,29 @@ void ByteSwapElements(uint8_t* data, uint64_t count, DType dtype) {
 static ElementValue CastElement(const TensorView& view, std::span<const int64_t> index) {
   uint8_t bytes[16];
   const TensorView& source = *view.cast_source;
+  if (IsBlockDType(source.dtype)) {
+    // The one block holding the element, read in place and dequantized (CastView made sure the
+    // last dimension is whole blocks, stride 1).
+    if (index.size() != view.shape.size()) {
+      Fail(ErrorCode::kUsage, "element index has " + std::to_string(index.size()) + " coordinates; the tensor " +
+                                  ShapeString(view.shape) + " has " + std::to_string(view.shape.size()));
+    }
+    uint64_t at = static_cast<uint64_t>(source.storage_offset);
+    for (size_t d = 0; d < index.size(); ++d) {
+      if (index[d] < 0 || index[d] >= view.shape[d]) {
+        Fail(ErrorCode::kUsage, "element index " + std::to_string(index[d]) + " is out of range for dimension " +
+                                    std::to_string(d) + " of size " + std::to_string(view.shape[d]));
+      }
+      if (d + 1 < index.size()) at += static_cast<uint64_t>(index[d]) * static_cast<uint64_t>(source.strides[d]);
+    }
+    const DTypeInfo& info = Info(source.dtype);
+    const uint64_t column = static_cast<uint64_t>(index.back());
+    at += column / info.block_values * info.block_bytes;
+    float values[kMaxBlockValues];
+    DequantizeBlocks(source.dtype, source.storage.Slice(at, info.block_bytes).data(), 1, values);
+    StoreElement(view.dtype, values[column % info.block_values], bytes);
+    return DecodeElement(view.dtype, bytes);
+  }
   if (source.quantizer) {
     // One element: its channel's scale and zero point read in place, not the whole table.
     const ElementValue q = IntReprView(source).Element(index);
@@ -549,7 +654,33 @@ ElementReader::ElementReader(const TensorView& view) : view_(view) {
 void ElementReader::Read(uint64_t count, uint8_t* out) {
   if (count > remaining()) Fail(ErrorCode::kUsage, "element range outside the tensor");
   if (count == 0) return;
-  if (source_) {
+  if (source_ && IsBlockDType(view_.cast_source->dtype)) {
+    // Whole blocks from the source, dequantized kCastReadElements values or so at a time.
+    const DType from = view_.cast_source->dtype;
+    const DTypeInfo& info = Info(from);
+    const size_t out_size = ElementSize(view_.dtype);
+    for (uint64_t done = 0; done < count;) {
+      if (block_values_next_ == block_values_.size()) {
+        const uint64_t blocks = std::min<uint64_t>(std::max<uint64_t>(1, kCastReadElements / info.block_values),
+                                                   source_->remaining() / info.block_bytes);
+        if (blocks == 0) Fail(ErrorCode::kCorrupt, "a " + std::string(info.name) + " tensor ends inside a block");
+        scratch_.resize(static_cast<size_t>(blocks * info.block_bytes));
+        source_->Read(blocks * info.block_bytes, scratch_.data());
+        block_values_.resize(static_cast<size_t>(blocks * info.block_values));
+        DequantizeBlocks(from, scratch_.data(), blocks, block_values_.data());
+        block_values_next_ = 0;
+      }
+      const uint64_t k = std::min<uint64_t>(count - done, block_values_.size() - block_values_next_);
+      uint8_t* to = out + done * out_size;
+      if (view_.dtype == DType::kFloat32) {
+        std::memcpy(to, block_values_.data() + block_values_next_, static_cast<size_t>(k) * 4);
+      } else {
+        for (uint64_t i = 0; i < k; ++i) StoreElement(view_.dtype, block_values_[block_values_next_ + i], to + i * out_size);
+      }
+      block_values_next_ += static_cast<size_t>(k);
+      done += k;
+    }
+  } else if (source_) {
     const DType from = view_.cast_source->dtype;
     const size_t in_size = ElementSize(from), out_size = ElementSize(view_.dtype);
     for (uint64_t done = 0; done < count;) {

@@ -1045,7 +1045,8 @@ void ChunkHistogram(const Walk& w, uint64_t chunk, const Accumulator& acc, doubl
 std::optional<std::string> StatsUnsupportedReason(const TensorView& view) {
   const auto& info = Info(view.dtype);
   if (!view.has_data) return "no data (a meta tensor: shape only)";
-  if (info.kind == DTypeKind::kQuantized && (!view.quantizer || !IntReprDType(view.dtype))) {
+  if (info.kind == DTypeKind::kQuantized && !Dequantizable(view)) {
+    if (IsBlockDType(view.dtype)) return "block-quantized (" + std::string(info.name) + "): trove does not dequantize it yet";
     return "quantized (" + std::string(info.name) + (view.quantizer ? "): packed elements" : "): values need the quantizer");
   }
   if (info.kind == DTypeKind::kBits) return "a bit container (" + std::string(info.name) + "): no numeric values";
@@ -1054,11 +1055,12 @@ std::optional<std::string> StatsUnsupportedReason(const TensorView& view) {
 
 std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, const StatsOptions& options,
                                       std::span<const std::string> names) {
-  // A quantized tensor's figures are those of its values, as torch's dequantize() gives them.
+  // A quantized tensor's figures are those of its values, as torch's dequantize() (or ggml's
+  // dequantizers, for a block type) gives them.
   std::deque<TensorView> dequantized;  // only the quantized ones; a deque keeps their addresses
   std::vector<const TensorView*> chosen(given.begin(), given.end());
   for (const TensorView*& v : chosen) {
-    if (v->quantizer && IntReprDType(v->dtype) && v->has_data) v = &dequantized.emplace_back(CastView(*v, DType::kFloat32));
+    if (Dequantizable(*v) && v->has_data) v = &dequantized.emplace_back(CastView(*v, DType::kFloat32));
   }
   const std::span<const TensorView* const> views(chosen);
   if (options.histogram_bins > kMaxStatsHistogramBins) {

@@ -74,6 +74,9 @@ struct FormatDriver {
   bool writes_directory = false;   // the destination is a directory trove fills
   OwnFileTest owns_file = nullptr; // writes_directory: the names it writes there (the rest stop
                                    // the write: trove never deletes what it did not write)
+  // Its writer keeps ggml's block-quantized tensors as their blocks (GGUF); for every other
+  // target convert refuses them, listing them, unless --dtype gives their values.
+  bool keeps_ggml_blocks = false;
   // Its files are zip archives: ops checks the container for every such format (CRCs, readers
   // that disagree, entries torch would unpickle) before the format's own hooks.
   bool zip_container = false;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/ggml_blocks.h"
 #include "formats/format_registry.h"
 #include "formats/pt/pt_reader.h"
 #include "formats/safetensors/sharded_reader.h"
@@ -374,7 +375,7 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
   }
   if (options.dequantize) {
     doc.arena->ForEachValue([&](Value& v) {
-      if (v.kind == ValueKind::kTensor && v.tensor->quantizer && IntReprDType(v.tensor->dtype)) {
+      if (v.kind == ValueKind::kTensor && Dequantizable(*v.tensor)) {
         v.tensor = doc.arena->AddTensorView(CastView(*v.tensor, DType::kFloat32));
       }
     });
@@ -387,7 +388,10 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
     if (options.cast_keys.empty()) optimizer = OptimizerStateTensors(doc.root);
     std::unordered_set<const Value*> selected;
     ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
-      if (leaf.kind != ValueKind::kTensor || !IsCastable(leaf.tensor->dtype)) return;
+      // ggml's blocks have no values but those the cast gives (torch's quantized tensors convert
+      // with --dequantize, keeping .pt's quantizer otherwise).
+      if (leaf.kind != ValueKind::kTensor) return;
+      if (!IsCastable(leaf.tensor->dtype) && !(IsBlockDType(leaf.tensor->dtype) && Dequantizable(*leaf.tensor))) return;
       bool take;
       if (!options.cast_keys.empty()) {
         take = MatchesAny(options.cast_keys, path);
@@ -435,30 +439,31 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
                                     "lost: " + ObjectListing(unknown) + " (--keep-unknown writes them back as they were "
                                     "read, to .pt only; --drop-unknown leaves them out); nothing was written");
     }
-    // ggml's block-quantized tensors (GGUF): their blocks have a meaning only in GGUF, which trove
-    // does not write yet, and convert does not dequantize them yet; every one is listed.
-    {
+    // ggml's block-quantized tensors (GGUF): their blocks mean something only in GGUF; elsewhere
+    // only their values (--dtype) are written. Every one is listed.
+    if (const FormatDriver* driver = FindFormatDriver(target); driver == nullptr || !driver->keeps_ggml_blocks) {
       std::vector<std::string> blocks;
+      bool all_dequantizable = true;
       for (const auto& t : doc.tensors) {
-        if (Info(t.view->dtype).kind == DTypeKind::kQuantized && !t.view->quantizer &&
-            Name(t.view->dtype).starts_with("ggml_")) {
-          blocks.push_back("'" + t.key + "' (" + std::string(Name(t.view->dtype)) + ")");
-        }
+        if (!IsBlockDType(t.view->dtype)) continue;
+        blocks.push_back("'" + t.key + "' (" + std::string(Name(t.view->dtype)) + ")");
+        all_dequantizable = all_dequantizable && Dequantizable(*t.view);
       }
       if (!blocks.empty()) {
         std::string list;
         for (size_t i = 0; i < blocks.size() && i < 8; ++i) list += (i ? ", " : "") + blocks[i];
         if (blocks.size() > 8) list += " and " + std::to_string(blocks.size() - 8) + " more";
         Fail(ErrorCode::kUnsupported, std::to_string(blocks.size()) + " block-quantized GGUF tensor(s): " + list +
-                                          ": their blocks mean something only in GGUF, which trove does not write yet, "
-                                          "and convert does not dequantize them yet (--exclude leaves them out); "
-                                          "nothing was written");
+                                          ": their blocks mean something only in GGUF; --dtype float32 (or float16, "
+                                          "bfloat16) writes their values, dequantized as ggml does" +
+                                          (all_dequantizable ? "" : " (trove dequantizes " + DequantizedBlockTypes() + ")") +
+                                          ", --exclude leaves them out; nothing was written");
       }
     }
     // Only .pt holds a quantizer: elsewhere a quantized tensor's integers would lose their meaning.
     if (target != Format::kPt) {
       for (const auto& t : doc.tensors) {
-        if (Info(t.view->dtype).kind != DTypeKind::kQuantized) continue;
+        if (Info(t.view->dtype).kind != DTypeKind::kQuantized || IsBlockDType(t.view->dtype)) continue;
         Fail(ErrorCode::kUnsupported, "'" + t.key + "' is a quantized tensor (" + std::string(Name(t.view->dtype)) +
                                           (t.view->quantizer ? ", " + QuantizerText(*t.view->quantizer) : std::string()) +
                                           "): " + std::string(FormatName(target)) + " cannot hold its quantizer; "

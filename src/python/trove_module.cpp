@@ -371,7 +371,8 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
     const TensorView* shown = &quantized_or_not;
     std::optional<TensorView> repr;
     py::object quantizer = py::none();
-    if (!trove::Info(shown->dtype).readable) {
+    // ggml's blocks (trove::IsBlockDType) are given as they are stored, one byte an element.
+    if (!trove::Info(shown->dtype).readable && !trove::IsBlockDType(shown->dtype)) {
       if (!shown->quantizer || !trove::IntReprDType(shown->dtype)) {
         trove::Fail(ErrorCode::kUnsupported, "dtype " + DTypeText(shown->dtype) + " is quantized: trove does not read it");
       }
@@ -1363,6 +1364,36 @@ PYBIND11_MODULE(_trove, m) {
         return t;
       })
       .def("tensor_meta", [](PyDocument& d, const std::string& key) { return d.TensorInfo(d.Find(key), false); })
+      // A quantized tensor's values (torch's dequantize(); ggml's dequantizers for a block type)
+      // as a new array of `dtype` (float32, float16 or float64), shaped as its values
+      // (File.dequantize). Holds the whole tensor's values: the caller asked for them.
+      .def("dequantized", [](PyDocument& d, const std::string& key, const std::string& dtype) {
+        d.CheckChanged();
+        py::array out = Guarded([&] {
+          const TensorView& v = d.Find(key);
+          static const std::map<std::string, std::pair<trove::DType, const char*>> kFloats = {
+              {"float32", {trove::DType::kFloat32, "<f4"}}, {"float16", {trove::DType::kFloat16, "<f2"}},
+              {"float64", {trove::DType::kFloat64, "<f8"}}};
+          const auto to = kFloats.find(dtype);
+          if (to == kFloats.end()) trove::Fail(ErrorCode::kUsage, "dtype must be 'float32', 'float16' or 'float64' (not '" + dtype + "')");
+          if (!trove::IsBlockDType(v.dtype) && !trove::Dequantizable(v)) {
+            trove::Fail(ErrorCode::kUnsupported, "'" + key + "' (" + DTypeText(v.dtype) + ") is not a quantized tensor trove dequantizes");
+          }
+          if (!v.has_data) trove::Fail(ErrorCode::kUnsupported, "'" + key + "' has no data (a meta tensor)");
+          const TensorView values = trove::CastView(v, to->second.first);  // a block type trove cannot dequantize: its reason
+          std::vector<py::ssize_t> shape(values.shape.begin(), values.shape.end());
+          py::array arr(py::dtype(to->second.second), shape);
+          auto* dst = static_cast<uint8_t*>(arr.mutable_data());
+          uint64_t at = 0;
+          values.ForEachChunk([&](const uint8_t* p, size_t n) {
+            std::memcpy(dst + at, p, n);
+            at += n;
+          });
+          return arr;
+        });
+        d.CheckChanged();
+        return out;
+      })
       .def("tree", [](PyDocument& d, py::object tensor_fn, py::object global_fn, py::object object_fn, bool with_data,
                       py::object dict_fn, py::object scalar_fn) {
         d.CheckChanged();

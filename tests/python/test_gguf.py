@@ -468,24 +468,143 @@ def deq_q6_k(raw):
     return np.concatenate(out, axis=1).astype(np.float32).reshape(-1)
 
 
-DEQUANTIZERS = {2: (deq_q4_0, 18, 32), 8: (deq_q8_0, 34, 32), 12: (deq_q4_k, 144, 256), 14: (deq_q6_k, 210, 256)}
+F32 = np.float32
 
 
-def random_blocks(rng, t, n):
-    """n blocks of type t: random quants, finite fp16 scales at the layout's places."""
-    _, size, _ = DEQUANTIZERS[t]
+def deq_q4_1(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 20)  # d, m (f16), qs[16]
+    d, m, qs = _half(b, 0), _half(b, 2), b[:, 4:]
+    return np.concatenate([(qs & 0xF).astype(F32) * d + m, (qs >> 4).astype(F32) * d + m], axis=1).reshape(-1)
+
+
+def _fifth_bits(b, at):
+    """Q5_0/Q5_1's qh: bit j of a little-endian u32 is value j's fifth bit, as (n, 16) pairs."""
+    qh = b[:, at:at + 4].copy().view("<u4").astype(np.int64)  # (n, 1)
+    j = np.arange(16)
+    return ((qh >> j) & 1) << 4, ((qh >> (j + 16)) & 1) << 4
+
+
+def deq_q5_0(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 22)  # d (f16), qh[4], qs[16]
+    d, qs = _half(b, 0), b[:, 6:].astype(np.int64)
+    h0, h1 = _fifth_bits(b, 2)
+    return np.concatenate([(((qs & 0xF) | h0) - 16).astype(F32) * d, (((qs >> 4) | h1) - 16).astype(F32) * d],
+                          axis=1).reshape(-1)
+
+
+def deq_q5_1(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 24)  # d, m (f16), qh[4], qs[16]
+    d, m, qs = _half(b, 0), _half(b, 2), b[:, 8:].astype(np.int64)
+    h0, h1 = _fifth_bits(b, 4)
+    return np.concatenate([((qs & 0xF) | h0).astype(F32) * d + m, ((qs >> 4) | h1).astype(F32) * d + m],
+                          axis=1).reshape(-1)
+
+
+def deq_q2_k(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 84)  # scales[16], qs[64], d, dmin (f16)
+    scales, qs, d, dmin = b[:, :16], b[:, 16:80], _half(b, 80), _half(b, 82)
+    out, i = [], 0
+    for n in range(2):  # 128 values: each 2-bit plane of 32 bytes, 16 values per scale
+        q = qs[:, 32 * n:32 * n + 32]
+        for shift in (0, 2, 4, 6):
+            for half in range(2):
+                sc = scales[:, i:i + 1]
+                i += 1
+                dl, ml = d * (sc & 0xF).astype(F32), dmin * (sc >> 4).astype(F32)
+                out.append(dl * ((q[:, 16 * half:16 * half + 16] >> shift) & 3).astype(F32) - ml)
+    return np.concatenate(out, axis=1).reshape(-1)
+
+
+def deq_q3_k(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 110)  # hmask[32], qs[64], scales[12], d (f16)
+    hm, qs, s, d = b[:, :32], b[:, 32:96], b[:, 96:108].astype(np.int64), _half(b, 108)
+    scale = []
+    for j in range(16):  # 6 bits: a nibble, and 2 bits of the last four bytes
+        low = s[:, j] & 0xF if j < 8 else s[:, j - 8] >> 4
+        high = (s[:, 8 + j % 4] >> (2 * (j // 4))) & 3
+        scale.append(((low | (high << 4)) - 32).astype(F32)[:, None])
+    out, i, m = [], 0, 1
+    for n in range(2):
+        q = qs[:, 32 * n:32 * n + 32]
+        for shift in (0, 2, 4, 6):
+            for half in range(2):
+                part = slice(16 * half, 16 * half + 16)
+                low = ((q[:, part] >> shift) & 3).astype(np.int64) - np.where(hm[:, part] & m, 0, 4)
+                out.append((d * scale[i]) * low.astype(F32))
+                i += 1
+            m <<= 1
+    return np.concatenate(out, axis=1).reshape(-1)
+
+
+def _scales_k4(s):
+    sc, mn = [], []
+    for j in range(8):  # 6-bit scale and min of sub-block j (Q4_K, Q5_K)
+        if j < 4:
+            sc.append(s[:, j] & 63)
+            mn.append(s[:, j + 4] & 63)
+        else:
+            sc.append((s[:, j + 4] & 0xF) | ((s[:, j - 4] >> 6) << 4))
+            mn.append((s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4))
+    return [x.astype(F32)[:, None] for x in sc], [x.astype(F32)[:, None] for x in mn]
+
+
+def deq_q5_k(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 176)  # d, dmin (f16), scales[12], qh[32], qs[128]
+    d, dmin, qh, ql = _half(b, 0), _half(b, 2), b[:, 16:48], b[:, 48:]
+    sc, mn = _scales_k4(b[:, 4:16])
+    out = []
+    for j in range(4):
+        q = ql[:, 32 * j:32 * j + 32].astype(np.int64)
+        lo = (q & 0xF) + np.where(qh & (1 << (2 * j)), 16, 0)
+        hi = (q >> 4) + np.where(qh & (2 << (2 * j)), 16, 0)
+        out += [(d * sc[2 * j]) * lo.astype(F32) - dmin * mn[2 * j], (d * sc[2 * j + 1]) * hi.astype(F32) - dmin * mn[2 * j + 1]]
+    return np.concatenate(out, axis=1).reshape(-1)
+
+
+def deq_q8_k(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 292)  # d (f32), qs[256] (int8), bsums[16] (int16)
+    d = b[:, :4].copy().view("<f4")
+    return (d * b[:, 4:260].copy().view(np.int8).astype(F32)).reshape(-1)
+
+
+# ggml type id: (dequantizer, bytes per block, values per block, fp16 scale offsets, f32 scale offsets)
+DEQUANTIZERS = {
+    2: (deq_q4_0, 18, 32, [0], []), 3: (deq_q4_1, 20, 32, [0, 2], []), 6: (deq_q5_0, 22, 32, [0], []),
+    7: (deq_q5_1, 24, 32, [0, 2], []), 8: (deq_q8_0, 34, 32, [0], []), 10: (deq_q2_k, 84, 256, [80, 82], []),
+    11: (deq_q3_k, 110, 256, [108], []), 12: (deq_q4_k, 144, 256, [0, 2], []), 13: (deq_q5_k, 176, 256, [0, 2], []),
+    14: (deq_q6_k, 210, 256, [208], []), 15: (deq_q8_k, 292, 256, [], [0]),
+}
+# Scales at the edges of their formats: fp16's largest, smallest normal and subnormal, zeros of
+# both signs; float32's (Q8_K) as large as 127 times still fits.
+EXTREME_HALVES = np.array([65504, -65504, 6.1035e-05, 5.96e-08, -5.96e-08, 0.0, -0.0, 1.0], "<f2")
+EXTREME_FLOATS = np.array([1e36, -1e36, 1.2e-38, 1e-45, -0.0, 0.0, 1.0], "<f4")
+
+
+def random_blocks(rng, t, n, extreme=True):
+    """n blocks of type t: random quants, finite scales at the layout's places (a third of them
+    extreme, with extreme=True)."""
+    _, size, _, halves, floats = DEQUANTIZERS[t]
     b = rng.integers(0, 256, (n, size), dtype=np.uint8)
-    halves = {2: [0], 8: [0], 12: [0, 2], 14: [208]}[t]
     for at in halves:
-        b[:, at:at + 2] = rng.uniform(-2, 2, n).astype("<f2").view(np.uint8).reshape(n, 2)
+        v = rng.uniform(-2, 2, n).astype("<f2")
+        if extreme:
+            pick = rng.random(n) < 0.34
+            v[pick] = rng.choice(EXTREME_HALVES, pick.sum())
+        b[:, at:at + 2] = v.view(np.uint8).reshape(n, 2)
+    for at in floats:
+        v = rng.uniform(-2, 2, n).astype("<f4")
+        if extreme:
+            pick = rng.random(n) < 0.34
+            v[pick] = rng.choice(EXTREME_FLOATS, pick.sum())
+        b[:, at:at + 4] = v.view(np.uint8).reshape(n, 4)
     return b.tobytes()
 
 
 def test_dequantize_matches_ggml_reference_layouts(tmp_path):
     rng = np.random.default_rng(33)
     tensors, reference = [], {}
-    for t, (deq, size, block) in DEQUANTIZERS.items():
-        for name, ne in (("row", [block * 3]), ("matrix", [block * 2, 5]), ("cube", [block, 3, 2])):
+    for t, (deq, size, block, _, _) in DEQUANTIZERS.items():
+        for name, ne in (("row", [block * 3]), ("matrix", [block * 2, 5]), ("cube", [block, 3, 2]), ("many", [block, 40])):
             n = int(np.prod(ne)) // block
             raw = random_blocks(rng, t, n)
             key = f"{GGML[t][0]}.{name}"
@@ -500,10 +619,278 @@ def test_dequantize_matches_ggml_reference_layouts(tmp_path):
     rows = []
     for key, values in reference.items():
         assert got[key]["values"] == values.size, key
-        assert got[key]["first"] == [float(v) for v in values[:8]], key
+        np.testing.assert_array_equal(np.array(got[key]["first"], F32), values[:8], err_msg=key)
         assert got[key]["crc32"] == zlib.crc32(values.astype("<f4").tobytes()), key
         rows.append((key, values.size, float(np.abs(values).max())))
     print("\n".join(f"{k:16} {n:6} values, max |x| {m:.4g}: bit for bit" for k, n, m in rows))
+
+
+def _block_model(tmp_path, rng):
+    """A file of block types and a float tensor: (path, {key: values as float32, shaped}, {key: raw})."""
+    tensors, values, raws = [], {}, {}
+    for key, t, ne in (("q4", 2, [64, 3]), ("k6", 14, [256, 2]), ("k3", 11, [256])):
+        raw = random_blocks(rng, t, int(np.prod(ne)) // DEQUANTIZERS[t][2], extreme=False)
+        tensors.append((key, t, ne, raw))
+        values[key] = DEQUANTIZERS[t][0](raw).reshape(ne[::-1])
+        raws[key] = raw
+    f = np.arange(6, dtype=F32).reshape(2, 3)
+    tensors.append(tensor_of("f", f))
+    values["f"] = f
+    path = tmp_path / "m.gguf"
+    path.write_bytes(write_gguf([("general.architecture", 8, "x"), ("general.quantization_version", 4, 2)], tensors))
+    return path, values, raws
+
+
+def test_commands_see_dequantized_values(tmp_path, trove):
+    path, values, raws = _block_model(tmp_path, np.random.default_rng(5))
+    # cat: the values, in their shape (ne reversed), float32
+    r = trove("cat", path, "q4", "--json")
+    assert r.code == 0, r
+    got = json.loads(r.out)
+    assert got["dtype"] == "float32" and got["dequantized_from"] == "ggml_q4_0" and got["shape"] == [3, 64], got
+    np.testing.assert_array_equal(np.array(got["data"], F32), values["q4"])
+    r = trove("cat", path, "k6")
+    assert r.code == 0 and "ggml_q6_k [2, 256]" in r.text and "its values" in r.text, r
+    r = trove("cat", path, "q4[1, :]", "--json")  # rows slice; the last axis stays whole
+    assert r.code == 0, r
+    np.testing.assert_array_equal(np.array(json.loads(r.out)["data"], F32), values["q4"][1])
+    r = trove("cat", path, "q4[:, 0:4]")
+    assert r.code != 0 and "rows only" in r.errtext, r
+    # stats: the values' figures
+    r = trove("stats", path, "--json")
+    assert r.code == 0, r
+    rows = {t["key"]: t for t in json.loads(r.out)["tensors"]}
+    for key in ("q4", "k6", "k3"):
+        assert rows[key].get("min") == float(values[key].min()) and rows[key].get("max") == float(values[key].max()), rows[key]
+        assert rows[key]["shape"] == list(values[key].shape), rows[key]
+    # diff: the same blocks are equal; one changed block differs, by its values
+    same = tmp_path / "same.gguf"
+    same.write_bytes(path.read_bytes())
+    r = trove("diff", path, same)
+    assert r.code == 0, r
+    changed = bytearray(path.read_bytes())
+    at = bytes(changed).index(raws["k6"]) + 5  # a quant of the first block
+    changed[at] ^= 0x11
+    other = tmp_path / "other.gguf"
+    other.write_bytes(bytes(changed))
+    r = trove("diff", path, other, "--json")
+    assert r.code == 1, r
+    diffs = {t["key"]: t for t in json.loads(r.out)["tensors"]}
+    assert not diffs["k6"]["identical"] and diffs["q4"]["identical"], diffs
+
+
+def _safetensors(path):
+    raw = path.read_bytes()
+    n = struct.unpack_from("<Q", raw)[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for key, e in header.items():
+        if key == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        code = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}[e["dtype"]]
+        out[key] = (e["dtype"], np.frombuffer(raw[8 + n + b:8 + n + end], code).reshape(e["shape"]))
+    return out
+
+
+def test_convert_dtype_dequantizes(tmp_path, trove):
+    path, values, _ = _block_model(tmp_path, np.random.default_rng(6))
+    r = trove("convert", path, tmp_path / "no.safetensors")
+    assert r.code != 0 and "'q4' (ggml_q4_0)" in r.errtext and "--dtype float32" in r.errtext, r
+    assert not (tmp_path / "no.safetensors").exists()
+    out = tmp_path / "m32.safetensors"
+    r = trove("convert", path, out, "--dtype", "float32")
+    assert r.code == 0, r
+    got = _safetensors(out)
+    for key, v in values.items():
+        assert got[key][0] == "F32", got[key]
+        np.testing.assert_array_equal(got[key][1], v, err_msg=key)
+    out = tmp_path / "m16.safetensors"
+    assert trove("convert", path, out, "--dtype", "float16").code == 0
+    got = _safetensors(out)
+    for key, v in values.items():  # float32 values rounded once (numpy rounds to nearest even too)
+        np.testing.assert_array_equal(got[key][1], v.astype("<f2"), err_msg=key)
+    out = tmp_path / "mbf.safetensors"
+    assert trove("convert", path, out, "--dtype", "bfloat16").code == 0
+    got = _safetensors(out)
+    bits = values["k6"].view("<u4")
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")  # round to nearest even (finite values)
+    np.testing.assert_array_equal(got["k6"][1], rounded)
+    npz = tmp_path / "m.npz"
+    assert trove("convert", path, npz, "--dtype", "float32").code == 0
+    with np.load(npz) as z:
+        for key, v in values.items():
+            np.testing.assert_array_equal(z[key], v, err_msg=key)
+    pt = tmp_path / "m.pt"
+    assert trove("convert", path, pt, "--dtype", "float32").code == 0
+    import torch
+    loaded = torch.load(pt)
+    for key, v in values.items():
+        np.testing.assert_array_equal(loaded[key].numpy(), v, err_msg=key)
+
+
+def test_python_blocks_raw_and_dequantized(tmp_path):
+    path, values, raws = _block_model(tmp_path, np.random.default_rng(7))
+    with trove.open(path) as f:
+        with pytest.raises(trove.UnsupportedError, match="dequantize"):
+            f["q4"]
+        np.testing.assert_array_equal(f["f"], values["f"])
+        d = f.dequantize("q4")
+        assert d.dtype == np.float32 and d.shape == (3, 64)
+        np.testing.assert_array_equal(d, values["q4"])
+        np.testing.assert_array_equal(f.dequantize("k3", "float64"), values["k3"].astype(np.float64))
+        with pytest.raises(trove.UnsupportedError):
+            f.dequantize("f")
+    with trove.open(path, raw=True) as f:
+        blocks = f["q4"]  # the blocks as stored, zero-copy: rows of 2 blocks of 18 bytes
+        assert blocks.dtype == np.uint8 and blocks.shape == (3, 36) and blocks.tobytes() == raws["q4"]
+    with trove.open(path, framework="pt") as f:
+        np.testing.assert_array_equal(f.dequantize("k6").numpy(), values["k6"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The GGUF writer (trove convert ... out.gguf), read back by this test's reader and by trove's.
+
+def test_gguf_to_gguf_keeps_every_byte(tmp_path, trove):
+    files = sample_files()
+    for name in ("v3_le.gguf", "v2_le.gguf", "align64.gguf", "vocab_only.gguf"):
+        src = tmp_path / name
+        src.write_bytes(files[name][0])
+        out = tmp_path / ("copy_" + name)
+        r = trove("convert", src, out)
+        assert r.code == 0, (name, r)
+        data = out.read_bytes()
+        g = read_gguf(data)
+        assert g["version"] == 3 and not g["big"]
+        assert g["kv"] == read_gguf(files[name][0])["kv"], name  # every key, type and value
+        if name != "v2_le.gguf":  # the test's writer lays files out as ggml does: the same bytes
+            assert data == files[name][0], name
+        assert probe(out)["tensors"] == probe(src)["tensors"], name  # dtypes, shapes, CRCs of the bytes
+    # A v1 or big-endian source's metadata is not re-encoded: refused, nothing written.
+    src = tmp_path / "v1.gguf"
+    src.write_bytes(files["v1_le.gguf"][0])
+    r = trove("convert", src, tmp_path / "v1_copy.gguf")
+    assert r.code != 0 and "version 1" in r.errtext, r
+    assert not (tmp_path / "v1_copy.gguf").exists()
+
+
+def test_gguf_writer_from_safetensors_pt_and_npz(tmp_path, trove):
+    import torch
+    rng = np.random.default_rng(8)
+    arrays = {"w": rng.standard_normal((3, 4, 5)).astype("f4"), "b": rng.standard_normal(7).astype("f2"),
+              "ids": rng.integers(-9, 9, (2, 2)).astype("i8"), "s": np.array(2.5, "f8")}
+    npz = tmp_path / "a.npz"
+    np.savez(npz, **arrays)
+    pt = tmp_path / "a.pt"
+    torch.save({k: torch.from_numpy(v) for k, v in arrays.items()} | {"bf": torch.arange(4, dtype=torch.bfloat16)}, pt)
+    st = tmp_path / "a.safetensors"
+    assert trove("convert", pt, st).code == 0
+    types = {"w": 0, "b": 1, "ids": 27, "s": 28, "bf": 30}
+    for src in (npz, pt, st):
+        out = tmp_path / (src.stem + "_" + src.suffix[1:] + ".gguf")
+        r = trove("convert", src, out, "--metadata", "general.architecture=tiny")
+        assert r.code == 0, (src, r)
+        data = out.read_bytes()
+        g = read_gguf(data)
+        assert g["version"] == 3 and g["kv"] == {"general.architecture": (8, "tiny")}, g["kv"]
+        infos = {name: (ne, t, off) for name, ne, t, off in g["tensors"]}
+        expected = dict(arrays) | ({"bf": None} if src != npz else {})
+        if src == st:  # the tensors in the source's order: safetensors' is its header's
+            assert sorted(infos) == sorted(expected)
+        else:
+            assert list(infos) == list(expected)
+        for key, a in expected.items():
+            ne, t, off = infos[key]
+            assert t == types[key] and off % 32 == 0, (key, t, off)
+            if a is None:
+                assert ne == [4]
+                continue
+            assert ne == list(reversed(a.shape)), (key, ne)  # ne: PyTorch's shape reversed
+            at = g["data_offset"] + off
+            got = np.frombuffer(data[at:at + a.nbytes], a.dtype.newbyteorder("<")).reshape(a.shape)
+            np.testing.assert_array_equal(got, a, err_msg=key)
+        assert g["data_offset"] % 32 == 0 and len(data) % 32 == 0  # the last tensor padded too
+        back = probe(out)  # and trove's own reader
+        assert {t["key"]: t["shape"] for t in back["tensors"]} == {k: list(np.shape(a)) if a is not None else [4]
+                                                                    for k, a in expected.items()}
+
+
+def test_gguf_writer_refuses_what_gguf_cannot_hold(tmp_path, trove):
+    import torch
+    for name, value, says in (("five", torch.zeros(1, 1, 1, 1, 2), "5 dimensions"),
+                              ("flags", torch.zeros(3, dtype=torch.bool), "no type for bool"),
+                              ("c", torch.zeros(2, dtype=torch.complex64), "no type for complex64"),
+                              ("u", torch.zeros(2, dtype=torch.uint8), "no type for uint8"),
+                              ("x" * 64, torch.zeros(2), "at most 63 bytes")):
+        src = tmp_path / "bad.pt"
+        torch.save({name: value, "ok": torch.ones(2)}, src)
+        out = tmp_path / "bad.gguf"
+        r = trove("convert", src, out)
+        assert r.code != 0 and says in r.errtext and name in r.errtext, (name, r)
+        assert not out.exists(), name
+    src = tmp_path / "values.pt"
+    torch.save({"w": torch.ones(2), "epoch": 3}, src)
+    r = trove("convert", src, tmp_path / "values.gguf")
+    assert r.code != 0 and "'epoch'" in r.errtext, r
+    assert trove("convert", src, tmp_path / "values.gguf", "--drop-values").code == 0
+
+
+def test_gguf_to_gguf_dtype_dequantizes_blocks(tmp_path, trove):
+    path, values, _ = _block_model(tmp_path, np.random.default_rng(9))
+    out = tmp_path / "f16.gguf"
+    r = trove("convert", path, out, "--dtype", "float16")
+    assert r.code == 0, r
+    data = out.read_bytes()
+    g = read_gguf(data)
+    assert g["kv"] == read_gguf(path.read_bytes())["kv"]
+    for name, ne, t, off in g["tensors"]:
+        assert t == 1, name
+        at = g["data_offset"] + off
+        v = values[name].astype("<f2")
+        assert ne == list(reversed(v.shape))
+        np.testing.assert_array_equal(np.frombuffer(data[at:at + v.nbytes], "<f2").reshape(v.shape), v, err_msg=name)
+
+
+def test_gguf_set_and_del_rewrite_the_file(tmp_path, trove):
+    files = sample_files()
+    path = tmp_path / "m.gguf"
+    original = files["v3_le.gguf"][0]
+    path.write_bytes(original)
+    before = read_gguf(original)
+    tensors = probe(path)["tensors"]
+    template = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}" * 40  # longer than before
+    steps = [(("set", path, "tokenizer.chat_template", template), ("tokenizer.chat_template", (8, template))),
+             (("set", path, "llama.context_length", "4096"), ("llama.context_length", (4, 4096))),  # its type kept
+             (("set", path, "x.new", "-5", "--type", "i16"), ("x.new", (3, -5))),
+             (("set", path, "x.f32", "0.1"), ("x.f32", (6, struct.unpack("<f", struct.pack("<f", 0.1))[0]))),
+             (("set", path, "general.alignment", "64", "--type", "u32"), ("general.alignment", (4, 64)))]
+    expected = dict(before["kv"])
+    for args, (key, value) in steps:
+        r = trove("gguf", *args)
+        assert r.code == 0, (args, r)
+        expected[key] = value
+        g = read_gguf(path.read_bytes())
+        assert g["kv"] == expected, key
+        assert list(g["kv"]) == list(expected), key  # keys keep their places; new ones come last
+        assert probe(path)["tensors"] == tensors, key  # every tensor's bytes as they were
+    g = read_gguf(path.read_bytes())
+    assert all(off % 64 == 0 for _, _, _, off in g["tensors"]) and g["data_offset"] % 64 == 0
+    assert trove("gguf", "del", path, "general.alignment").code == 0
+    assert trove("gguf", "del", path, "x.new").code == 0
+    del expected["general.alignment"], expected["x.new"]
+    assert read_gguf(path.read_bytes())["kv"] == expected
+    assert probe(path)["tensors"] == tensors
+    # Refused edits leave the file as it was, and nothing beside it.
+    kept = path.read_bytes()
+    for args, says in ((("del", path, "no.such"), "no metadata key 'no.such'"),
+                       (("set", path, "llama.block_count", "many"), "not a non-negative integer"),
+                       (("set", path, "x.i64", "1", "--type", "complex"), "unknown GGUF type"),
+                       (("set", path, "tokenizer.ggml.tokens", "a"), "holds an array"),
+                       (("set", path, "general.alignment", "48", "--type", "u32"), "power of two")):
+        r = trove("gguf", *args)
+        assert r.code == 2 and says in r.errtext, (args, r)
+        assert path.read_bytes() == kept, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]
 
 
 def probe_args(*args):

@@ -1,5 +1,6 @@
 // formats/gguf/ggml_types.h: ggml's tensor types as GGUF files number them, with their block
-// layout (values per block, bytes per block) and the trove dtype a tensor of the type is read as.
+// ggml id and the trove dtype a tensor of the type is read as (whose row in trove/dtype.h has the
+// block layout).
 //
 // Ids 4, 5 (Q4_2, Q4_3), 31-33 (Q4_0_4_4 and its kin) and 36-38 (the IQ4_NL repacks) were removed
 // from ggml and never appear in files written since; they are unknown here, as ggml treats them.
@@ -17,10 +18,13 @@ namespace trove::gguf {
 struct GgmlType {
   uint32_t id;
   std::string_view name;    // ggml's own spelling: "F32", "Q4_K", "IQ2_XXS"
-  uint32_t block_values;    // values per block (1 for the plain types)
-  uint32_t block_bytes;     // bytes per block
   DType dtype;              // plain types: their dtype; block types: the raw-block dtype (trove/dtype.h)
-  bool quantized;           // a block type
+
+  // A block type (its layout is the dtype's: trove/dtype.h's block_values, block_bytes).
+  bool quantized() const { return IsBlockDType(dtype); }
+  // Values per block (1 for the plain types) and bytes per block.
+  uint32_t block_values() const { return quantized() ? Info(dtype).block_values : 1; }
+  uint32_t block_bytes() const { return quantized() ? Info(dtype).block_bytes : static_cast<uint32_t>(ElementSize(dtype)); }
 };
 
 // The type with ggml id `id`, or null for an id no ggml of today reads.

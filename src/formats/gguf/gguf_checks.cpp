@@ -112,7 +112,7 @@ void VerifyGguf(const MappedFile& file, CheckReport& report) {
   if (arch == nullptr || arch->value.type != ValueType::kString) {
     report.Add(Severity::kMedium, "", 0, "no general.architecture string (the specification requires one)");
   }
-  const bool quantized = std::any_of(g.tensors.begin(), g.tensors.end(), [](const TensorInfo& t) { return t.type->quantized; });
+  const bool quantized = std::any_of(g.tensors.begin(), g.tensors.end(), [](const TensorInfo& t) { return t.type->quantized(); });
   if (quantized && g.Find("general.quantization_version") == nullptr) {
     report.Add(Severity::kMedium, "", 0, "quantized tensors without general.quantization_version (the specification requires it)");
   }

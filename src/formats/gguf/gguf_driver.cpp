@@ -1,6 +1,7 @@
 // GGUF as trove's format driver (formats/format_registry.h): the only place outside this folder
-// that names it is its line in format_registry.cpp. trove reads GGUF; it does not write it yet.
+// that names it is its line in format_registry.cpp.
 #include "formats/format_registry.h"
+#include "trove/convert_options.h"
 #include "formats/gguf/gguf_format.h"
 #include "formats/gguf/gguf_layout.h"
 
@@ -25,6 +26,18 @@ void VerifyGgufDetected(const Detection& d, CheckReport& report) { VerifyGguf(*d
 // What a loader runs: the Jinja of chat templates.
 void ScanGgufDetected(const Detection& d, CheckReport& report) { ScanGguf(*d.file, report); }
 
+// A GGUF source's metadata is kept (every key and type as it is); --metadata adds string keys.
+void WriteGgufFromConvert(const Document& doc, const std::string& destination, const ConvertOptions& options) {
+  GgufWriteOptions o = WriterPartOf<GgufWriteOptions>(options);
+  if (doc.format == kGguf.name()) {
+    o.source_gguf = doc.path;
+    o.source_size = doc.file_size;
+  }
+  o.metadata = options.metadata;
+  o.drop_values = options.drop_values;
+  WriteGguf(doc, destination, o);
+}
+
 }  // namespace
 
 bool LooksLikeGguf(std::string_view head) { return gguf::LooksLikeGguf(head); }
@@ -33,9 +46,11 @@ const FormatDriver& GgufFormat() {
   static const FormatDriver driver{
       .format = kGguf,
       .summary = "GGUF model (llama.cpp, ggml, ollama)",
-      .extensions = {},
+      .extensions = {".gguf"},
       .detect = DetectGguf,
       .read = ReadGgufDetected,
+      .write = WriteGgufFromConvert,
+      .keeps_ggml_blocks = true,
       .verify = VerifyGgufDetected,
       .scan = ScanGgufDetected,
   };

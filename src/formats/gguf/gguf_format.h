@@ -7,14 +7,19 @@
 // tensors, ggml's block-quantized types as their raw blocks in a dtype naming the type (one byte
 // per element; trove/dtype.h). Shapes are in PyTorch's order (ggml's ne reversed). Metadata
 // becomes the document's properties (a summary first, then every key). Functions are
-// thread-safe (no shared state); documents follow trove/document.h.
+// thread-safe (no shared state); documents follow trove/document.h. WriteGguf writes GGUF v3.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "trove/document.h"
 #include "trove/findings.h"
+#include "trove/gguf.h"
 #include "trove/shared_bytes.h"
+#include "trove/write_options.h"
 
 namespace trove {
 
@@ -35,5 +40,27 @@ void VerifyGguf(const MappedFile& file, CheckReport& report);
 // lipsum, namespace attributes, import, os, popen, eval and their kin. A file that does not
 // parse is a finding.
 void ScanGguf(const MappedFile& file, CheckReport& report);
+
+struct GgufWriteOptions : WriteOptions {
+  // A GGUF file whose metadata is kept, every key with its type and value as they are (the
+  // document's source: convert sets it when reading GGUF), and its size when it was read; empty:
+  // none. A v1, big-endian or draft-layout source's metadata is refused (not re-encoded).
+  std::string source_gguf;
+  uint64_t source_size = 0;
+  // String keys to add or replace (--metadata KEY=VALUE), after the source's.
+  std::vector<std::pair<std::string, std::string>> metadata;
+  // Typed changes after those (trove/gguf.h: EditGgufMetadata's).
+  std::vector<GgufMetadataEdit> edits;
+  bool drop_values = false;  // values other than tensors left out instead of refused
+};
+
+// GGUF v3, little-endian: the metadata (above), the tensors in the document's order, each a
+// tensor info (its key as the name, ne its shape reversed, a block type's row counted in values)
+// and its bytes at a multiple of general.alignment (the source's, else 32), padded to it. Float
+// and integer tensors GGUF holds and ggml's block types are written as their bytes (a block type
+// exactly as read). Error(kUnsupported), before anything is written, for what GGUF cannot hold:
+// a dtype ggml lacks (bool, uint8, complex, float8...), more than 4 dimensions, a name over 63
+// bytes, a meta tensor, values other than tensors (unless drop_values). Through AtomicFile.
+void WriteGguf(const Document& doc, const std::string& destination, const GgufWriteOptions& options = {});
 
 }  // namespace trove

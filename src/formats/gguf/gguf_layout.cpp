@@ -385,12 +385,12 @@ class Parser {
       }
     }
     ti.values = values;
-    if (ti.ne[0] % ti.type->block_values != 0) {
+    if (ti.ne[0] % ti.type->block_values() != 0) {
       FailAt(ErrorCode::kCorrupt, dims_at, who + ": ne[0] = " + std::to_string(ti.ne[0]) + " is not a multiple of " +
-                                               std::string(ti.type->name) + "'s block of " + std::to_string(ti.type->block_values) + " values");
+                                               std::string(ti.type->name) + "'s block of " + std::to_string(ti.type->block_values()) + " values");
     }
-    uint64_t bytes = ti.ne[0] / ti.type->block_values;
-    if (__builtin_mul_overflow(bytes, ti.type->block_bytes, &bytes)) FailAt(ErrorCode::kCorrupt, dims_at, who + ": its byte count overflows");
+    uint64_t bytes = ti.ne[0] / ti.type->block_values();
+    if (__builtin_mul_overflow(bytes, ti.type->block_bytes(), &bytes)) FailAt(ErrorCode::kCorrupt, dims_at, who + ": its byte count overflows");
     for (uint32_t d = 1; d < kMaxDims; ++d) {
       if (__builtin_mul_overflow(bytes, ti.ne[d], &bytes) || bytes > static_cast<uint64_t>(INT64_MAX)) {
         FailAt(ErrorCode::kCorrupt, dims_at, who + ": its byte count overflows int64");

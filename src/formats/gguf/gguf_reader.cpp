@@ -68,7 +68,7 @@ void AddSummary(const GgufLayout& g, Document& doc) {
   for (const TensorInfo& ti : g.tensors) parameters += ti.values;
   // `trove info` counts a tensor's elements, which for a block type are bytes of its blocks:
   // the values are said here, where they differ.
-  const bool blocks = std::any_of(g.tensors.begin(), g.tensors.end(), [](const TensorInfo& t) { return t.type->quantized; });
+  const bool blocks = std::any_of(g.tensors.begin(), g.tensors.end(), [](const TensorInfo& t) { return t.type->quantized(); });
   if (blocks) doc.properties.emplace_back("parameter count", Thousands(parameters));
   auto add = [&](const std::string& label, std::optional<uint64_t> v) {
     if (v) doc.properties.emplace_back(label, Thousands(*v));
@@ -141,10 +141,10 @@ Document ReadGguf(std::shared_ptr<MappedFile> file, const ReadOptions& /*options
       view.dtype = ti.type->dtype;
       view.shape = TorchShape(ti);
       const std::vector<int64_t> logical = view.shape;
-      if (ti.type->quantized) {
+      if (ti.type->quantized()) {
         // Raw blocks: the last dimension counts the bytes of a row's blocks.
         if (view.shape.empty()) view.shape.push_back(1);
-        view.shape.back() = static_cast<int64_t>(ti.ne[0] / ti.type->block_values * ti.type->block_bytes);
+        view.shape.back() = static_cast<int64_t>(ti.ne[0] / ti.type->block_values() * ti.type->block_bytes());
       }
       view.strides.assign(view.shape.size(), 1);
       for (size_t d = view.shape.size(); d-- > 1;) view.strides[d - 1] = view.strides[d] * std::max<int64_t>(view.shape[d], 1);
@@ -158,7 +158,7 @@ Document ReadGguf(std::shared_ptr<MappedFile> file, const ReadOptions& /*options
       r.name = std::string(ti.name);
       r.offset = g.data_offset + ti.offset;
       r.size = r.stored_size = ti.bytes;
-      r.method = std::string(ti.type->name) + (ti.type->quantized ? " " + ShapeText(logical) : std::string());
+      r.method = std::string(ti.type->name) + (ti.type->quantized() ? " " + ShapeText(logical) : std::string());
       doc.records.push_back(std::move(r));
     }
     doc.root = root;

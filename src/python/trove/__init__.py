@@ -244,6 +244,14 @@ _RAW_DTYPES = {
     "float8_e8m0fnu": "u1", "float4_e2m1fn_x2": "u1",
     "bits8": "u1", "bits16": "<u2", "bits1x8": "u1", "bits2x4": "u1", "bits4x2": "u1",
 }
+# ggml's block-quantized types (GGUF): with raw=True, their blocks as stored (uint8, zero-copy,
+# the last axis bytes of blocks); File.dequantize(key) gives their values.
+_BLOCK_DTYPES = {
+    "ggml_" + n for n in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k",
+                          "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "iq1_m",
+                          "tq1_0", "tq2_0", "mxfp4")
+}
+_RAW_DTYPES.update({name: "u1" for name in _BLOCK_DTYPES})
 
 # numpy's scalar classes as trove's reader names them (a number numpy pickled), and their dtypes.
 _NUMPY_SCALARS = {
@@ -365,8 +373,12 @@ def _numpy_array(info: tuple, raw: bool, key: str, numpy_array: bool = False):
         if raw and dtype in _RAW_DTYPES:
             spelled = _RAW_DTYPES[dtype]
         else:
-            hint = " (raw=True gives its bits as unsigned integers; framework='pt' gives the true dtype)" \
-                if dtype in _RAW_DTYPES else ""
+            if dtype in _BLOCK_DTYPES:
+                hint = " (a block-quantized tensor: File.dequantize(key) gives its values, raw=True its blocks as uint8)"
+            elif dtype in _RAW_DTYPES:
+                hint = " (raw=True gives its bits as unsigned integers; framework='pt' gives the true dtype)"
+            else:
+                hint = ""
             raise _error("unsupported", f"{key}: numpy has no dtype {dtype}{hint}")
     nd = np.dtype(spelled)
     if numpy_array and big_endian and nd.itemsize > 1:
@@ -906,6 +918,20 @@ class File:
 
     def __getitem__(self, key: str):
         return self.get_tensor(key)
+
+    def dequantize(self, key: str, dtype: str = "float32"):
+        """The values of the quantized tensor at `key` as a new array of `dtype` ("float32",
+        "float16" or "float64"; a torch tensor with framework="pt"), shaped as its values: a
+        GGUF block type (ggml_q4_k ...) dequantized bit for bit as ggml's reference does, a
+        torch quantized tensor as torch's dequantize(). The whole tensor's values are held."""
+        doc = self._document()
+        if key not in self:
+            raise self._missing_key(key, _error("not-found", f"no tensor '{key}' in {self.path}"))
+        with self._lock:
+            values = doc.dequantized(key, dtype)
+        if self.framework == "pt":
+            return _pt().from_numpy(values)
+        return values
 
     def get_slice(self, key: str) -> Slice:
         """A Slice: get_slice(key)[0:4] is the first four rows (a view, reading only those)."""

@@ -5,16 +5,16 @@
 // crc32 is of the tensor's bytes as trove streams them (C-contiguous, little-endian; a block
 // type's raw blocks as stored).
 //   gguf_probe dequantize FILE   {"tensors": [{key, values, crc32, first: [up to 8 floats]}]} for
-//                                every tensor ggml_dequantize.h dequantizes (crc32 of the float32
-//                                values' little-endian bytes)
+//                                every tensor CastView dequantizes (core/ggml_blocks.h; crc32 of
+//                                the float32 values' little-endian bytes)
 // An error is {"error": {"code", "message"}} with exit status 1.
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "formats/gguf/ggml_dequantize.h"
 #include "formats/gguf/gguf_format.h"
 #include "trove/error.h"
 #include "trove/tensor.h"
@@ -32,14 +32,18 @@ int main(int argc, char** argv) {
     if (dequantize) {
       out["tensors"] = nlohmann::ordered_json::array();
       for (const auto& t : doc.tensors) {
-        if (!trove::gguf::CanDequantize(t.view->dtype)) continue;
+        if (!trove::IsBlockDType(t.view->dtype) || !trove::Dequantizable(*t.view)) continue;
         uint32_t crc = 0;
         uint64_t values = 0;
         std::vector<float> first;
-        trove::gguf::ForEachDequantizedChunk(*t.view, [&](const float* v, size_t n) {
-          crc = trove::Crc32(reinterpret_cast<const uint8_t*>(v), n * sizeof(float), crc);
-          for (size_t i = 0; i < n && first.size() < 8; ++i) first.push_back(v[i]);
-          values += n;
+        trove::CastView(*t.view, trove::DType::kFloat32).ForEachChunk([&](const uint8_t* p, size_t n) {
+          crc = trove::Crc32(p, n, crc);
+          for (size_t i = 0; i + 4 <= n && first.size() < 8; i += 4) {
+            float v;
+            std::memcpy(&v, p + i, 4);
+            first.push_back(v);
+          }
+          values += n / 4;
         }, 1000);  // small chunks: a tensor spans several
         out["tensors"].push_back({{"key", t.key}, {"values", values}, {"crc32", crc}, {"first", first}});
       }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "expect_error.h"
-#include "formats/gguf/ggml_dequantize.h"
+#include "core/ggml_blocks.h"
 #include "formats/gguf/gguf_format.h"
 #include "formats/gguf/gguf_layout.h"
 #include "trove/tensor.h"
@@ -377,23 +377,41 @@ TEST(GgmlDequantize, Q8_0AndQ4_0ByHandAndOthersRefused) {
   q8 += std::string("\xfe\x03", 2) + std::string(30, '\0');
   q4 += std::string(16, '\x1f');
   float out[32];
-  gguf::DequantizeBlocks(DType::kGgmlQ8_0, reinterpret_cast<const uint8_t*>(q8.data()), 1, out);
+  DequantizeBlocks(DType::kGgmlQ8_0, reinterpret_cast<const uint8_t*>(q8.data()), 1, out);
   EXPECT_EQ(out[0], -1.0f);
   EXPECT_EQ(out[1], 1.5f);
   EXPECT_EQ(out[31], 0.0f);
-  gguf::DequantizeBlocks(DType::kGgmlQ4_0, reinterpret_cast<const uint8_t*>(q4.data()), 1, out);
+  DequantizeBlocks(DType::kGgmlQ4_0, reinterpret_cast<const uint8_t*>(q4.data()), 1, out);
   EXPECT_EQ(out[0], 14.0f);
   EXPECT_EQ(out[16], -14.0f);
-  EXPECT_FALSE(gguf::CanDequantize(DType::kGgmlIQ2_XXS));
-  ExpectError([&] { gguf::DequantizeBlocks(DType::kGgmlIQ2_XXS, nullptr, 0, out); }, ErrorCode::kUnsupported, "dequantizing ggml_iq2_xxs");
+  EXPECT_FALSE(CanDequantizeBlocks(DType::kGgmlIQ2_XXS));
+  ExpectError([&] { DequantizeBlocks(DType::kGgmlIQ2_XXS, nullptr, 0, out); }, ErrorCode::kUnsupported, "dequantizing ggml_iq2_xxs");
   // Through a file: chunks of whole blocks, every value once.
   Gguf g;
   g.Header(1, 0).Info("q", {64}, 8, 0).Pad().Data(q8 + q8);
   const Document doc = Read(g.bytes());
+  const TensorView values = CastView(*doc.FindTensor("q")->view, DType::kFloat32);
+  EXPECT_EQ(values.shape, std::vector<int64_t>{64});
   std::vector<float> all;
-  gguf::ForEachDequantizedChunk(*doc.FindTensor("q")->view, [&](const float* v, size_t n) { all.insert(all.end(), v, v + n); }, 1);
+  values.ForEachChunk([&](const uint8_t* p, size_t n) {
+    const size_t at = all.size();
+    all.resize(at + n / 4);
+    std::memcpy(all.data() + at, p, n);
+  }, 1);
   ASSERT_EQ(all.size(), 64u);
   EXPECT_EQ(all[33], 1.5f);
+  EXPECT_EQ(values.At<float>(33), 1.5f);  // one element: its block read in place
+  EXPECT_EQ(values.At<float>(31), 0.0f);
+  // An element reader (diff, stats) across block boundaries, a few values at a time.
+  ElementReader reader(values);
+  std::vector<float> read(64);
+  for (size_t i = 0; i < 64; i += 7) reader.Read(std::min<size_t>(7, 64 - i), reinterpret_cast<uint8_t*>(read.data() + i));
+  EXPECT_EQ(read, all);
+  // To 16-bit floats: the float32 values rounded.
+  const TensorView half = CastView(*doc.FindTensor("q")->view, DType::kFloat16);
+  EXPECT_EQ(half.At<float>(33), 1.5f);
+  ExpectError([&] { CastView(*doc.FindTensor("q")->view, DType::kInt32); }, ErrorCode::kUnsupported, "only to a floating dtype");
+  EXPECT_TRUE(Dequantizable(*doc.FindTensor("q")->view));
 }
 
 }  // namespace

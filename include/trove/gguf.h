@@ -1,0 +1,34 @@
+// trove/gguf.h: editing a GGUF file's metadata (`trove gguf set` / `trove gguf del`,
+// docs/gguf.md). Reading and writing GGUF go through trove::Open and trove::Convert like every
+// format; this is what only GGUF has. Functions are thread-safe (no shared state); two edits of
+// one file at once race as two renames do (the last one wins, each file whole).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trove/write_options.h"
+
+namespace trove {
+
+// One change to a GGUF file's metadata.
+struct GgufMetadataEdit {
+  std::string key;
+  bool remove = false;  // delete the key (it must exist)
+  // Setting: the value as text and its GGUF type's name ("string", "u8" ... "u64", "i8" ...
+  // "i64", "f32", "f64", "bool"). An empty type is the key's present type, else "string".
+  std::string type;
+  std::string value;
+};
+
+// Rewrites the GGUF file `path` with `edits` applied in order: every other key kept byte for
+// byte with its type, the tensors kept as they are (their bytes copied; offsets laid out anew,
+// each at a multiple of the alignment). Written to a temporary beside it and renamed over it
+// (never edited in place: a failure or a kill leaves the file as it was). general.alignment may
+// be set (a u32 power of two up to 1 MiB) or deleted (32): the tensors are laid out by it.
+// Throws Error(kNotFound) deleting a key the file lacks, Error(kUsage) for a value that does not
+// parse as its type or an unknown type, Error(kUnsupported) setting a key that holds an array,
+// and what reading and WriteGguf throw (a v1, big-endian or draft file's metadata is refused).
+void EditGgufMetadata(const std::string& path, const std::vector<GgufMetadataEdit>& edits, const WriteOptions& options = {});
+
+}  // namespace trove

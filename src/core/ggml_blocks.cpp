@@ -1,0 +1,231 @@
+// The block layouts (ggml-common.h's structs, QK_K = 256) and ggml's reference arithmetic: fp16
+// scales widened to float, integer quants converted to float, products and sums in float, in
+// ggml's order (a * b - c stays two roundings, as ggml's C compiles it without FMA contraction).
+#include "core/ggml_blocks.h"
+
+#include <cstring>
+#include <string>
+
+#include "trove/element_codec.h"
+#include "trove/error.h"
+
+namespace trove {
+namespace {
+
+float Half(const uint8_t* p) { return static_cast<float>(HalfToDouble(static_cast<uint16_t>(p[0] | (p[1] << 8)))); }
+float F(int v) { return static_cast<float>(v); }
+
+// block_q4_0: d (fp16), qs[16]: value j is (low nibble of qs[j]) - 8, value j + 16 the high one.
+void Q4_0(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = F((qs[j] & 0x0F) - 8) * d;
+    y[j + 16] = F((qs[j] >> 4) - 8) * d;
+  }
+}
+
+// block_q4_1: d, m (fp16), qs[16]: nibble * d + m.
+void Q4_1(const uint8_t* b, float* y) {
+  const float d = Half(b), m = Half(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = F(qs[j] & 0x0F) * d + m;
+    y[j + 16] = F(qs[j] >> 4) * d + m;
+  }
+}
+
+// The fifth bits of Q5_0/Q5_1: bit j of the little-endian u32 qh for value j (j < 32).
+uint32_t HighBits(const uint8_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24; }
+
+// block_q5_0: d (fp16), qh[4], qs[16]: (nibble | fifth bit << 4) - 16, times d.
+void Q5_0(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const uint32_t qh = HighBits(b + 2);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    const int h0 = static_cast<int>((qh >> j) & 1) << 4, h1 = static_cast<int>((qh >> (j + 16)) & 1) << 4;
+    y[j] = F(((qs[j] & 0x0F) | h0) - 16) * d;
+    y[j + 16] = F(((qs[j] >> 4) | h1) - 16) * d;
+  }
+}
+
+// block_q5_1: d, m (fp16), qh[4], qs[16]: (nibble | fifth bit << 4) * d + m.
+void Q5_1(const uint8_t* b, float* y) {
+  const float d = Half(b), m = Half(b + 2);
+  const uint32_t qh = HighBits(b + 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    const int h0 = static_cast<int>((qh >> j) & 1) << 4, h1 = static_cast<int>((qh >> (j + 16)) & 1) << 4;
+    y[j] = F((qs[j] & 0x0F) | h0) * d + m;
+    y[j + 16] = F((qs[j] >> 4) | h1) * d + m;
+  }
+}
+
+// block_q8_0: d (fp16), qs[32] (int8).
+void Q8_0(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  for (int j = 0; j < 32; ++j) y[j] = F(static_cast<int8_t>(b[2 + j])) * d;
+}
+
+// block_q2_K: scales[16] (scale low nibble, min high nibble), qs[64] (2 bits), d, dmin (fp16).
+// Sixteen sub-blocks of 16: d * scale * q - dmin * min.
+void Q2_K(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* q = b + 16;
+  const float d = Half(b + 80), min = Half(b + 82);
+  int is = 0;
+  for (int n = 0; n < 256; n += 128, q += 32) {
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t sc = scales[is++];
+        const float dl = d * F(sc & 0xF), ml = min * F(sc >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * F((q[l + 16 * half] >> shift) & 3) - ml;
+      }
+    }
+  }
+}
+
+// block_q3_K: hmask[32] (third bits), qs[64] (low 2 bits), scales[12] (sixteen 6-bit scales), d.
+// Value: d * (scale - 32) * (low bits - (third bit ? 0 : 4)).
+void Q3_K(const uint8_t* b, float* y) {
+  const uint8_t* hm = b;
+  const uint8_t* q = b + 32;
+  const uint8_t* s = b + 96;
+  const float d_all = Half(b + 108);
+  int scale[16];
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+    const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    scale[j] = (low | (high << 4)) - 32;
+  }
+  int is = 0;
+  uint8_t m = 1;
+  for (int n = 0; n < 256; n += 128, q += 32) {
+    for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1)) {
+      for (int half = 0; half < 2; ++half) {
+        const float dl = d_all * F(scale[is++]);
+        for (int l = 16 * half; l < 16 * half + 16; ++l) *y++ = dl * F(((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+      }
+    }
+  }
+}
+
+// Q4_K's and Q5_K's 6-bit scale and min of sub-block j, packed in 12 bytes.
+void ScaleMinK4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// block_q4_K: d, dmin (fp16), scales[12], qs[128]: eight sub-blocks of 32, each
+// d * scale * q - dmin * min.
+void Q4_K(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const float min = Half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* q = b + 16;
+  for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
+    uint8_t sc, m;
+    ScaleMinK4(is, scales, sc, m);
+    const float d1 = d * sc, m1 = min * m;
+    ScaleMinK4(is + 1, scales, sc, m);
+    const float d2 = d * sc, m2 = min * m;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * F(q[l] & 0xF) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * F(q[l] >> 4) - m2;
+  }
+}
+
+// block_q5_K: d, dmin (fp16), scales[12], qh[32] (fifth bits), qs[128]: as Q4_K with the fifth
+// bit of value l of the i-th 32 in bit i of qh[l].
+void Q5_K(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const float min = Half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* ql = b + 48;
+  uint8_t u1 = 1, u2 = 2;
+  for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32) {
+    uint8_t sc, m;
+    ScaleMinK4(is, scales, sc, m);
+    const float d1 = d * sc, m1 = min * m;
+    ScaleMinK4(is + 1, scales, sc, m);
+    const float d2 = d * sc, m2 = min * m;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * F((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * F((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    u1 = static_cast<uint8_t>(u1 << 2);
+    u2 = static_cast<uint8_t>(u2 << 2);
+  }
+}
+
+// block_q6_K: ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16] (int8), d (fp16).
+void Q6_K(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = Half(b + 208);
+  for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = static_cast<int8_t>((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = static_cast<int8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l + 0] = d * F(sc[is + 0]) * F(q1);
+      y[l + 32] = d * F(sc[is + 2]) * F(q2);
+      y[l + 64] = d * F(sc[is + 4]) * F(q3);
+      y[l + 96] = d * F(sc[is + 6]) * F(q4);
+    }
+  }
+}
+
+// block_q8_K: d (float32), qs[256] (int8), bsums[16] (int16, sums for dot products: unused here).
+void Q8_K(const uint8_t* b, float* y) {
+  float d;
+  std::memcpy(&d, b, 4);  // little-endian host (element_codec.cpp asserts it)
+  for (int j = 0; j < 256; ++j) y[j] = d * F(static_cast<int8_t>(b[4 + j]));
+}
+
+using BlockFn = void (*)(const uint8_t*, float*);
+
+struct Dequantizer {
+  DType dtype;
+  const char* name;
+  BlockFn fn;
+};
+
+constexpr Dequantizer kDequantizers[] = {
+    {DType::kGgmlQ4_0, "Q4_0", Q4_0}, {DType::kGgmlQ4_1, "Q4_1", Q4_1}, {DType::kGgmlQ5_0, "Q5_0", Q5_0},
+    {DType::kGgmlQ5_1, "Q5_1", Q5_1}, {DType::kGgmlQ8_0, "Q8_0", Q8_0}, {DType::kGgmlQ2_K, "Q2_K", Q2_K},
+    {DType::kGgmlQ3_K, "Q3_K", Q3_K}, {DType::kGgmlQ4_K, "Q4_K", Q4_K}, {DType::kGgmlQ5_K, "Q5_K", Q5_K},
+    {DType::kGgmlQ6_K, "Q6_K", Q6_K}, {DType::kGgmlQ8_K, "Q8_K", Q8_K},
+};
+
+BlockFn BlockFunction(DType dtype) {
+  for (const Dequantizer& d : kDequantizers)
+    if (d.dtype == dtype) return d.fn;
+  return nullptr;
+}
+
+}  // namespace
+
+bool CanDequantizeBlocks(DType dtype) { return BlockFunction(dtype) != nullptr; }
+
+std::string DequantizedBlockTypes() {
+  std::string s;
+  for (const Dequantizer& d : kDequantizers) s += (s.empty() ? "" : ", ") + std::string(d.name);
+  return s;
+}
+
+void DequantizeBlocks(DType dtype, const uint8_t* blocks, uint64_t n_blocks, float* out) {
+  const BlockFn fn = BlockFunction(dtype);
+  if (fn == nullptr) Fail(ErrorCode::kUnsupported, "dequantizing " + std::string(Name(dtype)) + " (trove dequantizes " + DequantizedBlockTypes() + ")");
+  const DTypeInfo& info = Info(dtype);
+  for (uint64_t i = 0; i < n_blocks; ++i) fn(blocks + i * info.block_bytes, out + i * info.block_values);
+}
+
+}  // namespace trove
