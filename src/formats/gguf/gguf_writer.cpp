@@ -211,7 +211,9 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
   }
   std::vector<Entry> entries;
   if (!options.source_gguf.empty()) entries = SourceEntries(options.source_gguf, options.source_size);
-  for (const auto& [key, value] : options.metadata) {
+  for (const auto& kv : options.metadata) {
+    const std::string& key = kv.first;  // a named reference: clang 14 cannot capture a structured binding
+    const std::string& value = kv.second;
     if (key == "general.alignment") Fail(ErrorCode::kUsage, "general.alignment is a u32 power of two, not a string: it is kept from a GGUF source (else 32)");
     if (key.empty() || key.size() > gguf::kMaxKeyBytes) Fail(ErrorCode::kUsage, "a GGUF key is 1 to 65535 bytes ('" + key + "')");
     std::string typed;
