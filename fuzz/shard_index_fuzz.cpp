@@ -62,6 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* const kNames[] = {"model.safetensors.index.json", "a.safetensors", "b.index.json", "c.bin",
                                        "sub/d.safetensors"};
   const std::string_view input(reinterpret_cast<const char*>(data), size);
+  // An input spelling the marker itself would have its own words quoted back, which is allowed:
+  // the check is about bytes of the outside file only.
+  if (input.find(kSecret) != std::string_view::npos) return 0;
   size_t start = 0;
   for (size_t part = 0; part < 5; ++part) {
     std::string_view text;
