@@ -436,20 +436,13 @@ def deq_q8_0(raw):
 
 def deq_q4_k(raw):
     b = np.frombuffer(raw, np.uint8).reshape(-1, 144)  # d, dmin (f16), scales[12], qs[128]
-    d, dmin, s, qs = _half(b, 0), _half(b, 2), b[:, 4:16], b[:, 16:]
-    sc, mn = [], []
-    for j in range(8):  # 6-bit scale and min of sub-block j
-        if j < 4:
-            sc.append(s[:, j] & 63)
-            mn.append(s[:, j + 4] & 63)
-        else:
-            sc.append((s[:, j + 4] & 0xF) | ((s[:, j - 4] >> 6) << 4))
-            mn.append((s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4))
+    d, dmin, qs = _half(b, 0), _half(b, 2), b[:, 16:]
+    sc, mn = _scales_k4(b[:, 4:16])
     out = []
     for j in range(4):  # 64 values: 32 low nibbles, 32 high ones
         q = qs[:, 32 * j:32 * j + 32]
-        d1, m1 = d * sc[2 * j][:, None], dmin * mn[2 * j][:, None]
-        d2, m2 = d * sc[2 * j + 1][:, None], dmin * mn[2 * j + 1][:, None]
+        d1, m1 = d * sc[2 * j], dmin * mn[2 * j]
+        d2, m2 = d * sc[2 * j + 1], dmin * mn[2 * j + 1]
         out += [d1 * (q & 0xF) - m1, d2 * (q >> 4) - m2]
     return np.concatenate(out, axis=1).astype(np.float32).reshape(-1)
 
