@@ -50,14 +50,6 @@ std::string HiddenSibling(const std::string& destination) {
   return (p.parent_path().empty() ? fs::path(name) : p.parent_path() / name).string();
 }
 
-// Where a directory writer makes its tree before it holds the tree's lock:
-// `.NAME.trove-new-XXXXXXXX` for `.NAME.trove-tmp-XXXXXXXX`.
-std::string StagingName(const std::string& temporary) {
-  std::string out = temporary;
-  out.replace(out.rfind(".trove-tmp-"), 11, ".trove-new-");
-  return out;
-}
-
 void FsyncDir(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {
@@ -81,17 +73,6 @@ bool IsTemporaryName(const std::string& name) {
   return true;
 }
 
-// A staging tree (StagingName) lives for microseconds; one a minute old was left by a killed writer.
-constexpr time_t kStagingGraceSeconds = 60;
-
-bool IsStagingName(const std::string& name) {
-  std::string as_temporary = name;
-  const size_t at = name.rfind(".trove-new-");
-  if (at == std::string::npos) return false;
-  as_temporary.replace(at, 11, kTempMark);
-  return IsTemporaryName(as_temporary);
-}
-
 // Removes what earlier writers in `destination`'s directory left when they died without
 // cleaning up (SIGKILL, power loss): a directory writer's temporary tree, or a file writer's hidden
 // name (a replacing Commit links the file there just before renaming it over the destination),
@@ -104,16 +85,6 @@ void RemoveOrphans(const std::string& destination) {
   std::error_code ec;
   for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (IsStagingName(name)) {
-      // A writer killed in the microseconds between making its tree and renaming it: an empty
-      // directory, taken once no live writer can still be about to rename it.
-      struct stat st;
-      if (::lstat(it->path().c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-          ::time(nullptr) - st.st_mtime > kStagingGraceSeconds) {
-        ::rmdir(it->path().c_str());
-      }
-      continue;
-    }
     if (!IsTemporaryName(name)) continue;
     std::error_code sec;
     if (it->is_symlink(sec)) continue;
@@ -460,25 +431,26 @@ AtomicDirectory::AtomicDirectory(std::string destination, Durability durability,
   sync_ = durability == Durability::kDurable || exists;
   RemoveOrphans(destination_);
   for (int attempt = 0; attempt < 16; ++attempt) {
-    // The tree is made and locked under a staging name that no cleaner takes, then renamed to
-    // its temporary name: a tree under a temporary name is locked from its first moment, so
-    // another writer's RemoveOrphans can never mistake it for an orphan.
+    // The tree is made under its temporary name, then locked. Between the two, another writer's
+    // RemoveOrphans may take it for an orphan (unlocked) and remove it; so once locked, the tree
+    // is ours only if the name still leads to the directory we locked. Otherwise try a new name.
+    // Killed between mkdir and flock, an empty unlocked tree is left: the next writer takes it.
     std::string name = HiddenSibling(destination_);
-    std::string staging = StagingName(name);
-    if (::mkdir(staging.c_str(), 0777) != 0) {
+    if (::mkdir(name.c_str(), 0777) != 0) {
       if (errno == EEXIST) continue;
       FailErrno(destination_, errno);
     }
-    // Marks the tree as ours for as long as this process lives (see RemoveOrphans).
-    lock_fd_ = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0 ||
-        ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, name.c_str(), RENAME_NOREPLACE) != 0) {
-      const int err = errno;
-      if (lock_fd_ >= 0) ::close(lock_fd_);
+    lock_fd_ = ::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (lock_fd_ < 0) {
+      if (errno == ENOENT) continue;  // already taken by a cleaner
+      FailErrno(destination_, errno);
+    }
+    struct stat locked {}, named {};
+    if (::flock(lock_fd_, LOCK_EX) != 0 || ::fstat(lock_fd_, &locked) != 0 ||
+        ::lstat(name.c_str(), &named) != 0 || locked.st_dev != named.st_dev || locked.st_ino != named.st_ino) {
+      ::close(lock_fd_);
       lock_fd_ = -1;
-      ::rmdir(staging.c_str());
-      if (err == EEXIST) continue;
-      FailErrno(destination_, err);
+      continue;
     }
     temp_path_ = name;
     LiveWriter::Enter();
