@@ -41,7 +41,7 @@ inline constexpr uint32_t kMaxStatsHistogramBins = 4096;
 inline constexpr uint32_t kMaxStatsThreads = 32;
 
 struct StatsOptions {
-  uint32_t threads = 0;        // 0: std::thread::hardware_concurrency(); at most kMaxStatsThreads
+  uint32_t threads = 0;        // 0: ThreadCount() (trove/threads.h); at most kMaxStatsThreads
   uint32_t histogram_bins = 0; // 0: no histograms; else at most kMaxStatsHistogramBins
   // True: every count equals numpy.histogram's for the edges (a second sweep places each value).
   // False: for tensors whose values are all float32-exact (float32, bfloat16, float16, float8/4,

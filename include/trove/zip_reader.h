@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -118,6 +119,14 @@ class ZipReader {
   SharedBytes ReadDeferred(const ZipEntry& entry) const;
   // CRC-32 of the payload compared with the declared one; false on mismatch.
   bool CheckCrc(const ZipEntry& entry) const;
+  // CheckCrc of each of `entries`, the work split across the worker threads (trove/threads.h):
+  // a stored entry in pieces whose CRC-32s are combined, a compressed one whole. An entry whose
+  // check throws gets its error; the others are checked all the same.
+  struct CrcCheck {
+    bool matches = false;
+    std::exception_ptr error;  // what CheckCrc would have thrown
+  };
+  std::vector<CrcCheck> CheckCrcs(const std::vector<ZipEntry>& entries) const;
   // Everything the constructor tolerated but a scanner should report (data-descriptor flags, local
   // headers with zero sizes, extra bytes between entries, a comment, ...).
   const std::vector<ZipProblem>& anomalies() const { return anomalies_; }

@@ -66,6 +66,8 @@ struct PolicyFlags {
   }
 };
 void AddPolicyFlags(CLI::App* command, PolicyFlags& flags);
+// `--threads N`: the process's worker thread count (trove/threads.h), set as the option is parsed.
+void AddThreadsOption(CLI::App* command);
 // trove::Open, then, when the document holds objects of classes trove does not know (read as
 // inert data), one line on stderr naming the classes: "trove: warning: PATH: ...".
 Document OpenWarning(const std::string& path, const ReadOptions& options);

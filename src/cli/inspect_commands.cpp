@@ -741,6 +741,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   verify->add_flag("--sha256", sha256,
                    "Also print each file's SHA-256 (every file of a directory), as sha256sum does: to compare with the "
                    "digests the Hugging Face Hub lists");
+  AddThreadsOption(verify);
   verify->footer("Bytes no checksum covers (formats without checksums: tensordict directories, .psk.d, .safetensors,\n"
                  "legacy .pt) are read and bounds-checked, and counted apart.\n"
                  "Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");

@@ -11,6 +11,7 @@
 #include "cli/escaped_output.h"
 #include "cli/suggest.h"
 #include "core/display_escape.h"
+#include "trove/threads.h"
 #include "trove/error.h"
 #include "trove/open.h"
 #include "trove/version.h"
@@ -39,6 +40,11 @@ void AddPolicyFlags(CLI::App* command, PolicyFlags& flags) {
                     "Read even dangerous pickle globals as inert objects (and zip archives readers disagree on), "
                     "never run")
       ->excludes(strict);
+}
+
+void AddThreadsOption(CLI::App* command) {
+  command->add_option_function<uint32_t>("--threads", [](const uint32_t& n) { SetThreadCount(n); },
+                                         "Threads to use (default: every CPU this process may use)");
 }
 
 Document OpenWarning(const std::string& path, const ReadOptions& options) {

@@ -2,12 +2,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <vector>
 
 #include "core/display_escape.h"
 #include "core/float_text.h"
+#include "core/worker_pool.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
 
@@ -222,6 +224,7 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
   std::unordered_map<std::string, const TensorView*> in_b;
   for (const auto& [key, view] : tensors_b) in_b.emplace(key, view);
   std::unordered_map<std::string, bool> seen_in_a;
+  std::vector<std::pair<size_t, std::function<void()>>> comparisons;  // (tensor, its comparison)
   for (const auto& [key, view] : tensors_a) {
     seen_in_a.emplace(key, true);
     auto it = in_b.find(key);
@@ -241,36 +244,46 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
     d.elements = static_cast<uint64_t>(va.numel());
     const auto dequantizable = [](const TensorView& v) { return Dequantizable(v) && v.has_data; };
     const bool same_blocks = IsBlockDType(va.dtype) && va.dtype == vb.dtype && va.shape == vb.shape && va.has_data && vb.has_data;
+    const size_t index = r.tensors.size();
+    // The comparisons run after this loop, tensor by tensor on the worker threads; each writes
+    // only its own TensorDiff, so the report is the same whatever the thread count.
     if (dequantizable(va) && dequantizable(vb)) {
       // Quantized tensors compare by their values (what torch's dequantize() or ggml's
       // dequantizers give), in the shape of their values; the same blocks are identical.
-      const TensorView fa = CastView(va, DType::kFloat32), fb = CastView(vb, DType::kFloat32);
+      TensorView fa = CastView(va, DType::kFloat32), fb = CastView(vb, DType::kFloat32);
       d.a_shape = fa.shape;
       d.b_shape = fb.shape;
       d.comparable = fa.shape == fb.shape;
       d.elements = static_cast<uint64_t>(fa.numel());
       if (d.comparable) {
-        WithContext("tensor '" + key + "'", [&] {
-          if (same_blocks && SameElements(va, vb)) d.identical = d.within_tolerance = true;
-          else Compare(fa, fb, options, d);
-        });
+        comparisons.push_back({index, [&r, &options, index, same_blocks, pa = &va, pb = &vb, fa = std::move(fa), fb = std::move(fb)] {
+          TensorDiff& t = r.tensors[index];
+          if (same_blocks && SameElements(*pa, *pb)) t.identical = t.within_tolerance = true;
+          else Compare(fa, fb, options, t);
+        }});
         r.bytes_compared += va.nbytes();
       }
     } else if (d.comparable && same_blocks) {
       // Blocks trove does not dequantize: the same blocks or not.
-      WithContext("tensor '" + key + "'", [&] { d.identical = d.within_tolerance = SameElements(va, vb); });
+      comparisons.push_back({index, [&r, index, pa = &va, pb = &vb] {
+        TensorDiff& t = r.tensors[index];
+        t.identical = t.within_tolerance = SameElements(*pa, *pb);
+      }});
       r.bytes_compared += va.nbytes();
     } else if (d.comparable) {
       if (!Info(va.dtype).readable || !Info(vb.dtype).readable || !va.has_data || !vb.has_data) {
         d.within_tolerance = !va.has_data && !vb.has_data;
         d.identical = d.within_tolerance && va.dtype == vb.dtype;
       } else {
-        WithContext("tensor '" + key + "'", [&] { Compare(va, vb, options, d); });
+        comparisons.push_back({index, [&r, &options, index, pa = &va, pb = &vb] { Compare(*pa, *pb, options, r.tensors[index]); }});
         r.bytes_compared += va.nbytes();
       }
     }
     r.tensors.push_back(std::move(d));
   }
+  RunPieces(comparisons.size(), [&](uint64_t k) {
+    WithContext("tensor '" + r.tensors[comparisons[k].first].key + "'", comparisons[k].second);
+  });
   for (const auto& [key, view] : tensors_b)
     if (!seen_in_a.count(key)) r.only_in_b.push_back(key);
   auto la = ValueLeaves(a.root, options.strip_prefix_a), lb = ValueLeaves(b.root, options.strip_prefix_b);

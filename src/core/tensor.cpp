@@ -7,7 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "core/cast_runs.h"
 #include "core/ggml_blocks.h"
+#include "core/worker_pool.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
 
@@ -131,81 +133,31 @@ class Dequantizer {
 
 namespace {
 
-// The casts people run on whole checkpoints (float32 to bfloat16 or float16 and back), as tight
-// loops over a run of whole elements: the same rounding as the element path (FloatToBFloat16,
-// FloatToHalf: round to nearest even, NaN stays NaN), without going through double, and the
-// losses counted alongside. Returns false for other pairs (the element path does them).
-struct LossCounts {
-  uint64_t overflowed = 0, underflowed = 0;
-};
+// A run is cut into pieces for the worker threads only above this many elements each (a few
+// hundred microseconds of work: far above a worker's wake-up).
+constexpr uint64_t kMinCastPieceElements = uint64_t{1} << 18;
+// Block dequantization produces its values this many bytes at a time (then handed on): enough to
+// split among the threads, little enough to stay in the caches' reach and in bounded memory.
+constexpr size_t kDequantWindowBytes = size_t{8} << 20;
 
-// Branch-free, so that the compiler vectorizes it (the optimize attribute asks GCC for that at
-// -O2 too); counts in 32 bits per call, whose runs are at most one chunk.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-// Chosen at load time for the CPU it runs on (AVX2 where present, the SSE2 baseline elsewhere).
-__attribute__((optimize("tree-vectorize"), target_clones("avx2", "default")))
-#elif defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("tree-vectorize")))
-#endif
-void Float32ToBFloat16Run(const uint8_t* in, uint8_t* out, size_t n, LossCounts& losses) {
-  uint32_t overflowed = 0, underflowed = 0;
+// Converts n whole elements of `from` at `in` to `to` at `out`; `flat` is the first one's index in
+// C order (a per-channel quantizer needs it). Losses are counted into `losses` when `count`.
+// Touches nothing shared: the pieces of a run call it on several threads at once.
+void ConvertElements(DType from, DType to, const Dequantizer* dequantizer, uint64_t flat, const uint8_t* in,
+                     uint8_t* out, size_t n, bool count, LossCounts& losses) {
+  if (dequantizer == nullptr && CastRun(from, to, in, out, n, losses)) return;
+  const size_t in_size = ElementSize(from), out_size = ElementSize(to);
   for (size_t i = 0; i < n; ++i) {
-    uint32_t f;
-    std::memcpy(&f, in + 4 * i, 4);
-    const uint32_t magnitude = f & 0x7FFFFFFFu;
-    const uint32_t nan = magnitude > 0x7F800000u;
-    const uint32_t rounded = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
-    const uint32_t quiet = (f >> 16) | 0x40u;
-    const uint16_t b = static_cast<uint16_t>(nan ? quiet : rounded);
-    overflowed += (magnitude < 0x7F800000u) & ((b & 0x7F80u) == 0x7F80u);
-    underflowed += (magnitude != 0) & (nan ^ 1u) & ((b & 0x7FFFu) == 0);
-    std::memcpy(out + 2 * i, &b, 2);
+    const uint8_t* e = in + i * in_size;
+    uint8_t* o = out + i * out_size;
+    const double value = dequantizer ? dequantizer->Value(e, flat + i) : NumericValue(DecodeElement(from, e));
+    StoreElement(to, value, o);
+    if (!count || std::isnan(value)) continue;
+    const double result = NumericValue(DecodeElement(to, o));
+    losses.overflowed += std::isfinite(value) && !std::isfinite(result);
+    losses.underflowed += value != 0 && result == 0;
+    losses.sign_lost += std::signbit(value) && !std::signbit(result);
   }
-  losses.overflowed += overflowed;
-  losses.underflowed += underflowed;
-}
-
-bool CastRun(DType from, DType to, const uint8_t* in, uint8_t* out, size_t n, LossCounts& losses) {
-  if (from == DType::kFloat32 && to == DType::kBFloat16) {
-    // 32-bit counters: split a run that could reach 2^32 elements.
-    constexpr size_t kRun = size_t{1} << 30;
-    for (size_t done = 0; done < n; done += kRun) {
-      const size_t m = std::min(kRun, n - done);
-      Float32ToBFloat16Run(in + 4 * done, out + 2 * done, m, losses);
-    }
-    return true;
-  }
-  if (from == DType::kFloat32 && to == DType::kFloat16) {
-    for (size_t i = 0; i < n; ++i) {
-      float f;
-      std::memcpy(&f, in + 4 * i, 4);
-      const uint16_t h = FloatToHalf(f);
-      const uint32_t magnitude = std::bit_cast<uint32_t>(f) & 0x7FFFFFFFu;
-      losses.overflowed += (magnitude < 0x7F800000u) & ((h & 0x7C00u) == 0x7C00u);
-      losses.underflowed += (magnitude != 0) & (magnitude <= 0x7F800000u) & ((h & 0x7FFFu) == 0);
-      std::memcpy(out + 2 * i, &h, 2);
-    }
-    return true;
-  }
-  if (from == DType::kBFloat16 && to == DType::kFloat32) {  // exact
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t b;
-      std::memcpy(&b, in + 2 * i, 2);
-      const uint32_t f = uint32_t{b} << 16;
-      std::memcpy(out + 4 * i, &f, 4);
-    }
-    return true;
-  }
-  if (from == DType::kFloat16 && to == DType::kFloat32) {  // exact
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, in + 2 * i, 2);
-      const float f = static_cast<float>(HalfToDouble(h));
-      std::memcpy(out + 4 * i, &f, 4);
-    }
-    return true;
-  }
-  return false;
 }
 
 // A block source's values (CastView): its bytes streamed in C order are whole blocks, each
@@ -215,20 +167,31 @@ void ForEachBlockCastChunk(const TensorView& source, DType dtype, const std::fun
                            size_t chunk_bytes, CastLosses* losses) {
   const DTypeInfo& info = Info(source.dtype);
   const size_t block_bytes = info.block_bytes, block_values = info.block_values, out_size = ElementSize(dtype);
-  const size_t per_chunk = std::max<size_t>(1, chunk_bytes / (block_values * out_size));  // blocks
+  // Output windows of at least kDequantWindowBytes, so that each splits into pieces worth a thread.
+  const size_t window = std::max(chunk_bytes, kDequantWindowBytes);
+  const size_t per_chunk = std::max<size_t>(1, window / (block_values * out_size));  // blocks
   std::vector<float> values(per_chunk * block_values);
   std::vector<uint8_t> out(dtype == DType::kFloat32 ? 0 : per_chunk * block_values * out_size);
   std::vector<uint8_t> partial;  // a block split across the source's chunks
   partial.reserve(block_bytes);
   LossCounts counts;
   auto emit = [&](const uint8_t* blocks, size_t n) {
-    DequantizeBlocks(source.dtype, blocks, n, values.data());
+    const uint64_t pieces = PieceCount(uint64_t{n} * block_values, kMinCastPieceElements);
+    std::vector<LossCounts> piece_losses(pieces);
+    RunPieces(pieces, [&](uint64_t k) {
+      const size_t first = static_cast<size_t>(n * k / pieces), end = static_cast<size_t>(n * (k + 1) / pieces);
+      float* piece_values = values.data() + first * block_values;
+      DequantizeBlocks(source.dtype, blocks + first * block_bytes, end - first, piece_values);
+      if (dtype == DType::kFloat32) return;
+      const size_t count = (end - first) * block_values;
+      uint8_t* piece_out = out.data() + first * block_values * out_size;
+      if (!CastRun(DType::kFloat32, dtype, reinterpret_cast<const uint8_t*>(piece_values), piece_out, count, piece_losses[k])) {
+        for (size_t i = 0; i < count; ++i) StoreElement(dtype, piece_values[i], piece_out + i * out_size);  // float64: exact
+      }
+    });
+    for (const LossCounts& l : piece_losses) counts += l;
     const size_t count = n * block_values;
-    const auto* as_bytes = reinterpret_cast<const uint8_t*>(values.data());
-    if (dtype == DType::kFloat32) return fn(as_bytes, count * 4);
-    if (!CastRun(DType::kFloat32, dtype, as_bytes, out.data(), count, counts)) {
-      for (size_t i = 0; i < count; ++i) StoreElement(dtype, values[i], out.data() + i * out_size);  // float64: exact
-    }
+    if (dtype == DType::kFloat32) return fn(reinterpret_cast<const uint8_t*>(values.data()), count * 4);
     fn(out.data(), count * out_size);
   };
   source.ForEachChunk([&](const uint8_t* p, size_t n) {
@@ -281,19 +244,12 @@ void ForEachCastChunk(const TensorView& source, DType dtype, const std::function
     out_capacity = bytes;
   };
   std::string carry;
-  uint64_t overflowed = 0, underflowed = 0, sign_lost = 0;
+  LossCounts total;
   std::optional<Dequantizer> dequantizer;
   if (source.quantizer) dequantizer.emplace(source);
-  uint64_t flat = 0;  // the element's index in C order
-  auto convert = [&](const uint8_t* in, uint8_t* to) {
-    const double value = dequantizer ? dequantizer->Value(in, flat++) : NumericValue(DecodeElement(source.dtype, in));
-    StoreElement(dtype, value, to);
-    if (losses == nullptr || std::isnan(value)) return;
-    const double result = NumericValue(DecodeElement(dtype, to));
-    overflowed += std::isfinite(value) && !std::isfinite(result);
-    underflowed += value != 0 && result == 0;
-    sign_lost += std::signbit(value) && !std::signbit(result);
-  };
+  const Dequantizer* dq = dequantizer ? &*dequantizer : nullptr;
+  const bool count = losses != nullptr;
+  uint64_t flat = 0;  // the next element's index in C order
   source.ForEachChunk([&](const uint8_t* p, size_t n) {
     out_used = 0;
     size_t pos = 0;
@@ -303,29 +259,37 @@ void ForEachCastChunk(const TensorView& source, DType dtype, const std::function
       pos = take;
       if (carry.size() == in_size) {
         reserve(out_size);
-        convert(reinterpret_cast<const uint8_t*>(carry.data()), out.get());
+        ConvertElements(source.dtype, dtype, dq, flat, reinterpret_cast<const uint8_t*>(carry.data()), out.get(), 1,
+                        count, total);
+        ++flat;
         out_used = out_size;
         carry.clear();
       }
     }
-    size_t whole = (n - pos) / in_size;
+    const size_t whole = (n - pos) / in_size;
     const size_t base = out_used;
     reserve(base + whole * out_size);
     out_used = base + whole * out_size;
-    LossCounts run;
-    if (dequantizer || !CastRun(source.dtype, dtype, p + pos, out.get() + base, whole, run)) {
-      for (size_t i = 0; i < whole; ++i) convert(p + pos + i * in_size, out.get() + base + i * out_size);
-    }
-    overflowed += run.overflowed;
-    underflowed += run.underflowed;
+    // Pieces of the run on the worker threads, each counting its own losses, summed in order.
+    const uint64_t pieces = PieceCount(whole, kMinCastPieceElements);
+    std::vector<LossCounts> piece_losses(pieces);
+    uint8_t* const to = out.get() + base;
+    const uint8_t* const from = p + pos;
+    RunPieces(pieces, [&](uint64_t k) {
+      const size_t begin = static_cast<size_t>(whole * k / pieces), end = static_cast<size_t>(whole * (k + 1) / pieces);
+      ConvertElements(source.dtype, dtype, dq, flat + begin, from + begin * in_size, to + begin * out_size, end - begin,
+                      count, piece_losses[k]);
+    });
+    for (const LossCounts& l : piece_losses) total += l;
+    flat += whole;
     pos += whole * in_size;
     carry.append(reinterpret_cast<const char*>(p + pos), n - pos);
     if (out_used > 0) fn(out.get(), out_used);
   }, chunk_bytes);
   if (losses != nullptr) {
-    losses->overflowed = overflowed;
-    losses->underflowed = underflowed;
-    losses->sign_lost = sign_lost;
+    losses->overflowed = total.overflowed;
+    losses->underflowed = total.underflowed;
+    losses->sign_lost = total.sign_lost;
     losses->counted = true;
   }
 }

@@ -1,6 +1,7 @@
 // Tensor statistics: blocks of decoded float64 values, two passes per block, a pairwise tree of
 // block moments, chunks of blocks spread over threads.
 #include "trove/tensor_stats.h"
+#include "trove/threads.h"
 
 #include <algorithm>
 #include <deque>
@@ -1068,7 +1069,7 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, 
                                 std::to_string(kMaxStatsHistogramBins) + ")");
   }
   const uint32_t threads =
-      std::min(kMaxStatsThreads, options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency()));
+      std::min(kMaxStatsThreads, options.threads ? options.threads : ThreadCount());
   std::vector<Accumulator> accs(views.size());
   std::vector<uint64_t> first_item(views.size() + 1, 0);  // chunk items of tensor i: [first_item[i], first_item[i+1])
   auto named = [&](size_t i, auto&& fn) {

@@ -158,11 +158,14 @@ CheckReport VerifyDetected(const ops::Detection& d) {
       report.Add(Severity::kHigh, p.entry, p.offset, "zip readers disagree: " + p.message);
     }
     for (const auto& r : zip->refused_entries()) report.Add(Severity::kHigh, r.entry, r.offset, r.message);
-    for (const auto& e : zip->entries()) {
+    const std::vector<ZipReader::CrcCheck> crcs = zip->CheckCrcs(zip->entries());
+    for (size_t i = 0; i < crcs.size(); ++i) {
+      const ZipEntry& e = zip->entries()[i];
       report.entries_checked++;
       report.bytes_checked += e.compressed_size;
       try {
-        if (!zip->CheckCrc(e)) {
+        if (crcs[i].error) std::rethrow_exception(crcs[i].error);
+        if (!crcs[i].matches) {
           if (e.crc32 == 0) {
             report.bytes_without_checksum += e.compressed_size;
             report.Add(Severity::kInfo, e.name, e.data_offset, "no CRC-32 recorded (0); bytes unchecked");

@@ -48,8 +48,11 @@ std::vector<std::string> CheckTdzChecksums(const std::string& archive) {
   return WithFile(archive, [&] {
     ZipReader zip(file);
     std::vector<std::string> bad;
-    for (const ZipEntry& e : zip.entries())
-      if (!zip.CheckCrc(e)) bad.push_back(e.name);
+    const std::vector<ZipReader::CrcCheck> checks = zip.CheckCrcs(zip.entries());
+    for (size_t i = 0; i < checks.size(); ++i) {
+      if (checks[i].error) std::rethrow_exception(checks[i].error);
+      if (!checks[i].matches) bad.push_back(zip.entries()[i].name);
+    }
     return bad;
   });
 }

@@ -1,0 +1,134 @@
+"""The worker threads (trove/threads.h, `--threads`): casts, GGUF dequantization, verify's CRC-32s
+and diff split their work across threads, and what they produce never depends on how many. Each
+job here is large enough to be cut into pieces (a run of more than 2^19 elements, a stored entry of
+more than 16 MiB), and each runs with 1 thread, with 3 (more pieces than this machine's cores) and
+with the default; torch, numpy and Python's zipfile say what the right answer is."""
+import json
+import zipfile
+import zlib
+
+import numpy as np
+import torch
+
+from test_gguf import DEQUANTIZERS, random_blocks, write_gguf
+
+THREADS = (["--threads", "1"], ["--threads", "3"], [])
+
+
+def big_checkpoint(path):
+    g = torch.Generator().manual_seed(3)
+    sd = {f"w{i}": torch.randn(1 << 21, generator=g) * 1e3 for i in range(3)}  # 8 MiB entries each
+    sd["w0"][::977] = float("nan")
+    sd["w1"][::1013] = 3.4e38  # bfloat16 rounds it to infinity
+    sd["w2"][::1021] = 1e-41                      # subnormal in float32, zero in float16
+    torch.save(sd, path)
+    return sd
+
+
+def test_casts_are_the_same_with_any_thread_count(tmp_path, trove):
+    src = tmp_path / "f32.pt"
+    sd = big_checkpoint(src)
+    for dtype, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+        outputs = []
+        for threads in THREADS:
+            out = tmp_path / f"{name}{len(outputs)}" / "cast.pt"  # the archive's folder is named after the file
+            out.parent.mkdir()
+            r = trove("convert", src, out, "--dtype", name, "--json", *threads)
+            assert r.code == 0, r
+            outputs.append(out.read_bytes())
+            got = torch.load(out, weights_only=True)
+            for k, v in sd.items():
+                want = v.to(dtype)
+                nan = torch.isnan(want)
+                assert torch.equal(torch.isnan(got[k]), nan), (name, k)
+                assert torch.equal(got[k][~nan].view(torch.int16), want[~nan].view(torch.int16)), (name, k, threads)
+            # The losses the cast counted are the same sums whatever the pieces were.
+            report = json.loads(r.out)["cast"]
+            if len(outputs) == 1:
+                first_report = report
+            assert report == first_report, (name, threads)
+        assert outputs[0] == outputs[1] == outputs[2], name
+
+
+def test_dequantization_is_the_same_with_any_thread_count(tmp_path, trove):
+    rng = np.random.default_rng(8)
+    tensors, want = [], {}
+    for t, count in ((8, 40_000), (14, 5_000), (12, 5_000)):  # Q8_0, Q6_K, Q4_K: over a million values each
+        deq, size, block, _, _ = DEQUANTIZERS[t]
+        raw = random_blocks(rng, t, count, extreme=False)
+        tensors.append((f"t{t}", t, [block * 50, count // 50], raw))
+        want[f"t{t}"] = deq(raw)
+    src = tmp_path / "q.gguf"
+    src.write_bytes(write_gguf([("general.architecture", 8, "x"), ("general.quantization_version", 4, 2)], tensors))
+    outputs = []
+    for threads in THREADS:
+        out = tmp_path / f"run{len(outputs)}" / "f.safetensors"
+        out.parent.mkdir()
+        r = trove("convert", src, out, "--dtype", "float32", *threads)
+        assert r.code == 0, r
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+    header = json.loads(outputs[0][8:8 + int.from_bytes(outputs[0][:8], "little")])
+    body = outputs[0][8 + int.from_bytes(outputs[0][:8], "little"):]
+    for key, values in want.items():
+        begin, end = header[key]["data_offsets"]
+        np.testing.assert_array_equal(np.frombuffer(body[begin:end], "<f4"), values, err_msg=key)
+
+
+def corrupt(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x40]))
+
+
+def test_verify_finds_a_bad_byte_in_any_piece_of_a_large_entry(tmp_path, trove):
+    src = tmp_path / "big.pt"
+    g = torch.Generator().manual_seed(4)
+    torch.save({"big": torch.randn(40 << 18, generator=g), "small": torch.arange(10.0)}, src)  # 40 MiB: three pieces
+    for threads in THREADS:
+        r = trove("verify", src, *threads)
+        assert r.code == 0, r
+    with zipfile.ZipFile(src) as z:
+        info = next(i for i in z.infolist() if i.file_size == 40 << 20)
+        with open(src, "rb") as f:
+            f.seek(info.header_offset + 26)
+            name_len, extra_len = int.from_bytes(f.read(2), "little"), int.from_bytes(f.read(2), "little")
+        data = info.header_offset + 30 + name_len + extra_len
+    for where in (0, (16 << 20) + 5, (40 << 20) - 1):  # first, middle and last piece
+        bad = tmp_path / f"bad{where}.pt"
+        bad.write_bytes(src.read_bytes())
+        corrupt(bad, data + where)
+        with zipfile.ZipFile(bad) as z:
+            assert z.testzip() == info.filename  # Python's zipfile sees the same
+        for threads in THREADS:
+            r = trove("verify", bad, "--json", *threads)
+            assert r.code == 1, (where, threads, r)
+            problems = json.loads(r.out)["files"][0]["findings"]
+            assert [p["message"] for p in problems] == ["CRC-32 mismatch: the bytes differ from what was written"], problems
+            assert problems[0]["entry"] == info.filename
+
+
+def test_diff_is_the_same_with_any_thread_count(tmp_path, trove):
+    g = torch.Generator().manual_seed(5)
+    a = {f"t{i}": torch.randn(300_000, generator=g) for i in range(7)}
+    b = {k: v.clone() for k, v in a.items()}
+    b["t2"][17] += 1
+    b["t5"] *= 1.0001
+    torch.save(a, tmp_path / "a.pt")
+    torch.save(b, tmp_path / "b.pt")
+    reports = []
+    for threads in THREADS:
+        r = trove("diff", tmp_path / "a.pt", tmp_path / "b.pt", "--json", *threads)
+        assert r.code == 1, r
+        reports.append(r.out)
+    assert reports[0] == reports[1] == reports[2]
+    rows = {t["key"]: t for t in json.loads(reports[0])["tensors"]}
+    assert [k for k, t in rows.items() if not t.get("identical")] == ["t2", "t5"]
+
+
+def test_threads_option_is_checked(trove, tmp_path):
+    torch.save({"x": torch.zeros(2)}, tmp_path / "a.pt")
+    r = trove("verify", tmp_path / "a.pt", "--threads", "many")
+    assert r.code == 2 and "--threads" in r.errtext, r
