@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/confined_directory.h"
+#include "core/worker_pool.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
 
@@ -61,7 +63,13 @@ FileDigest DigestOf(ConfinedFile file, std::string shown) {
   return {std::move(shown), Hex(digest, size), file.size, {}};
 }
 
-void DigestDirectory(const std::string& path, std::vector<FileDigest>& out) {
+// One file of a directory to hash, found before any is hashed.
+struct PendingFile {
+  std::shared_ptr<const ConfinedDirectory> dir;
+  std::string name, shown;
+};
+
+void ListDirectory(const std::string& path, std::vector<PendingFile>& out) {
   auto dir = ConfinedDirectory::Open(path);
   std::vector<std::string> names;
   std::error_code ec;
@@ -78,17 +86,32 @@ void DigestDirectory(const std::string& path, std::vector<FileDigest>& out) {
     const std::string shown = (fs::path(path) / name).string();
     const fs::file_status status = fs::symlink_status(shown, ec);
     if (!ec && status.type() == fs::file_type::directory) {
-      DigestDirectory(shown, out);
+      ListDirectory(shown, out);
       continue;
     }
+    out.push_back({dir, name, shown});
+  }
+}
+
+// The files of a directory (and its subdirectories) in name order, hashed on the worker threads
+// (one file each at a time: a digest is sequential); a file is opened only when hashed, so the
+// descriptors in use are one per thread however many files there are.
+void DigestDirectory(const std::string& path, std::vector<FileDigest>& out) {
+  std::vector<PendingFile> files;
+  ListDirectory(path, files);
+  std::vector<std::optional<FileDigest>> digests(files.size());
+  RunPieces(files.size(), [&](uint64_t k) {
+    const PendingFile& f = files[k];
     try {
-      std::optional<ConfinedFile> file = dir->OpenFile(name);
-      if (file) out.push_back(DigestOf(std::move(*file), shown));
+      std::optional<ConfinedFile> file = f.dir->OpenFile(f.name);
+      if (file) digests[k] = DigestOf(std::move(*file), f.shown);
     } catch (const Error& e) {
       // A link leading out of the directory, a FIFO, a socket: named, not read.
-      out.push_back({shown, "", 0, e.message()});
+      digests[k] = FileDigest{f.shown, "", 0, e.message()};
     }
-  }
+  });
+  for (auto& d : digests)
+    if (d) out.push_back(std::move(*d));
 }
 
 }  // namespace
