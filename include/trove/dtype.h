@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace trove {
 
@@ -41,6 +42,24 @@ enum class DType : uint8_t {
 };
 
 enum class DTypeKind : uint8_t { kFloat, kInt, kUInt, kBool, kComplex, kQuantized, kBits };
+
+// The dtype whose elements are exactly C++'s T (float: kFloat32, int64_t: kInt64, bool: kBool,
+// std::complex<float>: kComplex64 via DTypeOfComplex below); for TensorView::Span and trove::Save.
+template <class T>
+constexpr DType DTypeOf() {
+  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
+  else if constexpr (std::is_same_v<T, double>) return DType::kFloat64;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
+  else if constexpr (std::is_same_v<T, int16_t>) return DType::kInt16;
+  else if constexpr (std::is_same_v<T, int8_t>) return DType::kInt8;
+  else if constexpr (std::is_same_v<T, uint8_t>) return DType::kUInt8;
+  else if constexpr (std::is_same_v<T, uint16_t>) return DType::kUInt16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return DType::kUInt32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return DType::kUInt64;
+  else if constexpr (std::is_same_v<T, bool>) return DType::kBool;
+  else static_assert(sizeof(T) == 0, "DTypeOf<T>: T is float, double, bool or a fixed-width integer type");
+}
 
 struct DTypeInfo {
   DType dtype;

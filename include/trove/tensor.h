@@ -155,10 +155,38 @@ struct TensorView {
     }
   }
 
+  // Every element in C order as T, converted as At<T> converts (any view: strided, broadcast,
+  // big-endian, cast; bfloat16/float16/float8 exactly to float). A copy: numel() Ts in memory.
+  //   std::vector<float> w = view.ToVector<float>();
+  template <class T>
+  std::vector<T> ToVector() const {
+    std::vector<T> out;
+    out.reserve(static_cast<size_t>(numel()));
+    const size_t size = ElementSize(dtype);
+    ForEachChunk([&](const uint8_t* p, size_t n) {
+      for (size_t i = 0; i + size <= n; i += size) out.push_back(As<T>(DecodeElement(dtype, p + i)));
+    });
+    return out;
+  }
+  // The elements in place, zero-copy, as a span of T over the mapped file: only when the view is
+  // stored exactly so (its dtype is DTypeOf<T>(), C-contiguous, little-endian, in memory and
+  // aligned for T; a compressed .tdz leaf is inflated once and held); otherwise Error(kUnsupported)
+  // saying which, so that a caller falls back to
+  // ToVector. The span lives as long as the view's storage (the Document that holds it).
+  //   std::span<const float> w = view.Span<float>();
+  template <class T>
+  std::span<const T> Span() const {
+    CheckSpan(DTypeOf<T>(), alignof(T));
+    return {reinterpret_cast<const T*>(first_element()), static_cast<size_t>(numel())};
+  }
+
   // Copies elements [first, first + count) in row-major order into `out` as C-contiguous
   // little-endian bytes (count * element size): a bounded window of any view, so that two tensors
   // can be walked side by side in bounded memory. Not for converting views (cast_source).
   void CopyElements(uint64_t first, uint64_t count, uint8_t* out) const;
+
+  // Throws unless Span<T> may view this tensor (see there): T's dtype and alignment.
+  void CheckSpan(DType wanted, size_t alignment) const;
 
   // Pointer to the first element (storage + storage_offset * element size); for an empty view,
   // whose offset may lie anywhere, the storage's start.

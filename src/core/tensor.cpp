@@ -562,6 +562,19 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
   }
 }
 
+void TensorView::CheckSpan(DType wanted, size_t alignment) const {
+  auto refuse = [&](const std::string& why) {
+    Fail(ErrorCode::kUnsupported, "Span<" + std::string(Name(wanted)) + "> of a " + std::string(Name(dtype)) + " " +
+                                      ShapeString(shape) + " tensor: " + why + " (ToVector<T>() reads any tensor)");
+  };
+  if (dtype != wanted) refuse("its elements are " + std::string(Name(dtype)));
+  if (!has_data) refuse("a meta tensor has no data");
+  if (cast_source) refuse("a converting view has no stored elements");
+  if (!is_contiguous()) refuse("not C-contiguous");
+  if (byte_order == ByteOrder::kBig && ElementSize(dtype) > 1) refuse("stored big-endian");
+  if (reinterpret_cast<uintptr_t>(first_element()) % alignment != 0) refuse("not aligned in the file");
+}
+
 void TensorView::CopyElements(uint64_t first, uint64_t count, uint8_t* out) const {
   if (cast_source) Fail(ErrorCode::kUsage, "CopyElements of a converting view");
   if (!has_data) Fail(ErrorCode::kUsage, "tensor has no data (meta tensor)");

@@ -2,10 +2,12 @@
 it with CMake's find_package(trove) and with pkg-config (shared and --static), and each build reads
 the example checkpoint the way torch does: tensor sums (strided and big-endian views included),
 single elements and values found by key path."""
+import json
 import os
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 import torch
 
@@ -143,3 +145,50 @@ def test_big_endian_views_read_like_torch(prefix, tmp_path):
         want = float(obj[key].double().sum())
         assert float(rows[key].split("sum=")[1].split()[0]) == pytest.approx(want, rel=1e-6), rows[key]
     assert float(rows["f"].split("[0,0]=")[1]) == float(obj["f"][0, 0])
+
+
+def read_safetensors(path):
+    """The tensors of a .safetensors file, read here from the format's own layout (8-byte header
+    length, JSON header, data), not by trove."""
+    data = open(path, "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = spec["data_offsets"]
+        dtype = {"F32": "<f4", "I64": "<i8"}[spec["dtype"]]
+        out[name] = np.frombuffer(data[8 + n + begin:8 + n + end], dtype).reshape(spec["shape"])
+    return out
+
+
+def test_typed_reads_and_short_writer(prefix, tmp_path):
+    """examples/consumer/typed_io.cpp against the installed copy: Span<float> in place where the
+    file stores float32 contiguously, ToVector<float> otherwise (bfloat16, a strided view), and
+    trove::Save to .safetensors and .pt, read back by numpy and torch."""
+    path, sd = checkpoint(tmp_path)
+    build = tmp_path / "cmake-typed"
+    subprocess.run(["cmake", "-S", CONSUMER, "-B", str(build), "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}"],
+                   check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", str(build), "--target", "typed_io"], check=True, capture_output=True)
+    for key, where in (("plain", "zero-copy"), ("bf16", "copied"), ("transposed", "copied")):
+        for out in (tmp_path / f"{key}.safetensors", tmp_path / f"{key}.pt"):
+            r = subprocess.run([str(build / "typed_io"), str(path), "model/" + key, str(out)],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            assert where in r.stdout, r.stdout
+            if where == "copied":
+                assert "not in place: Span<float32>" in r.stdout, r.stdout
+            want = sd[key].float() * 2
+            if out.suffix == ".pt":
+                got = torch.load(out, weights_only=True)
+                assert torch.equal(got["doubled"], want)
+                assert got["meta"]["count"].tolist() == [want.numel()]
+            else:
+                got = read_safetensors(out)
+                np.testing.assert_array_equal(got["doubled"], want.numpy())
+                assert got["meta/count"].tolist() == [want.numel()]
+    r = subprocess.run([str(build / "typed_io"), str(path), "model/plain", str(tmp_path / "x.unknownext")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "typed_io:" in r.stderr, r

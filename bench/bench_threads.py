@@ -1,0 +1,49 @@
+"""Issue 30's scaling benchmark: the commands that split their work across the worker threads
+(trove/threads.h), each with `--threads 1` and with `--threads 2` on the 1 GB checkpoint of the .pt
+section, next to `cat FILE > /dev/null` (reading the same bytes, the floor of a pass over them)."""
+import os
+import shutil
+
+import benchlib as B
+from bench_pt import make
+
+
+def run(ctx):
+    big = make(ctx, "ckpt_1gb.pt", 1_250_000)
+    size = os.path.getsize(big)
+    trove = ctx.tool("trove")
+    out = os.path.join(ctx.work, "threads_out.pt")
+    copy = os.path.join(ctx.work, "threads_copy.pt")
+    if not os.path.exists(copy):
+        shutil.copyfile(big, copy)
+
+    def rm():
+        os.path.exists(out) and os.remove(out)
+
+    jobs = [
+        ("`trove verify` (CRC-32 of every entry)", [trove, "verify", big], {}),
+        ("`trove stats`", [trove, "stats", big, "--json"], {}),
+        ("`trove convert --dtype bfloat16` → .pt", [trove, "convert", big, out, "--dtype", "bfloat16"], {"setup": rm, "settle": True}),
+        ("`trove convert --dtype float16` → .pt", [trove, "convert", big, out, "--dtype", "float16"], {"setup": rm, "settle": True}),
+        ("`trove diff` of two equal files", [trove, "diff", big, copy], {}),
+    ]
+    t_cat = B.time_cmd(f"cat {big} > /dev/null", runs=ctx.runs, shell=True)
+    rows = [["`cat FILE > /dev/null` (anchor)", B.fmt_s(t_cat), B.fmt_rate(size, t_cat), "", ""]]
+    for label, cmd, kw in jobs:
+        t1 = B.time_cmd(cmd + ["--threads", "1"], runs=ctx.runs, **kw)
+        t2 = B.time_cmd(cmd + ["--threads", "2"], runs=ctx.runs, **kw)
+        rows.append([label, f"{B.fmt_s(t1)} ({B.fmt_rate(size, t1)})", f"{B.fmt_s(t2)} ({B.fmt_rate(size, t2)})",
+                     f"{t1 / t2:.2f}", f"{t_cat / t2:.2f}"])
+    rm()
+    return "\n".join([
+        "## Threads (issue 30)\n",
+        f"The 1 GB checkpoint of the .pt section ({size:,} bytes of float32, page cache warm), each command with "
+        f"`--threads 1` and `--threads 2` on this {os.cpu_count()}-CPU machine. `scaling` is the one-thread time over "
+        "the two-thread time; `vs cat` is cat's time over the two-thread time (rates are of input bytes). Write "
+        "runs start with the page cache clean of dirty pages (`sync`, untimed).\n",
+        B.table(["command", "1 thread", "2 threads", "scaling", "vs cat"], rows),
+        "",
+        "Target (issue 30): stats, verify and casts at least 1.7x their one-thread rate with 2 threads. "
+        "docs/performance.md says what scaling to expect on more cores and why.\n",
+        "Commands: `python3 bench/run.py --bin build/bin --out docs/benchmarks.md --only threads`.\n",
+    ])
