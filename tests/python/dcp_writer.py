@@ -2,7 +2,8 @@
 FileSystemWriter), in a process of their own: `python3 dcp_writer.py KIND OUT_DIR`.
 
 KIND is `plain` (one process: tensors of several dtypes and odd shapes, objects), `sharded`
-(ShardedTensors over 2 gloo ranks, split along dim 0 and along dim 1) or `edit ACTION` (rewrite
+(ShardedTensors over 2 gloo ranks, split along dim 0 and along dim 1), `big` (four 16 MiB
+ShardedTensors over 2 ranks, for memory) or `edit ACTION` (rewrite
 the metadata of the checkpoint in OUT_DIR with pickle itself: `hole` drops a chunk, `overlap`
 repeats one, `many` declares millions of chunks). Every kind but `edit` also writes
 OUT_DIR/../NAME.expected.pt: torch.save of the global tensors it saved, by name.
@@ -58,6 +59,30 @@ def full_sharded():
         "cols": (torch.arange(3 * 9, dtype=torch.float64).reshape(3, 9) / 7),
         "replicated": torch.arange(4, dtype=torch.int16),
     }
+
+
+def full_big():
+    """Four 16 MiB float32 tensors, each split over the ranks (rows, columns, rows, columns)."""
+    return {f"w{i}": torch.full((2048, 2048), float(i + 1)) + torch.arange(2048.0) for i in range(4)}
+
+
+def big_rank_main(rank, out, store):
+    import torch.distributed as dist
+    from torch.distributed._shard import sharded_tensor
+    from torch.distributed._shard.sharding_spec import ChunkShardingSpec
+
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=WORLD)
+    state = {}
+    for i, (name, t) in enumerate(full_big().items()):
+        spec = ChunkShardingSpec(dim=i % 2, placements=[f"rank:{r}/cpu" for r in range(WORLD)])
+        st = sharded_tensor.empty(spec, *t.shape, dtype=t.dtype)
+        for shard in st.local_shards():
+            o, s = shard.metadata.shard_offsets, shard.metadata.shard_sizes
+            shard.tensor.copy_(t[tuple(slice(a, a + b) for a, b in zip(o, s))])
+        state[name] = st
+    dcp.save_state_dict(state, dcp.FileSystemWriter(out))
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def rank_main(rank, out, store):
@@ -116,6 +141,10 @@ def main():
         store = out.rstrip("/") + ".store"
         mp.spawn(rank_main, args=(out, store), nprocs=WORLD, join=True)
         torch.save(full_sharded(), expected)
+    elif kind == "big":
+        import torch.multiprocessing as mp
+        mp.spawn(big_rank_main, args=(out, out.rstrip("/") + ".store"), nprocs=WORLD, join=True)
+        torch.save(full_big(), expected)
     else:
         raise SystemExit("unknown kind " + kind)
 

@@ -127,6 +127,9 @@ class DcpAssembly : public DeferredSource {
       TensorView view = ReadChunk(*files_, item_, chunk, std::make_shared<ValueArena>());
       const SharedBytes bytes = view.ContiguousLittleEndian();
       CopyDcpBox(global.data(), item_.shape, esize, chunk.box, bytes.data());
+      // Copied: the chunk's pages leave the resident set (they stay in the page cache), so a
+      // pass over every tensor holds one assembled tensor, not the files it was read from.
+      bytes.Release(0, bytes.size());
     }
     return SharedBytes::FromVector(std::move(global));
   }
