@@ -142,7 +142,7 @@ class DataResolver : public PickleResolver {
   // ("module.Class") is an enum class it names and `member` one of its members. With none (the
   // default), builtins.getattr is refused as the name it is.
   virtual bool ReadsEnumMembers() const { return false; }
-  virtual bool EnumMember(const std::string& enum_class, const std::string& member) const { return false; }
+  virtual bool EnumMember(const std::string& /*enum_class*/, const std::string& /*member*/) const { return false; }
 
  private:
   PicklePolicy policy_;

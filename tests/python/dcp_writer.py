@@ -5,7 +5,7 @@ KIND is `plain` (one process: tensors of several dtypes and odd shapes, objects)
 (ShardedTensors over 2 gloo ranks, split along dim 0 and along dim 1), `big` (four 16 MiB
 ShardedTensors over 2 ranks, for memory) or `edit ACTION` (rewrite
 the metadata of the checkpoint in OUT_DIR with pickle itself: `hole` drops a chunk, `overlap`
-repeats one, `many` declares millions of chunks). Every kind but `edit` also writes
+repeats one, `many` declares millions of chunks, `huge` a tensor far larger than its archives). Every kind but `edit` also writes
 OUT_DIR/../NAME.expected.pt: torch.save of the global tensors it saved, by name.
 
 torch 1.13's dataclasses use a dataclass instance as a field default, which Python 3.11 refuses
@@ -119,6 +119,18 @@ def edit(out, action):
             del meta.storage_data[key]
     elif action == "overlap":  # the first chunk one row longer: into the second's rows
         chunks[0].sizes = torch.Size([s + (1 if d == 0 else 0) for d, s in enumerate(chunks[0].sizes)])
+    elif action == "huge":  # a tensor of 2^41 rows whose two chunks point at the same small archives
+        half = 1 << 40
+        item.size = torch.Size([2 * half] + list(item.size[1:]))
+        first, second = chunks[0], chunks[1]
+        old = second.offsets
+        first.sizes = torch.Size([half] + list(first.sizes[1:]))
+        second.offsets = torch.Size([half] + [0] * (len(old) - 1))
+        second.sizes = first.sizes
+        for key in [k for k in meta.storage_data if k.fqn == fqn and k.offset == old]:
+            info = meta.storage_data.pop(key)
+            object.__setattr__(key, "offset", second.offsets)  # a frozen dataclass
+            meta.storage_data[key] = info
     elif action == "many":  # millions of chunks in a few megabytes (one chunk, memo-shared)
         chunks[:] = [chunks[0]] * 5_000_000
     with open(os.path.join(out, ".metadata"), "wb") as f:

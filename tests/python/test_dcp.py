@@ -239,7 +239,7 @@ def test_byte_range_past_the_end(trove, sharded, tmp_path):
 
 
 @pytest.mark.parametrize("action,words", [("hole", ["hole"]), ("overlap", ["overlaps"]),
-                                          ("many", ["kMaxDcpChunks"])])
+                                          ("many", ["kMaxDcpChunks"]), ("huge", ["cannot hold"])])
 def test_broken_tiling_and_too_many_chunks(trove, sharded, tmp_path, action, words):
     d = tmp_path / action
     shutil.copytree(sharded[0], d)

@@ -240,6 +240,7 @@ DcpMetadata ParseDcpMetadata(const uint8_t* data, uint64_t size) {
   // Each chunk by its item and offsets, to receive its storage.
   std::map<std::pair<size_t, std::vector<int64_t>>, size_t> chunk_at;
   std::vector<std::vector<bool>> stored;
+  uint64_t coordinates = 0;
   for (const auto& [key, value] : items->entries) {
     if (key->kind != ValueKind::kStr) Bad("Metadata.state_dict_metadata has a key that is not a str");
     DcpItem item;
@@ -258,6 +259,11 @@ DcpMetadata ParseDcpMetadata(const uint8_t* data, uint64_t size) {
       }
       for (const Value* c : chunks->items) {
         Expect(c, "ChunkStorageMetadata", where + ": a chunk");
+        coordinates += item.shape.size();
+        if (coordinates > kMaxDcpChunkCoordinates) {
+          throw Error(ErrorCode::kLimit, "more than kMaxDcpChunkCoordinates (" + std::to_string(kMaxDcpChunkCoordinates) +
+                                             ") chunk offsets and sizes declared");
+        }
         DcpChunk chunk;
         chunk.box.offsets = SizeOf(RequireField(c, "offsets", where), where + ": a chunk's offsets");
         chunk.box.sizes = SizeOf(RequireField(c, "sizes", where), where + ": a chunk's sizes");

@@ -26,6 +26,10 @@ inline constexpr uint64_t kMaxDcpMetadataBytes = uint64_t{1} << 30;
 // state over thousands of ranks stays below. Each costs about 200 bytes here.
 inline constexpr uint64_t kMaxDcpItems = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxDcpChunks = uint64_t{1} << 22;
+// Coordinates (one offset and one size per dimension of each chunk) one checkpoint may declare:
+// a chunk's torch.Size can be shared through the pickle's memo, so its copies here would
+// otherwise cost up to kMaxDcpChunks x kMaxTensorRank x 16 bytes; this bounds them to 256 MiB.
+inline constexpr uint64_t kMaxDcpChunkCoordinates = uint64_t{1} << 24;
 
 // Where an item's bytes are: a byte range of a file of the checkpoint's directory.
 struct DcpStorage {

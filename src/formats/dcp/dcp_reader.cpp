@@ -52,6 +52,11 @@ std::string ChunkName(const DcpItem& item, const DcpChunk& chunk) {
   return "tensor '" + item.fqn + "', chunk at " + DcpTupleText(chunk.box.offsets);
 }
 
+// Where a chunk's archive is, for errors from inside it (whose offsets are the archive's own).
+std::string ArchivePlace(const DcpChunk& chunk) {
+  return "its archive at byte " + std::to_string(chunk.storage.offset);
+}
+
 // A storage's bytes: the range must lie inside its file.
 SharedBytes StorageBytes(DcpFiles& files, const DcpStorage& s) {
   std::shared_ptr<MappedFile> file = files.Map(s.file);
@@ -68,11 +73,11 @@ SharedBytes StorageBytes(DcpFiles& files, const DcpStorage& s) {
 // under the strict policy (what torch.load(weights_only=True) reads them with).
 TensorView ReadChunk(DcpFiles& files, const DcpItem& item, const DcpChunk& chunk, std::shared_ptr<ValueArena> arena,
                      CheckReport* report = nullptr) {
-  return WithContext(ChunkName(item, chunk), [&] {
+  return WithContext(ChunkName(item, chunk) + ", " + ArchivePlace(chunk), [&] {
     const std::string path = (fs::path(files.path()) / chunk.storage.file).string();
     return WithFile(path, [&] {
       SharedBytes bytes = StorageBytes(files, chunk.storage);
-      try {
+      {
         ZipReader zip(bytes);
         if (report != nullptr) {
           for (const ZipEntry& e : zip.entries()) {
@@ -103,9 +108,6 @@ TensorView ReadChunk(DcpFiles& files, const DcpItem& item, const DcpChunk& chunk
         }
         if (!view.has_data) Fail(ErrorCode::kCorrupt, "the archive's tensor has no data (a meta tensor)");
         return view;
-      } catch (Error& e) {
-        e.SetOffset(chunk.storage.offset);
-        throw;
       }
     });
   });
@@ -156,6 +158,19 @@ class DcpAssembly : public DeferredSource {
   DcpItem item_;
 };
 
+// The product of sizes, or UINT64_MAX when it does not fit in 62 bits.
+uint64_t SaturatingNumel(const std::vector<int64_t>& sizes) {
+  uint64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s == 0) return 0;
+  }
+  for (int64_t s : sizes) {
+    if (n > (uint64_t{1} << 62) / static_cast<uint64_t>(s)) return UINT64_MAX / 16;
+    n *= static_cast<uint64_t>(s);
+  }
+  return n;
+}
+
 struct OpenedDcp {
   std::shared_ptr<const ConfinedDirectory> dir;
   std::string metadata_path;
@@ -188,7 +203,17 @@ OpenedDcp OpenDcp(const std::string& path, bool path_is_directory) {
         CheckDcpTiling(item.fqn, item.shape, boxes);
       }
       for (const DcpChunk& c : item.chunks) {
-        WithContext(ChunkName(item, c), [&] { ConfinedDirectory::CheckName(c.storage.file); });
+        WithContext(ChunkName(item, c), [&] {
+          ConfinedDirectory::CheckName(c.storage.file);
+          // torch.save stores a tensor's bytes as they are: an archive shorter than its chunk's
+          // bytes cannot hold them. Checked before anything is assembled, so an assembled
+          // tensor's buffer is never larger than the file ranges it comes from.
+          const uint64_t bytes = SaturatingNumel(c.box.sizes) * ElementSize(item.dtype);
+          if (bytes > c.storage.length) {
+            Fail(ErrorCode::kCorrupt, "its archive of " + std::to_string(c.storage.length) + " bytes in '" +
+                                          c.storage.file + "' cannot hold its " + std::to_string(bytes) + " bytes");
+          }
+        });
       }
       if (!item.tensor) WithContext("item '" + item.fqn + "'", [&] { ConfinedDirectory::CheckName(item.object.file); });
     }
