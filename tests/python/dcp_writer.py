@@ -3,7 +3,8 @@ FileSystemWriter), in a process of their own: `python3 dcp_writer.py KIND OUT_DI
 
 KIND is `plain` (one process: tensors of several dtypes and odd shapes, objects), `sharded`
 (ShardedTensors over 2 gloo ranks, split along dim 0 and along dim 1), `big` (four 16 MiB
-ShardedTensors over 2 ranks, for memory) or `edit ACTION` (rewrite
+ShardedTensors over 2 ranks, for memory), `evil_object` (an object item whose pickle calls
+os.system) or `edit ACTION` (rewrite
 the metadata of the checkpoint in OUT_DIR with pickle itself: `hole` drops a chunk, `overlap`
 repeats one, `many` declares millions of chunks, `huge` a tensor far larger than its archives). Every kind but `edit` also writes
 OUT_DIR/../NAME.expected.pt: torch.save of the global tensors it saved, by name.
@@ -59,6 +60,13 @@ def full_sharded():
         "cols": (torch.arange(3 * 9, dtype=torch.float64).reshape(3, 9) / 7),
         "replicated": torch.arange(4, dtype=torch.int16),
     }
+
+
+class RunsACommand:
+    """An object whose pickle calls os.system: what a hostile object item holds."""
+
+    def __reduce__(self):
+        return (os.system, ("true",))
 
 
 def full_big():
@@ -153,6 +161,10 @@ def main():
         store = out.rstrip("/") + ".store"
         mp.spawn(rank_main, args=(out, store), nprocs=WORLD, join=True)
         torch.save(full_sharded(), expected)
+    elif kind == "evil_object":
+        state = {"w": torch.ones(3), "evil": RunsACommand()}
+        dcp.save_state_dict(state, dcp.FileSystemWriter(out), no_dist=True)
+        torch.save({"w": state["w"]}, expected)
     elif kind == "big":
         import torch.multiprocessing as mp
         mp.spawn(big_rank_main, args=(out, out.rstrip("/") + ".store"), nprocs=WORLD, join=True)

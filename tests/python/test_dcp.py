@@ -212,6 +212,14 @@ def test_code_in_metadata_is_refused_by_name(trove, plain, tmp_path):
     assert "system" in r.text
 
 
+def test_code_in_an_object_item_is_found_by_scan_and_refused_by_reads(trove, tmp_path):
+    d = tmp_path / "evil_object"
+    make("evil_object", d)
+    r = trove("scan", d)
+    assert r.code == 1 and "system" in r.text and ".distcp@0/" in r.text, r
+    refused(trove, d, "evil", "system")
+
+
 def test_getattr_other_than_an_enum_member_is_refused(trove, plain, tmp_path):
     d = copy_with_metadata(plain[0], tmp_path / "ga", {"TORCH_CONTIGUOUS_FORMAT": "__class__"})
     refused(trove, d, "builtins.getattr")

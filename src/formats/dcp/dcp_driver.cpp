@@ -28,9 +28,8 @@ Document ReadDcpDetected(const Detection& d, const ReadOptions& options) {
   return ReadDcpCheckpoint(d.path, d.directory, options);
 }
 
-// What torch would run: the .metadata pickle (FileSystemReader unpickles it without restriction).
-// The object items are torch.save'd objects torch.load(weights_only=False) runs: reading the
-// checkpoint (ops, after this hook) reads them under the strict policy's refusals.
+// What torch would run: the .metadata pickle (FileSystemReader unpickles it without restriction),
+// then every item's archive's pickle (an object item's is torch.load'ed with weights_only=False).
 void ScanDcpDetected(const Detection& d, CheckReport& report) {
   std::shared_ptr<MappedFile> file = d.file;
   if (d.directory) {
@@ -45,6 +44,7 @@ void ScanDcpDetected(const Detection& d, CheckReport& report) {
   ScanDcpMetadata(report, std::string(kDcpMetadataName), file->data(), file->size());
   report.entries_checked++;
   report.bytes_checked += file->size();
+  ScanDcpItems(d.path, d.directory, report);
 }
 
 void VerifyDcpDetected(const Detection& d, CheckReport& report) { VerifyDcpCheckpoint(d.path, d.directory, report); }

@@ -11,7 +11,9 @@
 
 #include "core/confined_directory.h"
 #include "formats/dcp/dcp_metadata.h"
+#include "formats/pt/pt_checks.h"
 #include "formats/pt/pt_reader.h"
+#include "pickle/pickle_scan.h"
 #include "trove/error.h"
 #include "trove/zip_reader.h"
 
@@ -358,6 +360,37 @@ void VerifyDcpCheckpoint(const std::string& path, bool path_is_directory, CheckR
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kIo) throw;
     report.AddError(Severity::kMedium, "", e);
+  }
+}
+
+void ScanDcpItems(const std::string& path, bool path_is_directory, CheckReport& report) {
+  OpenedDcp opened;
+  try {
+    opened = OpenDcp(path, path_is_directory);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kIo) throw;
+    return;  // the metadata's own scan and the read after this hook report it
+  }
+  DcpFiles files(opened.dir);
+  auto scan = [&](const DcpStorage& s) {
+    const std::string place = s.file + "@" + std::to_string(s.offset);
+    try {
+      ZipReader zip(StorageBytes(files, s), ZipDisagreement::kReport);
+      for (const ZipEntry& e : zip.entries()) {
+        if (!NamedLikePickle(e.name)) continue;
+        const SharedBytes pickle = zip.Read(e);
+        ScanTorchPickle(report, place + "/" + e.name, pickle.data(), pickle.size());
+        report.entries_checked++;
+        report.bytes_checked += e.compressed_size;
+      }
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kIo) throw;
+      report.AddError(Severity::kMedium, place, e);
+    }
+  };
+  for (const DcpItem& item : opened.meta.items) {
+    if (!item.tensor) scan(item.object);
+    for (const DcpChunk& c : item.chunks) scan(c.storage);
   }
 }
 

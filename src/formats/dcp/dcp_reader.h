@@ -36,4 +36,10 @@ Document ReadDcpCheckpoint(const std::string& path, bool path_is_directory, cons
 // tensor of the metadata's dtype and the chunk's shape. Adds findings; counts entries and bytes.
 void VerifyDcpCheckpoint(const std::string& path, bool path_is_directory, CheckReport& report);
 
+// What torch would run besides `.metadata` (ScanDcpMetadata): every item's archive's data.pkl,
+// torch.load'ed by DCP's reader (an object item's with weights_only=False in torch's own
+// planner), each scanned with torch's resolver as findings under "<file>@<offset>/<entry>". A
+// `.metadata` that cannot be read (its own scan says why) leaves nothing more to scan.
+void ScanDcpItems(const std::string& path, bool path_is_directory, CheckReport& report);
+
 }  // namespace trove
