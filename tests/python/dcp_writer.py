@@ -7,7 +7,9 @@ ShardedTensors over 2 ranks, for memory), `evil_object` (an object item whose pi
 os.system) or `edit ACTION` (rewrite
 the metadata of the checkpoint in OUT_DIR with pickle itself: `hole` drops a chunk, `overlap`
 repeats one, `many` declares millions of chunks, `huge` a tensor far larger than its archives). Every kind but `edit` also writes
-OUT_DIR/../NAME.expected.pt: torch.save of the global tensors it saved, by name.
+OUT_DIR/../NAME.expected.pt: torch.save of the global tensors it saved, by name. `plain-per-rank`
+and `sharded-per-rank` write one file per rank (single_file_per_rank=True: the items back to back
+at their offsets) instead of one per item.
 
 torch 1.13's dataclasses use a dataclass instance as a field default, which Python 3.11 refuses
 (it is unhashable): before importing them, such defaults' classes are given identity hashing.
@@ -93,7 +95,7 @@ def big_rank_main(rank, out, store):
     dist.destroy_process_group()
 
 
-def rank_main(rank, out, store):
+def rank_main(rank, out, store, per_rank=False):
     import torch.distributed as dist
     from torch.distributed._shard import sharded_tensor
     from torch.distributed._shard.sharding_spec import ChunkShardingSpec
@@ -111,7 +113,7 @@ def rank_main(rank, out, store):
             shard.tensor.copy_(t[tuple(slice(a, a + b) for a, b in zip(o, s))])
         state[name] = st
     state["replicated"] = full["replicated"]
-    dcp.save_state_dict(state, dcp.FileSystemWriter(out))
+    dcp.save_state_dict(state, dcp.FileSystemWriter(out, single_file_per_rank=per_rank))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -152,14 +154,16 @@ def main():
         return
     out = sys.argv[2]
     expected = out.rstrip("/") + ".expected.pt"
+    per_rank = kind.endswith("-per-rank")
+    kind = kind.removesuffix("-per-rank")
     if kind == "plain":
         state = plain_state()
-        dcp.save_state_dict(state, dcp.FileSystemWriter(out), no_dist=True)
+        dcp.save_state_dict(state, dcp.FileSystemWriter(out, single_file_per_rank=per_rank), no_dist=True)
         torch.save({k: v for k, v in state.items() if isinstance(v, torch.Tensor)}, expected)
     elif kind == "sharded":
         import torch.multiprocessing as mp
         store = out.rstrip("/") + ".store"
-        mp.spawn(rank_main, args=(out, store), nprocs=WORLD, join=True)
+        mp.spawn(rank_main, args=(out, store, per_rank), nprocs=WORLD, join=True)
         torch.save(full_sharded(), expected)
     elif kind == "evil_object":
         state = {"w": torch.ones(3), "evil": RunsACommand()}

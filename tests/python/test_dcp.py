@@ -50,6 +50,17 @@ def sharded(tmp_path_factory):
     return d, make("sharded", d)
 
 
+@pytest.mark.parametrize("kind", ["plain-per-rank", "sharded-per-rank"])
+def test_one_file_per_rank_holds_its_items_back_to_back(trove, tmp_path, kind):
+    d = tmp_path / kind
+    expected = make(kind, d)
+    files = sorted(p.name for p in d.glob("*.distcp"))
+    assert files == (["__0_0.distcp"] if kind.startswith("plain") else ["__0_0.distcp", "__1_0.distcp"])
+    convert_and_compare(trove, d, expected, tmp_path)
+    r = trove("verify", d)
+    assert r.code == 0, r
+
+
 def rewrite_strings(data, mapping):
     """The pickle with its str operands replaced per `mapping` (FRAMEs dropped: they are optional)."""
     ops = list(pickletools.genops(data))
