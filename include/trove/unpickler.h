@@ -116,6 +116,11 @@ class PickleResolver {
 // ones (pickle/global_class.h: anything but kUnknown) and makes the rest inert objects when
 // called (Value::unknown_class), names when only referenced; kPermissive makes every one inert.
 // Persistent ids are refused (plain pickles have none). Formats extend it (torch adds its types).
+// builtins.getattr is refused under every policy, except in one shape for a resolver that names
+// enum classes (EnumMember): Python 3.11 pickles an enum member as getattr(EnumClass, 'NAME'),
+// which is read as that member (a global node "module.EnumClass.NAME") when the class is one the
+// resolver names and the second argument a constant str naming one of its members; any other
+// call of getattr is refused by name (getattr merely referenced stays an inert name).
 class DataResolver : public PickleResolver {
  public:
   explicit DataResolver(PicklePolicy policy = PicklePolicy::kStrict) : policy_(policy) {}
@@ -133,6 +138,11 @@ class DataResolver : public PickleResolver {
   // An inert object of a class the resolvers give no data meaning (Value::unknown_class), or the
   // policy's refusal.
   Value* UnknownObject(Value* cls, Value* args, bool new_object, ValueArena& arena);
+  // Enum members this resolver reads from getattr(EnumClass, 'NAME'): true when `enum_class`
+  // ("module.Class") is an enum class it names and `member` one of its members. With none (the
+  // default), builtins.getattr is refused as the name it is.
+  virtual bool ReadsEnumMembers() const { return false; }
+  virtual bool EnumMember(const std::string& /*enum_class*/, const std::string& /*member*/) const { return false; }
 
  private:
   PicklePolicy policy_;

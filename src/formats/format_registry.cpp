@@ -16,7 +16,8 @@ namespace trove {
   X(ShardedFormat)              \
   X(NpyFormat)                  \
   X(NpzFormat)                  \
-  X(GgufFormat)
+  X(GgufFormat)                 \
+  X(DcpFormat)
 
 #define TROVE_DECLARE_DRIVER(name) const FormatDriver& name();
 TROVE_FORMAT_DRIVERS(TROVE_DECLARE_DRIVER)

@@ -46,6 +46,8 @@ std::optional<Known> Lookup(std::string_view dotted) {
   return std::nullopt;
 }
 
+constexpr std::string_view kGetattr = "builtins.getattr";
+
 [[noreturn]] void Refuse(const std::string& message) { throw Error(ErrorCode::kRefused, message); }
 
 std::string ArgKinds(const Value* args) {
@@ -292,6 +294,12 @@ Value* Construct(Known known, const Value* args, ValueArena& arena) {
 
 Value* DataResolver::Global(const std::string& module, const std::string& name, bool& allowed, ValueArena& arena) {
   std::string dotted = module + "." + name;
+  if (dotted == kGetattr && ReadsEnumMembers()) {
+    // Called, it must be getattr(EnumClass, 'NAME') (Call checks); left as a value it is an
+    // inert name like any other (nothing is ever called), which no format reads as data.
+    allowed = true;
+    return arena.Global(std::move(dotted));
+  }
   if (!Lookup(dotted) && !numpy_data::Lookup(dotted)) return OtherGlobal(dotted, allowed, arena);
   allowed = true;
   return arena.Global(std::move(dotted));
@@ -352,6 +360,22 @@ Value* ConstructKnown(const Value* callable, Value* args, ValueArena& arena) {
 Value* DataResolver::Call(Value* callable, Value* args, ValueArena& arena) {
   if (callable->kind != ValueKind::kGlobal) return UnknownObject(callable, args, false, arena);
   const std::string& name = callable->type_name;
+  if (name == kGetattr && ReadsEnumMembers()) {
+    // The one shape Python 3.11 writes for an enum member: a class global and a constant name.
+    const bool member = args->kind == ValueKind::kTuple && args->items.size() == 2 &&
+                        args->items[0]->kind == ValueKind::kGlobal && args->items[1]->kind == ValueKind::kStr &&
+                        EnumMember(args->items[0]->type_name, args->items[1]->text);
+    if (!member) {
+      throw Error(ErrorCode::kRefused, "refused global 'builtins.getattr': only getattr(<enum class>, '<member>') of an "
+                                       "enum this format names is read, not getattr with arguments " + ArgKinds(args))
+          .SetRefusedGlobal(std::string(kGetattr));
+    }
+    Value* v = arena.Global(args->items[0]->type_name + "." + args->items[1]->text);
+    v->module_size = args->items[0]->module_size != 0
+                         ? args->items[0]->module_size
+                         : static_cast<uint32_t>(args->items[0]->type_name.rfind('.'));
+    return v;
+  }
   if (Lookup(name) == Known::kReconstructor && args->kind == ValueKind::kTuple && args->items.size() == 3) {
     // copyreg._reconstructor(cls, base, state): protocol 0/1's spelling of an instance of cls,
     // made as base.__new__(cls, state) (object.__new__(cls) for a plain class).

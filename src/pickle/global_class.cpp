@@ -70,6 +70,8 @@ constexpr Row kRows[] = {
     // Reflection: reach any name, call what is given.
     {"builtins", GlobalClass::kReflection, true},  // every other builtin (getattr, __import__, vars...)
     {"__builtin__", GlobalClass::kReflection, true},
+    // Reflection whatever it is called with; a resolver that names enum classes reads the one
+    // form getattr(EnumClass, 'MEMBER') as that member (DataResolver::EnumMember), never more.
     {"builtins.getattr", GlobalClass::kReflection, true},
     {"builtins.setattr", GlobalClass::kReflection, true},
     {"builtins.delattr", GlobalClass::kReflection, true},

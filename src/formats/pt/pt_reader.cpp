@@ -118,22 +118,24 @@ std::unique_ptr<TorchResolver> ReadTorchScriptConstants(const ZipReader& zip, co
   return resolver;
 }
 
-Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind kind = ZipPtKind::kTorchSave) {
+Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind kind = ZipPtKind::kTorchSave,
+                   std::shared_ptr<ValueArena> arena = nullptr) {
   // Where zip readers disagree, --permissive reads the archive as torch does and says so.
   if (options.pickle_policy != PicklePolicy::kPermissive) zip.RefuseDisagreements();
+  // An archive inside another file (a DCP chunk) is bytes of that file's mapping, not a file.
   const MappedFile* file = zip.shared_file().get();
-  if (file == nullptr) Fail(ErrorCode::kUsage, "ReadPt: the archive is not a mapped file");
   // Entries the reader refuses on their own stay refusals, --permissive or not.
   if (!zip.refused_entries().empty()) Fail(ErrorCode::kRefused, zip.refused_entries().front().message);
   Document doc;
+  if (arena) doc.arena = std::move(arena);
   for (const ZipProblem& p : zip.disagreements()) doc.warnings.push_back("zip readers disagree: " + p.message);
   for (const ZipProblem& p : zip.case_collisions()) {
     if (options.pickle_policy != PicklePolicy::kPermissive) Fail(ErrorCode::kRefused, p.message);
     doc.warnings.push_back("zip readers disagree: " + p.message);
   }
   doc.format = "pt";
-  doc.path = file->path();
-  doc.file_size = file->size();
+  doc.path = file != nullptr ? file->path() : std::string();
+  doc.file_size = file != nullptr ? file->size() : zip.bytes().size();
   const std::string prefix = ArchivePrefix(zip);
   for (const auto& e : zip.entries()) {
     if (e.name.compare(0, prefix.size() + 1, prefix + "/") != 0) {
@@ -387,6 +389,10 @@ Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options) {
 }
 
 Document ReadPt(const ZipReader& zip, const ReadOptions& options) { return ReadZipPt(zip, options); }
+
+Document ReadPtInto(const ZipReader& zip, const ReadOptions& options, std::shared_ptr<ValueArena> arena) {
+  return ReadZipPt(zip, options, ZipPtKind::kTorchSave, std::move(arena));
+}
 
 Document ReadTorchScriptData(const ZipReader& zip, const ReadOptions& options) {
   return ReadZipPt(zip, options, ZipPtKind::kTorchScriptData);

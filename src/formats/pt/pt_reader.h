@@ -53,6 +53,10 @@ Document ReadPt(std::shared_ptr<MappedFile> file, const ReadOptions& options);
 // A zip archive already parsed (ZipDisagreement::kReport or kRefuse) over a mapped file: what
 // detection parsed is read without a second parse. Strict reads refuse what kRefuse would.
 Document ReadPt(const ZipReader& zip, const ReadOptions& options);
+// The same, its values made in `arena` (the document's arena is that one), so that another
+// document can hold them: a DCP checkpoint's items are torch.save archives inside its files
+// (the zip may then be bytes of a mapping, not a file of its own).
+Document ReadPtInto(const ZipReader& zip, const ReadOptions& options, std::shared_ptr<ValueArena> arena);
 // A TorchScript archive (torch.jit.save, torch >= 1.3) read as data: its data.pkl (the module's
 // parameters and buffers, under the module's attribute names; its __torch__.* classes inert
 // objects) and constants.pkl's constants (under `(constants)`); code/ is never read. Format "torchscript",
