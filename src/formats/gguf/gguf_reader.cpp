@@ -105,7 +105,36 @@ void AddSummary(const GgufLayout& g, Document& doc) {
   }
 }
 
+GgufValue Whole(const MetadataValue& v) {
+  GgufValue out;
+  out.type = std::string(gguf::ValueTypeName(v.type));
+  switch (v.type) {
+    case ValueType::kU8: case ValueType::kU16: case ValueType::kU32: case ValueType::kU64: out.unsigned_integer = v.u; break;
+    case ValueType::kI8: case ValueType::kI16: case ValueType::kI32: case ValueType::kI64: out.integer = v.i; break;
+    case ValueType::kF32: case ValueType::kF64: out.real = v.f; break;
+    case ValueType::kBool: out.boolean = v.u != 0; break;
+    case ValueType::kString: out.text = std::string(v.text); break;
+    case ValueType::kArray: case ValueType::kObject:
+      out.element_type = std::string(gguf::ValueTypeName(v.element_type));
+      out.items.reserve(v.items.size());
+      for (const MetadataValue& item : v.items) out.items.push_back(Whole(item));
+      break;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<GgufMetadataEntry> ReadGgufMetadata(const std::string& path) {
+  const std::shared_ptr<MappedFile> file = MappedFile::Open(path);
+  return WithFile(file->path(), [&] {
+    const GgufLayout g = gguf::ParseGguf(file->data(), file->size(), /*every_item=*/true);
+    std::vector<GgufMetadataEntry> out;
+    out.reserve(g.metadata.size());
+    for (const MetadataEntry& e : g.metadata) out.push_back({std::string(e.key), Whole(e.value)});
+    return out;
+  });
+}
 
 Document ReadGguf(std::shared_ptr<MappedFile> file, const ReadOptions& /*options*/) {
   return WithFile(file->path(), [&] {
