@@ -27,7 +27,13 @@ namespace trove {
 bool LooksLikeGguf(std::string_view head);
 
 // Throws what gguf::ParseGguf throws (the field, its offset and the limit), named by the file.
+// A part of a split model (split.count > 1; any part) reads the whole set as one document: every
+// part found by llama.cpp's name <name>-NNNNN-of-MMMMM.gguf beside it, each checked (split.no,
+// split.count, split.tensors.count; no tensor twice; one architecture), its tensors views of its
+// own mapping; the properties are the first part's. Errors name the part.
 Document ReadGguf(std::shared_ptr<MappedFile> file, const ReadOptions& options);
+// One file as it is, a split part alone (EditGgufMetadata).
+Document ReadGgufFile(std::shared_ptr<MappedFile> file);
 
 // What reading does not refuse but a careful loader would want to know: bytes after the last
 // tensor or between tensors beyond their padding, a missing general.architecture, quantized
@@ -47,6 +53,9 @@ struct GgufWriteOptions : WriteOptions {
   // none. A v1, big-endian or draft-layout source's metadata is refused (not re-encoded).
   std::string source_gguf;
   uint64_t source_size = 0;
+  // The source's split.no, split.count and split.tensors.count are kept (rewriting one part of a
+  // split model as itself); else left out: they describe the source's parts, not what is written.
+  bool split_keys_kept = false;
   // String keys to add or replace (--metadata KEY=VALUE), after the source's.
   std::vector<std::pair<std::string, std::string>> metadata;
   // Typed changes after those (trove/gguf.h: EditGgufMetadata's).

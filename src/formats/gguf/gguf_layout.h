@@ -62,6 +62,10 @@ inline constexpr uint32_t kDefaultAlignment = 32;
 inline constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxMetadataEntries = uint64_t{1} << 20;
 
+// A split model's parts (split.count, a u16 in llama.cpp's gguf-split): each is mapped at once;
+// real sets have tens of parts, the cap keeps a forged count from opening thousands of files.
+inline constexpr uint64_t kMaxSplitParts = 1024;
+
 enum class ValueType : uint32_t {
   kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
   kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,

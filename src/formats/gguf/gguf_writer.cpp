@@ -36,7 +36,11 @@ struct Entry {
 // The source GGUF's entries, their bytes as they are (so every type, nested arrays included, is
 // kept exactly). Only a v2/v3 little-endian file's encoding is v3's; the others are refused
 // rather than re-encoded.
-std::vector<Entry> SourceEntries(const std::string& path, uint64_t expected_size) {
+// split.*: which part of a split model a file is (llama.cpp's gguf-split), kept only where that
+// file is rewritten as itself (EditGgufMetadata).
+bool IsSplitKey(std::string_view key) { return key == "split.no" || key == "split.count" || key == "split.tensors.count"; }
+
+std::vector<Entry> SourceEntries(const std::string& path, uint64_t expected_size, bool split_keys) {
   const std::shared_ptr<MappedFile> file = MappedFile::Open(path);
   if (file->size() != expected_size) Fail(ErrorCode::kIo, "the source GGUF changed size since it was read");
   const uint8_t* data = file->data();
@@ -53,6 +57,7 @@ std::vector<Entry> SourceEntries(const std::string& path, uint64_t expected_size
   std::vector<Entry> out;
   for (size_t i = 0; i < g.metadata.size(); ++i) {
     const gguf::MetadataEntry& e = g.metadata[i];
+    if (!split_keys && IsSplitKey(e.key)) continue;
     if (e.value.elements_as_keys || e.value.type == ValueType::kObject) {
       Fail(ErrorCode::kUnsupported, "metadata key '" + std::string(e.key) + "' is gguf-py's object experiment, which no GGUF reader of today reads; it is not written");
     }
@@ -210,7 +215,7 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
                                       list + " (--drop-values leaves them out; --metadata KEY=VALUE writes string metadata)");
   }
   std::vector<Entry> entries;
-  if (!options.source_gguf.empty()) entries = SourceEntries(options.source_gguf, options.source_size);
+  if (!options.source_gguf.empty()) entries = SourceEntries(options.source_gguf, options.source_size, options.split_keys_kept);
   for (const auto& kv : options.metadata) {
     const std::string& key = kv.first;  // a named reference: clang 14 cannot capture a structured binding
     const std::string& value = kv.second;
@@ -284,8 +289,9 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
 
 void EditGgufMetadata(const std::string& path, const std::vector<GgufMetadataEdit>& edits, const WriteOptions& options) {
   WithFile(path, [&] {
-    const Document doc = ReadGguf(MappedFile::Open(path), {});
+    const Document doc = ReadGgufFile(MappedFile::Open(path));  // a split model's part alone
     GgufWriteOptions o;
+    o.split_keys_kept = true;
     static_cast<WriteOptions&>(o) = options;
     o.source_gguf = path;
     o.source_size = doc.file_size;
