@@ -1255,8 +1255,8 @@ py::dict Metadata(const Document& doc) {
 // (the CLI's --max-shard-size); only the formats with a shard index take it.
 std::optional<uint64_t> MaxShardBytes(py::handle max_shard_size, trove::Format target) {
   if (max_shard_size.is_none()) return std::nullopt;
-  if (target != trove::Format::kSafetensors && target != trove::Format::kPt) {
-    trove::Fail(ErrorCode::kUsage, "max_shard_size needs the 'safetensors' or 'pt' format");
+  if (target != trove::Format::kSafetensors && target != trove::Format::kPt && target != trove::Format("gguf")) {
+    trove::Fail(ErrorCode::kUsage, "max_shard_size needs the 'safetensors', 'pt' or 'gguf' format");
   }
   if (PyUnicode_Check(max_shard_size.ptr())) return trove::ParseShardSize(max_shard_size.cast<std::string>());
   if (PyLong_Check(max_shard_size.ptr()) && !PyBool_Check(max_shard_size.ptr())) {

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from test_gguf import tensor_of, write_gguf
-from test_gguf_peer import compare_with_peer
+from test_gguf_peer import compare_with_peer, peer
 
 import trove as trovelib
 
@@ -116,3 +116,52 @@ def test_broken_sets_are_errors_naming_the_part(tmp_path):
     renamed = d / "model.gguf"
     paths[1].rename(renamed)
     refused(renamed, "corrupt", "part 2 of a model split in 3", "00002-of-00003.gguf")
+
+
+def test_convert_writes_llama_style_parts(tmp_path, trove):
+    from test_gguf import read_gguf
+    rng = np.random.default_rng(5)
+    arrays = {f"t{i}": rng.standard_normal((4, 256)).astype("f4") for i in range(5)}  # 4,096 bytes each
+    src = tmp_path / "src.gguf"
+    src.write_bytes(write_gguf(KVS, [tensor_of(k, a) for k, a in arrays.items()]))
+    # Relative, in the working directory: the parts go beside the name.
+    r = trove("convert", "src.gguf", "out.gguf", "--max-shard-size", "10KB", cwd=tmp_path)
+    assert r.code == 0, r
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["out-00001-of-00003.gguf", "out-00002-of-00003.gguf", "out-00003-of-00003.gguf", "src.gguf"], names
+    source_kv = read_gguf(src.read_bytes())["kv"]
+    held = []
+    for i in range(3):
+        part = tmp_path / f"out-{i + 1:05d}-of-00003.gguf"
+        g = read_gguf(part.read_bytes())
+        splits = {"split.no": (2, i), "split.count": (2, 3), "split.tensors.count": (5, 5)}
+        # The model's metadata in the first part only, then split.* (gguf-split's order and types).
+        assert list(g["kv"].items()) == (list(source_kv.items()) if i == 0 else []) + list(splits.items()), (i, g["kv"])
+        held.append([t[0] for t in g["tensors"]])
+        [view] = peer(part)  # the independent reader reads each part as this test's reader does
+        assert [(e["key"], e["type"]) for e in view["metadata"]] == [(k, t) for k, (t, _) in g["kv"].items()], view
+        assert [(t["name"], int(t["offset"])) for t in view["tensors"]] == [(t[0], t[3]) for t in g["tensors"]]
+    assert held == [["t0", "t1"], ["t2", "t3"], ["t4"]], held
+    with trovelib.open(tmp_path / "out-00002-of-00003.gguf") as f:
+        assert list(f.keys()) == list(arrays)
+        for k, a in arrays.items():
+            np.testing.assert_array_equal(f[k], a)
+    assert trove("verify", tmp_path / "out-00003-of-00003.gguf").code == 0
+
+    # A tensor larger than the maximum has a part of its own; safetensors -> split GGUF.
+    import torch
+    torch.save({"big": torch.ones(4096), "small": torch.ones(4)}, tmp_path / "a.pt")
+    r = trove("convert", tmp_path / "a.pt", tmp_path / "sub" / "m.gguf", "--max-shard-size", "1KB",
+              "--metadata", "general.architecture=tiny")
+    assert r.code == 0, r
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["m-00001-of-00002.gguf", "m-00002-of-00002.gguf"]
+    with trovelib.open(tmp_path / "sub" / "m-00001-of-00002.gguf") as f:
+        assert sorted(f.keys()) == ["big", "small"]
+        assert f.info()["properties"]["architecture"] == "tiny"
+
+
+def test_python_convert_writes_parts(tmp_path):
+    src = tmp_path / "src.gguf"
+    src.write_bytes(write_gguf(KVS, [tensor_of(f"t{i}", np.ones(1024, "f4")) for i in range(3)]))
+    trovelib.convert(src, tmp_path / "py.gguf", max_shard_size="5KB")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("py")) == [f"py-0000{i}-of-00003.gguf" for i in (1, 2, 3)]

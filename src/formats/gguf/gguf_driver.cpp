@@ -35,6 +35,7 @@ void WriteGgufFromConvert(const Document& doc, const std::string& destination, c
   }
   o.metadata = options.metadata;
   o.drop_values = options.drop_values;
+  o.max_part_bytes = options.max_shard_bytes.value_or(0);
   WriteGguf(doc, destination, o);
 }
 
@@ -51,6 +52,7 @@ const FormatDriver& GgufFormat() {
       .read = ReadGgufDetected,
       .write = WriteGgufFromConvert,
       .keeps_ggml_blocks = true,
+      .writes_own_parts = true,
       .verify = VerifyGgufDetected,
       .scan = ScanGgufDetected,
   };

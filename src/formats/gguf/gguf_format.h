@@ -61,6 +61,12 @@ struct GgufWriteOptions : WriteOptions {
   // Typed changes after those (trove/gguf.h: EditGgufMetadata's).
   std::vector<GgufMetadataEdit> edits;
   bool drop_values = false;  // values other than tensors left out instead of refused
+  // Above 0: a split model as llama.cpp's gguf-split writes it (--max-shard-size): parts
+  // <name>-00001-of-0000N.gguf beside the destination's name (.gguf dropped), tensors in order
+  // filling each up to this many bytes (a larger tensor alone), the metadata in the first, split.no,
+  // split.count and split.tensors.count in each; every part appears or none (AtomicDirectory of
+  // kFilesInDirectory: other files there stay).
+  uint64_t max_part_bytes = 0;
 };
 
 // GGUF v3, little-endian: the metadata (above), the tensors in the document's order, each a
