@@ -56,6 +56,8 @@ struct GgufWriteOptions : WriteOptions {
   // The source's split.no, split.count and split.tensors.count are kept (rewriting one part of a
   // split model as itself); else left out: they describe the source's parts, not what is written.
   bool split_keys_kept = false;
+  // Typed keys from a config.json beside the source (GgufMetadataFromConfig), before --metadata's.
+  std::vector<GgufMetadataEdit> config_metadata;
   // String keys to add or replace (--metadata KEY=VALUE), after the source's.
   std::vector<std::pair<std::string, std::string>> metadata;
   // Typed changes after those (trove/gguf.h: EditGgufMetadata's).
@@ -76,6 +78,13 @@ struct GgufWriteOptions : WriteOptions {
 // exactly as read). Error(kUnsupported), before anything is written, for what GGUF cannot hold:
 // a dtype ggml lacks (bool, uint8, complex, float8...), more than 4 dimensions, a name over 63
 // bytes, a meta tensor, values other than tensors (unless drop_values). Through AtomicFile.
+// The GGUF metadata of a Hugging Face config.json (llama, mistral, qwen2): general.architecture
+// and <arch>.context_length, embedding_length, block_count, feed_forward_length,
+// attention.head_count(_kv), vocab_size, attention.layer_norm_rms_epsilon, rope.freq_base,
+// rope.dimension_count, typed as llama.cpp's converter writes them. Error(kUnsupported) naming
+// every missing key, or an unknown model_type; kCorrupt for a file that is not a JSON object.
+std::vector<GgufMetadataEdit> GgufMetadataFromConfig(const std::string& path);
+
 void WriteGguf(const Document& doc, const std::string& destination, const GgufWriteOptions& options = {});
 
 }  // namespace trove

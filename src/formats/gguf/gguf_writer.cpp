@@ -266,6 +266,7 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
   }
   std::vector<Entry> entries;
   if (!options.source_gguf.empty()) entries = SourceEntries(options.source_gguf, options.source_size, options.split_keys_kept);
+  ApplyEdits(entries, options.config_metadata);
   for (const auto& kv : options.metadata) {
     const std::string& key = kv.first;  // a named reference: clang 14 cannot capture a structured binding
     const std::string& value = kv.second;
