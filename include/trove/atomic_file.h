@@ -22,8 +22,7 @@
 // is replaced only when it is what the writer writes there (a file for a file; for a tree, a
 // directory holding only the files its format writes); a writer of files into a directory
 // (shards and their index) replaces only its own files there and leaves every other file as it
-// is. Never `/`, the working directory or a parent of it (files into a directory may go into
-// it, replacing only their own names), nor a directory containing a source
+// is. Never `/`, the working directory or a parent of it, nor a directory containing a source
 // this process reads (SourceGuard); a source itself may be the destination (converting a file
 // in place: it is replaced by rename once the new one is whole, as any destination is).
 // Every writer removes the orphans of every destination name in its directory, not only its own.

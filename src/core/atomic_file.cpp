@@ -218,9 +218,7 @@ void CheckDestination(const std::string& destination, OutputKind kind, OwnFileTe
   if (target == "/") refuse("is the root directory");
   std::error_code ec;
   const fs::path cwd = fs::current_path(ec);
-  // Files written into a directory replace only files of their own names there: the working
-  // directory may receive them (a split GGUF model's parts beside `out.gguf`); a tree may not.
-  if (!ec && kind != OutputKind::kFilesInDirectory && IsSelfOrParent(target, Canonical(cwd.string())))
+  if (!ec && IsSelfOrParent(target, Canonical(cwd.string())))
     refuse("is the working directory or a directory containing it");
   {
     SourceRegistry& r = Sources();

@@ -124,15 +124,22 @@ def test_convert_writes_llama_style_parts(tmp_path, trove):
     arrays = {f"t{i}": rng.standard_normal((4, 256)).astype("f4") for i in range(5)}  # 4,096 bytes each
     src = tmp_path / "src.gguf"
     src.write_bytes(write_gguf(KVS, [tensor_of(k, a) for k, a in arrays.items()]))
-    # Relative, in the working directory: the parts go beside the name.
+    # Into the working directory: refused by the destination rule of files written into a
+    # directory, before anything is written.
     r = trove("convert", "src.gguf", "out.gguf", "--max-shard-size", "10KB", cwd=tmp_path)
+    assert r.code == 2 and "working directory" in r.errtext, r
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.gguf"]
+    # Relative, beside the name in a directory below it.
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "README").write_text("kept")
+    r = trove("convert", "src.gguf", "parts/out.gguf", "--max-shard-size", "10KB", cwd=tmp_path)
     assert r.code == 0, r
-    names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["out-00001-of-00003.gguf", "out-00002-of-00003.gguf", "out-00003-of-00003.gguf", "src.gguf"], names
+    names = sorted(p.name for p in (tmp_path / "parts").iterdir())
+    assert names == ["README", "out-00001-of-00003.gguf", "out-00002-of-00003.gguf", "out-00003-of-00003.gguf"], names
     source_kv = read_gguf(src.read_bytes())["kv"]
     held = []
     for i in range(3):
-        part = tmp_path / f"out-{i + 1:05d}-of-00003.gguf"
+        part = tmp_path / "parts" / f"out-{i + 1:05d}-of-00003.gguf"
         g = read_gguf(part.read_bytes())
         splits = {"split.no": (2, i), "split.count": (2, 3), "split.tensors.count": (5, 5)}
         # The model's metadata in the first part only, then split.* (gguf-split's order and types).
@@ -142,11 +149,11 @@ def test_convert_writes_llama_style_parts(tmp_path, trove):
         assert [(e["key"], e["type"]) for e in view["metadata"]] == [(k, t) for k, (t, _) in g["kv"].items()], view
         assert [(t["name"], int(t["offset"])) for t in view["tensors"]] == [(t[0], t[3]) for t in g["tensors"]]
     assert held == [["t0", "t1"], ["t2", "t3"], ["t4"]], held
-    with trovelib.open(tmp_path / "out-00002-of-00003.gguf") as f:
+    with trovelib.open(tmp_path / "parts" / "out-00002-of-00003.gguf") as f:
         assert list(f.keys()) == list(arrays)
         for k, a in arrays.items():
             np.testing.assert_array_equal(f[k], a)
-    assert trove("verify", tmp_path / "out-00003-of-00003.gguf").code == 0
+    assert trove("verify", tmp_path / "parts" / "out-00003-of-00003.gguf").code == 0
 
     # A tensor larger than the maximum has a part of its own; safetensors -> split GGUF.
     import torch
@@ -163,5 +170,5 @@ def test_convert_writes_llama_style_parts(tmp_path, trove):
 def test_python_convert_writes_parts(tmp_path):
     src = tmp_path / "src.gguf"
     src.write_bytes(write_gguf(KVS, [tensor_of(f"t{i}", np.ones(1024, "f4")) for i in range(3)]))
-    trovelib.convert(src, tmp_path / "py.gguf", max_shard_size="5KB")
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("py")) == [f"py-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    trovelib.convert(src, tmp_path / "py" / "m.gguf", max_shard_size="5KB")
+    assert sorted(p.name for p in (tmp_path / "py").iterdir()) == [f"m-0000{i}-of-00003.gguf" for i in (1, 2, 3)]

@@ -245,9 +245,11 @@ std::string BaseName(const std::string& path) {
 
 }  // namespace
 
-Document ReadGgufFile(std::shared_ptr<MappedFile> file) {
+namespace {
+
+// One file's document from its parse.
+Document SingleFileDocument(const std::shared_ptr<MappedFile>& file, const GgufLayout& g) {
   return WithFile(file->path(), [&] {
-    const GgufLayout g = gguf::ParseGguf(file->data(), file->size());
     Document doc;
     doc.format = "gguf";
     doc.path = file->path();
@@ -262,6 +264,13 @@ Document ReadGgufFile(std::shared_ptr<MappedFile> file) {
   });
 }
 
+}  // namespace
+
+Document ReadGgufFile(std::shared_ptr<MappedFile> file) {
+  const GgufLayout g = WithFile(file->path(), [&] { return gguf::ParseGguf(file->data(), file->size()); });
+  return SingleFileDocument(file, g);
+}
+
 Document ReadGguf(std::shared_ptr<MappedFile> file, const ReadOptions& /*options*/) {
   std::optional<uint64_t> count;
   std::optional<uint64_t> number;
@@ -271,8 +280,8 @@ Document ReadGguf(std::shared_ptr<MappedFile> file, const ReadOptions& /*options
       count = SplitKey(g, "split.count", ValueType::kU16);
       number = SplitKey(g, "split.no", ValueType::kU16);
     });
+    if (!count || *count <= 1) return SingleFileDocument(file, g);  // one file (a set of one part is that file)
   }
-  if (!count || *count <= 1) return ReadGgufFile(file);  // one file (a set of one part is that file)
 
   // A split model: every part, found by the name llama.cpp gives it, read as one document.
   const std::string given = file->path();
