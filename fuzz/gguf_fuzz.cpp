@@ -1,5 +1,5 @@
 // libFuzzer target: the GGUF header, metadata and tensor infos (formats/gguf/gguf_layout.h), then
-// the document, verify and scan on what they accept. The input is written to a file (the reader
+// the document, the whole metadata (ReadGgufMetadata), verify and scan on what they accept. The input is written to a file (the reader
 // takes a mapped file). A file that reads has every tensor's bytes walked (a view past its
 // storage is caught by ASan) and its records checked against the file's size. Any trove::Error
 // is an expected outcome; a crash, sanitizer report, leak, hang or a tensor outside the file is a
@@ -40,6 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     file = trove::MappedFile::Open(path);
   } catch (const trove::Error&) {
     return 0;
+  }
+  try {  // every array item kept (File.gguf_metadata): the same checks, more memory held
+    (void)trove::ReadGgufMetadata(path);
+  } catch (const trove::Error&) {
   }
   trove::CheckReport report;
   trove::ScanGguf(*file, report);

@@ -141,7 +141,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_option("--metadata", metadata, ".safetensors: KEY=VALUE for the header's __metadata__ (repeatable)");
   convert->add_option("--max-shard-size", max_shard_size,
                       "Write DST as a directory of shards and an index, e.g. 5GB, 500MiB: safetensors shards, or .pt "
-                      "shards with --to pt");
+                      "shards with --to pt; for DST.gguf, a split model DST-00001-of-0000N.gguf... as llama.cpp's gguf-split");
   convert->add_flag("--drop-values", drop_values, ".safetensors: leave out values other than tensors (else an error lists them)");
   static bool convert_json = false;
   convert->add_flag("--json", convert_json, "What was written, as one JSON object on stdout (docs/json.md)");
@@ -176,11 +176,19 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       const std::string from = r.substr(0, eq), to_text = r.substr(eq + 1);
       opts.renames.emplace_back(from, to_text);
     }
-    // Shards are safetensors unless --to says pt: what a model directory on the Hub holds.
-    const std::string target_name = !max_shard_size.empty() && to.empty() ? "safetensors" : to;
+    // Shards are safetensors unless --to says pt: what a model directory on the Hub holds. A
+    // format that writes its own parts (GGUF's split models) is chosen by --to or the name.
+    bool own_parts_by_name = false;
+    if (to.empty() && !max_shard_size.empty()) {
+      for (const FormatDriver* driver : FormatDrivers()) {
+        for (std::string_view ext : driver->extensions) own_parts_by_name |= driver->writes_own_parts && dst.ends_with(ext);
+      }
+    }
+    const std::string target_name = !max_shard_size.empty() && to.empty() && !own_parts_by_name ? "safetensors" : to;
     if (!max_shard_size.empty()) {
-      if (target_name != "safetensors" && target_name != "pt") {
-        Fail(ErrorCode::kUsage, "--max-shard-size writes safetensors or pt shards, not --to " + target_name);
+      const FormatDriver* chosen = FindFormatDriver(TargetFormat(dst, target_name));
+      if (target_name != "safetensors" && target_name != "pt" && !(chosen != nullptr && chosen->writes_own_parts)) {
+        Fail(ErrorCode::kUsage, "--max-shard-size writes safetensors or pt shards, or a split GGUF model, not --to " + target_name);
       }
       opts.max_shard_bytes = ParseShardSize(max_shard_size);
     }
@@ -209,8 +217,12 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       SourceGuard source(src, InPlace::kAllowed);
       const FormatDriver* driver = FindFormatDriver(target);
       const bool tree = driver != nullptr && driver->writes_directory && !opts.max_shard_bytes;
-      CheckDestination(dst, tree ? OutputKind::kTree : opts.max_shard_bytes ? OutputKind::kFilesInDirectory : OutputKind::kFile,
-                       tree ? driver->owns_file : nullptr);
+      const bool own_parts = driver != nullptr && driver->writes_own_parts && opts.max_shard_bytes;
+      // Own parts go beside the destination's name, as files of its directory (the writer checks it).
+      if (!own_parts) {
+        CheckDestination(dst, tree ? OutputKind::kTree : opts.max_shard_bytes ? OutputKind::kFilesInDirectory : OutputKind::kFile,
+                         tree ? driver->owns_file : nullptr);
+      }
     }
     // A source truncated by another program while we copy it: an error (the output never
     // appears, as for any failed write), not a SIGBUS death.

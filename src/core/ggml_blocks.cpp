@@ -190,6 +190,85 @@ void Q8_K(const uint8_t* b, float* y) {
   for (int j = 0; j < 256; ++j) y[j] = d * F(static_cast<int8_t>(b[4 + j]));
 }
 
+// The 4-bit non-linear types' 16 values: format constants of ggml-common.h (kvalues_iq4nl; the
+// values of a file's nibbles, as fixed as the block layout itself), not tuning data.
+constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// MXFP4's E2M1 values doubled (kvalues_mxfp4, the OCP microscaling format's 16 codes x 2): the
+// scale is taken halved to match.
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// block_iq4_nl: d (fp16), qs[16]: value j is d x the table at qs[j]'s low nibble, j + 16 its high.
+void IQ4_NL(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * F(kIq4nlValues[qs[j] & 0xF]);
+    y[j + 16] = d * F(kIq4nlValues[qs[j] >> 4]);
+  }
+}
+
+// block_iq4_xs: d (fp16), scales_h (u16: 2 high bits per 32 values), scales_l[4] (4 low bits per
+// 32 values), qs[128]; each 32 values as IQ4_NL's with the scale d x (6-bit scale - 32).
+void IQ4_XS(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const unsigned scales_h = b[2] | (b[3] << 8);
+  const uint8_t* scales_l = b + 4;
+  const uint8_t* qs = b + 8;
+  for (int ib = 0; ib < 8; ++ib, y += 32, qs += 16) {
+    const int ls = ((scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((scales_h >> 2 * ib) & 3) << 4);
+    const float dl = d * F(ls - 32);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = dl * F(kIq4nlValues[qs[j] & 0xF]);
+      y[j + 16] = dl * F(kIq4nlValues[qs[j] >> 4]);
+    }
+  }
+}
+
+// A base-3 digit as ggml's TQ1_0 packs them: the byte times 3^n (mod 256), then its top trit.
+float Trit(uint8_t byte, uint8_t power) {
+  const uint8_t q = static_cast<uint8_t>(byte * power);
+  return F(((q * 3) >> 8) - 1);
+}
+
+// block_tq1_0: qs[48] (5 ternary digits a byte), qh[4] (4 a byte), d (fp16): values -1, 0, 1 x d.
+// Bytes 0-31 give 5 x 32 values (digit n of every byte, then the next digit), 32-47 5 x 16, qh 4 x 4.
+void TQ1_0(const uint8_t* b, float* y) {
+  constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const uint8_t* qs = b;
+  const uint8_t* qh = b + 48;
+  const float d = Half(b + 52);
+  for (int n = 0; n < 5; ++n)
+    for (int m = 0; m < 32; ++m) *y++ = Trit(qs[m], kPow3[n]) * d;
+  for (int n = 0; n < 5; ++n)
+    for (int m = 0; m < 16; ++m) *y++ = Trit(qs[32 + m], kPow3[n]) * d;
+  for (int n = 0; n < 4; ++n)
+    for (int j = 0; j < 4; ++j) *y++ = Trit(qh[j], kPow3[n]) * d;
+}
+
+// block_tq2_0: qs[64] (2 bits a value: 0, 1, 2 for -1, 0, 1), d (fp16). Each 32 bytes give 128
+// values: bits 0-1 of every byte, then bits 2-3, 4-5, 6-7.
+void TQ2_0(const uint8_t* b, float* y) {
+  const float d = Half(b + 64);
+  for (int j = 0; j < 64; j += 32)
+    for (int l = 0; l < 4; ++l)
+      for (int m = 0; m < 32; ++m) *y++ = F(((b[j + m] >> (l * 2)) & 3) - 1) * d;
+}
+
+// block_mxfp4: e (E8M0 exponent), qs[16]: value j is the table at qs[j]'s low nibble x 2^(e - 128)
+// (half the block's scale, as the table is doubled), j + 16 the high nibble's. e < 2 gives
+// float32's subnormals 2^-128 and 2^-127, as ggml's ggml_e8m0_to_fp32_half builds them.
+void MXFP4(const uint8_t* b, float* y) {
+  const uint8_t e = b[0];
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  float d;
+  std::memcpy(&d, &bits, 4);
+  const uint8_t* qs = b + 1;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = F(kMxfp4Values[qs[j] & 0xF]) * d;
+    y[j + 16] = F(kMxfp4Values[qs[j] >> 4]) * d;
+  }
+}
+
 using BlockFn = void (*)(const uint8_t*, float*);
 
 struct Dequantizer {
@@ -202,7 +281,9 @@ constexpr Dequantizer kDequantizers[] = {
     {DType::kGgmlQ4_0, "Q4_0", Q4_0}, {DType::kGgmlQ4_1, "Q4_1", Q4_1}, {DType::kGgmlQ5_0, "Q5_0", Q5_0},
     {DType::kGgmlQ5_1, "Q5_1", Q5_1}, {DType::kGgmlQ8_0, "Q8_0", Q8_0}, {DType::kGgmlQ2_K, "Q2_K", Q2_K},
     {DType::kGgmlQ3_K, "Q3_K", Q3_K}, {DType::kGgmlQ4_K, "Q4_K", Q4_K}, {DType::kGgmlQ5_K, "Q5_K", Q5_K},
-    {DType::kGgmlQ6_K, "Q6_K", Q6_K}, {DType::kGgmlQ8_K, "Q8_K", Q8_K},
+    {DType::kGgmlQ6_K, "Q6_K", Q6_K}, {DType::kGgmlQ8_K, "Q8_K", Q8_K}, {DType::kGgmlIQ4_NL, "IQ4_NL", IQ4_NL},
+    {DType::kGgmlIQ4_XS, "IQ4_XS", IQ4_XS}, {DType::kGgmlTQ1_0, "TQ1_0", TQ1_0}, {DType::kGgmlTQ2_0, "TQ2_0", TQ2_0},
+    {DType::kGgmlMXFP4, "MXFP4", MXFP4},
 };
 
 BlockFn BlockFunction(DType dtype) {

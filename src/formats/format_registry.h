@@ -77,6 +77,10 @@ struct FormatDriver {
   // Its writer keeps ggml's block-quantized tensors as their blocks (GGUF); for every other
   // target convert refuses them, listing them, unless --dtype gives their values.
   bool keeps_ggml_blocks = false;
+  // --max-shard-size writes this format's own parts (GGUF: a split model's files beside the
+  // destination) rather than safetensors or pt shards into a directory: convert hands the write
+  // hook max_shard_bytes.
+  bool writes_own_parts = false;
   // Its files are zip archives: ops checks the container for every such format (CRCs, readers
   // that disagree, entries torch would unpickle) before the format's own hooks.
   bool zip_container = false;

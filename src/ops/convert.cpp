@@ -484,7 +484,8 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
     // .pt keeps a view a view and a shared storage shared; the other formats have neither and
     // write each tensor whole. Compressed storages are written inflated by every writer.
     if (!options.allow_expand) CheckExpansion(doc.tensors, target == Format::kPt && !options.max_shard_bytes);
-    if (options.max_shard_bytes) {
+    const FormatDriver* driver = FindFormatDriver(target);
+    if (options.max_shard_bytes && !(driver != nullptr && driver->writes_own_parts)) {
       ShardedWriteOptions sharded;
       static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPartOf(doc, options);
       sharded.shard_format = target;
@@ -492,7 +493,6 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
       WriteShardedCheckpoint(doc, destination, sharded);
       return;
     }
-    const FormatDriver* driver = FindFormatDriver(target);
     if (driver == nullptr || driver->write == nullptr) {
       Fail(ErrorCode::kUnsupported, "writing " + std::string(FormatName(target)) + " is not available");
     }

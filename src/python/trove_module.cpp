@@ -48,6 +48,7 @@
 #include "trove/document.h"
 #include "trove/dtype.h"
 #include "trove/error.h"
+#include "trove/gguf.h"
 #include "trove/version.h"
 #include "trove/open.h"
 #include "trove/pipeline.h"
@@ -1254,8 +1255,8 @@ py::dict Metadata(const Document& doc) {
 // (the CLI's --max-shard-size); only the formats with a shard index take it.
 std::optional<uint64_t> MaxShardBytes(py::handle max_shard_size, trove::Format target) {
   if (max_shard_size.is_none()) return std::nullopt;
-  if (target != trove::Format::kSafetensors && target != trove::Format::kPt) {
-    trove::Fail(ErrorCode::kUsage, "max_shard_size needs the 'safetensors' or 'pt' format");
+  if (target != trove::Format::kSafetensors && target != trove::Format::kPt && target != trove::Format("gguf")) {
+    trove::Fail(ErrorCode::kUsage, "max_shard_size needs the 'safetensors', 'pt' or 'gguf' format");
   }
   if (PyUnicode_Check(max_shard_size.ptr())) return trove::ParseShardSize(max_shard_size.cast<std::string>());
   if (PyLong_Check(max_shard_size.ptr()) && !PyBool_Check(max_shard_size.ptr())) {
@@ -1306,6 +1307,29 @@ trove::ReadOptions ReadOpts(const std::string& policy) {
   else if (policy == "permissive") r.pickle_policy = trove::PicklePolicy::kPermissive;
   else trove::Fail(ErrorCode::kUsage, "policy must be 'strict', 'default' or 'permissive' (not '" + policy + "')");
   return r;
+}
+
+// GGUF metadata for File.gguf_metadata(): text decoded as UTF-8, invalid bytes replaced (U+FFFD),
+// as JavaScript's and Python's lenient decoders read them.
+py::str GgufText(const std::string& text) {
+  PyObject* s = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+  if (s == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(s);
+}
+
+// A value as Python holds it: numbers, bool, str; an array (element type, [items]), nested alike.
+py::object GgufPython(const trove::GgufValue& v) {
+  const std::string& t = v.type;
+  if (t == "array" || t == "object") {
+    py::list items;
+    for (const trove::GgufValue& item : v.items) items.append(GgufPython(item));
+    return py::make_tuple(v.element_type, items);
+  }
+  if (t == "string") return GgufText(v.text);
+  if (t == "bool") return py::bool_(v.boolean);
+  if (t == "f32" || t == "f64") return py::float_(v.real);
+  if (t[0] == 'u') return py::int_(v.unsigned_integer);
+  return py::int_(v.integer);
 }
 
 }  // namespace
@@ -1431,6 +1455,15 @@ PYBIND11_MODULE(_trove, m) {
   }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"),
      py::arg("progress") = py::none(), py::arg("note") = py::none(), py::arg("compression") = "",
      py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none(), py::arg("value_type") = py::none());
+
+  m.def("_gguf_metadata", [](const std::string& path) {
+    const std::vector<trove::GgufMetadataEntry> entries = Released([&] { return trove::ReadGgufMetadata(path); });
+    py::dict out;
+    for (const trove::GgufMetadataEntry& e : entries) {
+      out[GgufText(e.key)] = py::make_tuple(e.value.type, GgufPython(e.value));
+    }
+    return out;
+  }, py::arg("path"));
 
   m.def("_verify", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Verify(path); })); });
   m.def("_scan", [](const std::string& path) { return ReportToDict(Released([&] { return trove::Scan(path); })); });

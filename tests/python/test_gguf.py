@@ -560,12 +560,74 @@ def deq_q8_k(raw):
     return (d * b[:, 4:260].copy().view(np.int8).astype(F32)).reshape(-1)
 
 
+# The non-linear 4-bit types' values: format constants of ggml-common.h (kvalues_iq4nl, and
+# kvalues_mxfp4: the E2M1 codes doubled), as fixed as the block layouts.
+IQ4NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], F32)
+MXFP4_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], F32)
+
+
+def _nibbles(qs, table):
+    """Low nibbles' values, then high nibbles' (32 from 16 bytes), per row of qs."""
+    return np.concatenate([table[qs & 0xF], table[qs >> 4]], axis=-1)
+
+
+def deq_iq4_nl(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 18)  # d (f16), qs[16]
+    return (_half(b, 0) * _nibbles(b[:, 2:], IQ4NL_VALUES)).reshape(-1)
+
+
+def deq_iq4_xs(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 136)  # d (f16), scales_h (u16), scales_l[4], qs[128]
+    n = len(b)
+    d = _half(b, 0)
+    scales_h = b[:, 2:4].copy().view("<u2").astype(np.int32)  # (n, 1)
+    ib = np.arange(8)
+    low = (b[:, 4 + ib // 2] >> (4 * (ib % 2))) & 0xF  # (n, 8)
+    ls = low.astype(np.int32) | (((scales_h >> (2 * ib)) & 3) << 4)
+    dl = d * (ls - 32).astype(F32)  # (n, 8)
+    values = _nibbles(b[:, 8:].reshape(n, 8, 16), IQ4NL_VALUES)  # (n, 8, 32)
+    return (dl[:, :, None] * values).reshape(-1)
+
+
+def deq_tq1_0(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 54)  # qs[48] (5 trits a byte), qh[4] (4 a byte), d (f16)
+    d = _half(b, 52)
+
+    def trits(bytes_, digits):  # digit n of every byte, then digit n + 1: (n_blocks, digits * len)
+        pow3 = np.array([1, 3, 9, 27, 81], np.uint16)[:digits]
+        q = (bytes_[:, None, :].astype(np.uint16) * pow3[None, :, None]) & 0xFF  # the uint8 product
+        return (((q * 3) >> 8).astype(F32) - 1).reshape(len(bytes_), -1)
+
+    t = np.concatenate([trits(b[:, :32], 5), trits(b[:, 32:48], 5), trits(b[:, 48:52], 4)], axis=1)
+    return (t * d).reshape(-1)
+
+
+def deq_tq2_0(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 66)  # qs[64] (2 bits a value), d (f16)
+    d = _half(b, 64)
+    qs = b[:, :64].reshape(-1, 2, 1, 32)
+    q = ((qs >> (2 * np.arange(4)[None, None, :, None])) & 3).astype(F32) - 1  # (n, 2, 4, 32)
+    return (q.reshape(len(b), 256) * d).reshape(-1)
+
+
+def deq_mxfp4(raw):
+    b = np.frombuffer(raw, np.uint8).reshape(-1, 17)  # e (E8M0), qs[16]
+    e = b[:, 0].astype(np.uint32)
+    # 2^(e - 128): half the block's scale (the table is doubled); float32 subnormals for e < 2.
+    bits = np.where(e < 2, np.uint32(0x00200000) << e, (e - 1) << 23).astype("<u4")
+    d = bits.view("<f4")[:, None]
+    with np.errstate(over="ignore"):  # 12 x 2^127 is inf in float32, in ggml's arithmetic too
+        return (_nibbles(b[:, 1:], MXFP4_VALUES) * d).reshape(-1)
+
+
 # ggml type id: (dequantizer, bytes per block, values per block, fp16 scale offsets, f32 scale offsets)
 DEQUANTIZERS = {
     2: (deq_q4_0, 18, 32, [0], []), 3: (deq_q4_1, 20, 32, [0, 2], []), 6: (deq_q5_0, 22, 32, [0], []),
     7: (deq_q5_1, 24, 32, [0, 2], []), 8: (deq_q8_0, 34, 32, [0], []), 10: (deq_q2_k, 84, 256, [80, 82], []),
     11: (deq_q3_k, 110, 256, [108], []), 12: (deq_q4_k, 144, 256, [0, 2], []), 13: (deq_q5_k, 176, 256, [0, 2], []),
     14: (deq_q6_k, 210, 256, [208], []), 15: (deq_q8_k, 292, 256, [], [0]),
+    20: (deq_iq4_nl, 18, 32, [0], []), 23: (deq_iq4_xs, 136, 256, [0], []), 34: (deq_tq1_0, 54, 256, [52], []),
+    35: (deq_tq2_0, 66, 256, [64], []), 39: (deq_mxfp4, 17, 32, [], []),
 }
 # Scales at the edges of their formats: fp16's largest, smallest normal and subnormal, zeros of
 # both signs; float32's (Q8_K) as large as 127 times still fits.
@@ -616,6 +678,16 @@ def test_dequantize_matches_ggml_reference_layouts(tmp_path):
         assert got[key]["crc32"] == zlib.crc32(values.astype("<f4").tobytes()), key
         rows.append((key, values.size, float(np.abs(values).max())))
     print("\n".join(f"{k:16} {n:6} values, max |x| {m:.4g}: bit for bit" for k, n, m in rows))
+
+
+def test_grid_types_stay_refused_by_name(tmp_path, trove):
+    # IQ1_*, IQ2_*, IQ3_* index ggml's lattice grids (thousands of entries): not dequantized, and
+    # the message names the type and what is.
+    path = tmp_path / "grid.gguf"
+    path.write_bytes(write_gguf([("general.architecture", 8, "x")], [("g", 16, [256], bytes(66))]))
+    r = trove("convert", path, tmp_path / "g.safetensors", "--dtype", "float32")
+    assert r.code != 0 and "ggml_iq2_xxs" in r.errtext and "IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4" in r.errtext, r
+    assert not (tmp_path / "g.safetensors").exists()
 
 
 def _block_model(tmp_path, rng):

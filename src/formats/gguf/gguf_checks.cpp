@@ -109,11 +109,15 @@ void VerifyGguf(const MappedFile& file, CheckReport& report) {
     }
   }
   const MetadataEntry* arch = g.Find("general.architecture");
-  if (arch == nullptr || arch->value.type != ValueType::kString) {
+  // A split model's parts after the first hold only split.* keys (llama.cpp's gguf-split); the
+  // first holds the model's (reading the set checks that the parts belong together).
+  const MetadataEntry* split_no = g.Find("split.no");
+  const bool later_part = split_no != nullptr && split_no->value.type == ValueType::kU16 && split_no->value.u > 0;
+  if (!later_part && (arch == nullptr || arch->value.type != ValueType::kString)) {
     report.Add(Severity::kMedium, "", 0, "no general.architecture string (the specification requires one)");
   }
   const bool quantized = std::any_of(g.tensors.begin(), g.tensors.end(), [](const TensorInfo& t) { return t.type->quantized(); });
-  if (quantized && g.Find("general.quantization_version") == nullptr) {
+  if (quantized && !later_part && g.Find("general.quantization_version") == nullptr) {
     report.Add(Severity::kMedium, "", 0, "quantized tensors without general.quantization_version (the specification requires it)");
   }
   // Between tensors and after the last one: only padding to the alignment is expected.

@@ -1,5 +1,8 @@
 // GGUF as trove's format driver (formats/format_registry.h): the only place outside this folder
 // that names it is its line in format_registry.cpp.
+#include <algorithm>
+#include <filesystem>
+
 #include "formats/format_registry.h"
 #include "trove/convert_options.h"
 #include "formats/gguf/gguf_format.h"
@@ -34,7 +37,24 @@ void WriteGgufFromConvert(const Document& doc, const std::string& destination, c
     o.source_size = doc.file_size;
   }
   o.metadata = options.metadata;
+  // A safetensors or .pt model's config.json beside it: the llama family's metadata, unless
+  // --metadata names the architecture itself (then config.json is not read). --metadata's keys
+  // win over config.json's.
+  const bool architecture_given = std::any_of(options.metadata.begin(), options.metadata.end(),
+                                              [](const auto& kv) { return kv.first == "general.architecture"; });
+  if (doc.format != kGguf.name() && !architecture_given && !doc.path.empty()) {
+    std::error_code ec;
+    const std::filesystem::path config = std::filesystem::path(doc.path).parent_path() / "config.json";
+    if (std::filesystem::is_regular_file(config, ec)) {
+      for (GgufMetadataEdit& e : GgufMetadataFromConfig(config.string())) {
+        const bool overridden = std::any_of(options.metadata.begin(), options.metadata.end(),
+                                            [&](const auto& kv) { return kv.first == e.key; });
+        if (!overridden) o.config_metadata.push_back(std::move(e));
+      }
+    }
+  }
   o.drop_values = options.drop_values;
+  o.max_part_bytes = options.max_shard_bytes.value_or(0);
   WriteGguf(doc, destination, o);
 }
 
@@ -51,6 +71,7 @@ const FormatDriver& GgufFormat() {
       .read = ReadGgufDetected,
       .write = WriteGgufFromConvert,
       .keeps_ggml_blocks = true,
+      .writes_own_parts = true,
       .verify = VerifyGgufDetected,
       .scan = ScanGgufDetected,
   };

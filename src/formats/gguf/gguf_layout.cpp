@@ -83,7 +83,7 @@ bool IsArrayLike(ValueType t) { return t == ValueType::kArray || t == ValueType:
 
 class Parser {
  public:
-  Parser(const uint8_t* data, uint64_t size) : in_(data, size), size_(size) {}
+  Parser(const uint8_t* data, uint64_t size, bool every_item) : in_(data, size), size_(size), every_item_(every_item) {}
 
   // A field cut short names the field it was reading (the byte reader names the offset).
   GgufLayout Parse() {
@@ -317,7 +317,14 @@ class Parser {
       v.elements_as_keys = true;
       return;
     }
-    const uint64_t kept = std::min<uint64_t>(v.count, kKeptArrayItems);
+    const uint64_t kept = every_item_ ? v.count : std::min<uint64_t>(v.count, kKeptArrayItems);
+    if (every_item_) {
+      whole_items_ += v.count;  // cannot wrap: each count is at most kMaxArrayElements, fitting the file
+      if (whole_items_ > kMaxWholeArrayItems) {
+        FailAt(ErrorCode::kLimit, count_at, where + ": the metadata's arrays hold more than " + Thousands(kMaxWholeArrayItems) +
+                                                " items in all, the cap of a whole read");
+      }
+    }
     v.items.reserve(kept);
     if (fixed && v.element_type != ValueType::kBool) {
       for (uint64_t i = 0; i < kept; ++i) v.items.push_back(ReadValue(v.element_type, depth + 1, key));
@@ -408,6 +415,8 @@ class Parser {
 
   GgufReader in_;
   uint64_t size_;
+  bool every_item_ = false;
+  uint64_t whole_items_ = 0;  // array items kept so far (every_item_)
   bool draft_ = false;
   const char* field_ = nullptr;  // what is being read, for a truncation's error
   std::string_view subject_;     // the key or tensor it belongs to
@@ -439,7 +448,7 @@ bool LooksLikeGguf(std::string_view head) {
   return head.size() >= 8 && head.starts_with("FUGG") && head.substr(4, 4) == std::string_view("\x01\x00\x00\x00", 4);
 }
 
-GgufLayout ParseGguf(const uint8_t* data, uint64_t size) { return Parser(data, size).Parse(); }
+GgufLayout ParseGguf(const uint8_t* data, uint64_t size, bool every_item) { return Parser(data, size, every_item).Parse(); }
 
 std::string Thousands(uint64_t n) {
   std::string digits = std::to_string(n), out;

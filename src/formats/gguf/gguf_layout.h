@@ -62,6 +62,10 @@ inline constexpr uint32_t kDefaultAlignment = 32;
 inline constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxMetadataEntries = uint64_t{1} << 20;
 
+// A split model's parts (split.count, a u16 in llama.cpp's gguf-split): each is mapped at once;
+// real sets have tens of parts, the cap keeps a forged count from opening thousands of files.
+inline constexpr uint64_t kMaxSplitParts = 1024;
+
 enum class ValueType : uint32_t {
   kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
   kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
@@ -92,6 +96,11 @@ struct MetadataValue {
   std::string_view key;              // the key it belongs to
 };
 inline constexpr size_t kKeptArrayItems = 16;
+// ParseGguf with every_item keeps every array item (trove::ReadGgufMetadata): at most this many
+// items in all, nested ones counted. The largest vocabularies hold about a million (tokens, scores,
+// types and merges of a 262k-token model); the cap bounds memory (an item is about 150 bytes) for a
+// file of many small arrays, which the file's size alone would not.
+inline constexpr uint64_t kMaxWholeArrayItems = uint64_t{1} << 21;
 
 struct MetadataEntry {
   std::string_view key;
@@ -130,8 +139,9 @@ struct GgufLayout {
 bool LooksLikeGguf(std::string_view head);
 
 // Parses and checks `size` bytes at `data` (a whole file): every rule above, every tensor's bytes
-// inside the file and no two tensors overlapping.
-GgufLayout ParseGguf(const uint8_t* data, uint64_t size);
+// inside the file and no two tensors overlapping. every_item: arrays keep every item, not the
+// first kKeptArrayItems (Error(kLimit) beyond kMaxWholeArrayItems in all).
+GgufLayout ParseGguf(const uint8_t* data, uint64_t size, bool every_item = false);
 
 // A value as people read it: numbers in decimal, strings as they are, an array as its items
 // ("[1, 2, 3]") when it has at most kShownArrayItems, else "32,000 strings".

@@ -3,7 +3,9 @@
 // padded to it, streamed from their views into a temporary renamed when whole.
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "core/little_endian.h"
@@ -36,7 +38,11 @@ struct Entry {
 // The source GGUF's entries, their bytes as they are (so every type, nested arrays included, is
 // kept exactly). Only a v2/v3 little-endian file's encoding is v3's; the others are refused
 // rather than re-encoded.
-std::vector<Entry> SourceEntries(const std::string& path, uint64_t expected_size) {
+// split.*: which part of a split model a file is (llama.cpp's gguf-split), kept only where that
+// file is rewritten as itself (EditGgufMetadata).
+bool IsSplitKey(std::string_view key) { return key == "split.no" || key == "split.count" || key == "split.tensors.count"; }
+
+std::vector<Entry> SourceEntries(const std::string& path, uint64_t expected_size, bool split_keys) {
   const std::shared_ptr<MappedFile> file = MappedFile::Open(path);
   if (file->size() != expected_size) Fail(ErrorCode::kIo, "the source GGUF changed size since it was read");
   const uint8_t* data = file->data();
@@ -53,6 +59,7 @@ std::vector<Entry> SourceEntries(const std::string& path, uint64_t expected_size
   std::vector<Entry> out;
   for (size_t i = 0; i < g.metadata.size(); ++i) {
     const gguf::MetadataEntry& e = g.metadata[i];
+    if (!split_keys && IsSplitKey(e.key)) continue;
     if (e.value.elements_as_keys || e.value.type == ValueType::kObject) {
       Fail(ErrorCode::kUnsupported, "metadata key '" + std::string(e.key) + "' is gguf-py's object experiment, which no GGUF reader of today reads; it is not written");
     }
@@ -195,6 +202,54 @@ void ApplyEdits(std::vector<Entry>& entries, const std::vector<GgufMetadataEdit>
 
 uint64_t AlignUp(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
+// A u16/i32 metadata value: its type, then its bytes.
+std::string TypedInteger(ValueType type, uint64_t value, unsigned bytes) {
+  std::string out;
+  AppendLe(out, static_cast<uint32_t>(type), 4);
+  AppendLe(out, value, bytes);
+  return out;
+}
+
+// One GGUF file: the header (entries, then the tensor infos at their planned offsets), then each
+// tensor's bytes padded to the alignment, through a temporary renamed when whole.
+void WriteFile(const std::string& path, const std::vector<Entry>& entries, const std::vector<Planned>& plan, uint32_t alignment,
+               Durability durability, ProgressReporter& progress) {
+  std::string head = "GGUF";
+  AppendLe(head, kWrittenVersion, 4);
+  AppendLe(head, plan.size(), 8);
+  AppendLe(head, entries.size(), 8);
+  for (const Entry& e : entries) {
+    AppendString(head, e.key);
+    head += e.typed_value;
+  }
+  for (const Planned& p : plan) {
+    AppendString(head, p.tensor->key);
+    AppendLe(head, p.ne.size(), 4);
+    for (uint64_t n : p.ne) AppendLe(head, n, 8);
+    AppendLe(head, p.type->id, 4);
+    AppendLe(head, p.offset, 8);
+  }
+  head.append(AlignUp(head.size(), alignment) - head.size(), '\0');
+
+  AtomicFile file(path, durability);
+  file.Write(head.data(), head.size());
+  const std::string zeros(alignment, '\0');
+  for (const Planned& p : plan) {
+    WithContext("tensor '" + p.tensor->key + "'", [&] {
+      const TensorView& v = *p.tensor->view;
+      if (std::optional<SharedBytes> stored = v.StoredBytes(); stored && !stored->deferred()) {
+        file.Write(stored->data(), stored->size());
+      } else {
+        v.ForEachChunk([&](const uint8_t* data, size_t size) { file.Write(data, size); });
+      }
+    });
+    const uint64_t padded = AlignUp(p.bytes, alignment);
+    file.Write(zeros.data(), padded - p.bytes);
+    progress.Add(padded);
+  }
+  file.Commit();
+}
+
 }  // namespace
 
 void WriteGguf(const Document& doc, const std::string& destination, const GgufWriteOptions& options) {
@@ -210,7 +265,8 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
                                       list + " (--drop-values leaves them out; --metadata KEY=VALUE writes string metadata)");
   }
   std::vector<Entry> entries;
-  if (!options.source_gguf.empty()) entries = SourceEntries(options.source_gguf, options.source_size);
+  if (!options.source_gguf.empty()) entries = SourceEntries(options.source_gguf, options.source_size, options.split_keys_kept);
+  ApplyEdits(entries, options.config_metadata);
   for (const auto& kv : options.metadata) {
     const std::string& key = kv.first;  // a named reference: clang 14 cannot capture a structured binding
     const std::string& value = kv.second;
@@ -243,49 +299,62 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
     plan.push_back(std::move(p));
   }
   CheckExpansion(doc.tensors, /*views_kept=*/false);
-
-  std::string head = "GGUF";
-  AppendLe(head, kWrittenVersion, 4);
-  AppendLe(head, plan.size(), 8);
-  AppendLe(head, entries.size(), 8);
-  for (const Entry& e : entries) {
-    AppendString(head, e.key);
-    head += e.typed_value;
-  }
-  for (const Planned& p : plan) {
-    AppendString(head, p.tensor->key);
-    AppendLe(head, p.ne.size(), 4);
-    for (uint64_t n : p.ne) AppendLe(head, n, 8);
-    AppendLe(head, p.type->id, 4);
-    AppendLe(head, p.offset, 8);
-  }
-  head.append(AlignUp(head.size(), alignment) - head.size(), '\0');
-
-  AtomicFile file(destination, options.durability);
-  file.Write(head.data(), head.size());
   ProgressReporter progress(options.progress, data_bytes);
-  const std::string zeros(alignment, '\0');
+  if (options.max_part_bytes == 0) {
+    WriteFile(destination, entries, plan, alignment, options.durability, progress);
+    progress.Finish();
+    return;
+  }
+
+  // Parts as llama.cpp's gguf-split cuts them: tensors in order fill a part until the next one
+  // (its bytes padded to the alignment) would pass the maximum; a larger tensor has a part of its
+  // own. Every part holds at least one tensor.
+  std::vector<std::vector<Planned>> parts;
+  uint64_t filled = 0;
   for (const Planned& p : plan) {
-    WithContext("tensor '" + p.tensor->key + "'", [&] {
-      const TensorView& v = *p.tensor->view;
-      if (std::optional<SharedBytes> stored = v.StoredBytes(); stored && !stored->deferred()) {
-        file.Write(stored->data(), stored->size());
-      } else {
-        v.ForEachChunk([&](const uint8_t* data, size_t size) { file.Write(data, size); });
-      }
-    });
     const uint64_t padded = AlignUp(p.bytes, alignment);
-    file.Write(zeros.data(), padded - p.bytes);
-    progress.Add(padded);
+    if (parts.empty() || (filled > 0 && filled + padded > options.max_part_bytes)) {
+      parts.emplace_back();
+      filled = 0;
+    }
+    parts.back().push_back(p);
+    parts.back().back().offset = filled;
+    filled += padded;
+  }
+  if (parts.empty()) parts.emplace_back();  // no tensors: one part of metadata
+  if (parts.size() > gguf::kMaxSplitParts) {
+    Fail(ErrorCode::kLimit, std::to_string(parts.size()) + " parts of at most " + std::to_string(options.max_part_bytes) +
+                                " bytes: more than the " + std::to_string(gguf::kMaxSplitParts) + " a split model may have (--max-shard-size larger)");
+  }
+  const std::filesystem::path dest(destination);
+  std::string stem = dest.filename().string();
+  if (stem.ends_with(".gguf")) stem.resize(stem.size() - 5);
+  if (stem.empty()) Fail(ErrorCode::kUsage, "'" + destination + "': the parts are named <name>-00001-of-0000N.gguf, and the name is empty");
+  std::error_code ec;
+  const std::string directory = std::filesystem::absolute(dest.parent_path().empty() ? "." : dest.parent_path(), ec).lexically_normal().string();
+  AtomicDirectory out(directory, options.durability, OutputKind::kFilesInDirectory);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "-%05zu-of-%05zu.gguf", i + 1, parts.size());
+    // The model's metadata in the first part only; split.* in every one (gguf-split's keys and types).
+    std::vector<Entry> part_entries = i == 0 ? entries : std::vector<Entry>{};
+    part_entries.push_back({"split.no", TypedInteger(ValueType::kU16, i, 2)});
+    part_entries.push_back({"split.count", TypedInteger(ValueType::kU16, parts.size(), 2)});
+    part_entries.push_back({"split.tensors.count", TypedInteger(ValueType::kI32, plan.size(), 4)});
+    const std::string file = stem + name;
+    WithFile(file, [&] {
+      WriteFile((std::filesystem::path(out.path()) / file).string(), part_entries, parts[i], alignment, options.durability, progress);
+    });
   }
   progress.Finish();
-  file.Commit();
+  out.Commit();
 }
 
 void EditGgufMetadata(const std::string& path, const std::vector<GgufMetadataEdit>& edits, const WriteOptions& options) {
   WithFile(path, [&] {
-    const Document doc = ReadGguf(MappedFile::Open(path), {});
+    const Document doc = ReadGgufFile(MappedFile::Open(path));  // a split model's part alone
     GgufWriteOptions o;
+    o.split_keys_kept = true;
     static_cast<WriteOptions&>(o) = options;
     o.source_gguf = path;
     o.source_size = doc.file_size;

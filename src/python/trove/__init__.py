@@ -864,6 +864,23 @@ class File:
         found = {k[len("metadata."):]: str(v) for k, v in self.info()["properties"].items() if k.startswith("metadata.")}
         return found or None
 
+    def gguf_metadata(self) -> dict:
+        """A GGUF file's metadata, every key in the file's order, typed and whole: {key: (type,
+        value)}, the type "u8" ... "u64", "i8" ... "i64", "f32", "f64", "bool", "string" or
+        "array"; an array's value is (element type, [every item]), nested arrays alike (info()
+        summarises long arrays). Strings are decoded as UTF-8, invalid bytes replaced. An
+        UnsupportedError for a file of another format."""
+        doc = self._document()
+        if doc.format != "gguf":
+            raise _error("unsupported", f"{self.path} is not a GGUF file ({doc.format}): gguf_metadata() reads GGUF's typed metadata")
+        source = self._content.path if self._content is not None else doc.path
+        try:
+            out = _trove._gguf_metadata(os.fsencode(source))
+        except Error as e:
+            raise _in_python_terms(self._content.renamed(e) if self._content is not None else e) from None
+        doc.check_changed()
+        return out
+
     def info(self) -> dict:
         """What `trove info --json` says, without the value tree: format, path, file_size,
         properties, records, tensors (key, dtype, shape, strides, storage, shared...), tensor_bytes,
