@@ -14,6 +14,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -150,8 +151,14 @@ __attribute__((target("avx2,f16c"))) void HalfToFloat32F16c(const uint8_t* in, u
   HalfToFloat32Portable(in + 2 * i, out + 4 * i, n - i);
 }
 
+// F16C from CPUID (clang 14's __builtin_cpu_supports does not know "f16c"), AVX2 from the
+// compiler's table (which also asks whether the OS saves the YMM registers).
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  static const bool has = [] {
+    unsigned int a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & bit_F16C) == 0) return false;
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
   return has;
 }
 #endif

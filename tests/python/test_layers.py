@@ -29,7 +29,7 @@ PUBLIC = {
     "zip": {"zip_reader.h", "zip_writer.h"},
     "pickle": {"pickler.h", "unpickler.h"},
     "formats": {"convert_options.h", "gguf.h", "pipeline.h", "pskd.h", "pskd_dataset.h", "pt_writer.h", "safetensors.h", "tensordict.h"},
-    "ops": {"checks.h", "convert.h", "file_digests.h", "open.h"},
+    "ops": {"checks.h", "convert.h", "file_digests.h", "open.h", "save.h"},
 }
 HEADER_LAYER = {h: layer for layer, hs in PUBLIC.items() for h in hs}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
