@@ -12,7 +12,13 @@ namespace {
 // never an overflow that wraps into agreement.
 constexpr uint64_t kSaturated = uint64_t{1} << 62;
 
-uint64_t AddSaturating(uint64_t a, uint64_t b) { return a >= kSaturated - b ? kSaturated : a + b; }
+uint64_t Saturate(uint64_t x) { return std::min(x, kSaturated); }
+
+uint64_t AddSaturating(uint64_t a, uint64_t b) {
+  a = Saturate(a);
+  b = Saturate(b);
+  return a >= kSaturated - b ? kSaturated : a + b;
+}
 
 uint64_t AlignUp(uint64_t x, uint64_t to) { return x >= kSaturated ? kSaturated : (x + to - 1) / to * to; }
 
@@ -91,7 +97,7 @@ std::vector<std::vector<ZeroPiece>> ZeroStage3Pieces(const std::vector<ZeroParam
   const uint64_t world = partitions.size();
   if (world == 0) Fail(ErrorCode::kCorrupt, "no rank partitions");
   uint64_t declared = 0;
-  for (const ZeroParam& p : params) declared = AddSaturating(declared, (p.numel + world - 1) / world);
+  for (const ZeroParam& p : params) declared = AddSaturating(declared, (Saturate(p.numel) + world - 1) / world);
   for (size_t r = 0; r < world; ++r) {
     uint64_t held = 0;
     for (uint64_t n : partitions[r]) held = AddSaturating(held, n);
@@ -105,7 +111,7 @@ std::vector<std::vector<ZeroPiece>> ZeroStage3Pieces(const std::vector<ZeroParam
   std::vector<std::vector<ZeroPiece>> out;
   uint64_t offset = 0;
   for (const ZeroParam& p : params) {
-    const uint64_t share = (p.numel + world - 1) / world;
+    const uint64_t share = (Saturate(p.numel) + world - 1) / world;
     std::vector<ZeroPiece> pieces;
     for (size_t r = 0; r < world; ++r) {
       const uint64_t start = r * share;

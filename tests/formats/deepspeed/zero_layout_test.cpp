@@ -12,7 +12,7 @@ namespace {
 
 using Pieces = std::vector<ZeroPiece>;
 
-TEST(ZeroStage12, ParamsCrossRankBoundariesAndPaddingIsAllowed) {
+TEST(DeepSpeedZeroStage12, ParamsCrossRankBoundariesAndPaddingIsAllowed) {
   // 5 + 4 = 9 elements, padded to 12 (2 * 3 ranks), partitions of 4.
   const auto p = ZeroStage12Pieces({{{"a", 5}, {"b", 4}}}, {{4}, {4}, {4}});
   ASSERT_EQ(p.size(), 2u);
@@ -25,7 +25,7 @@ TEST(ZeroStage12, ParamsCrossRankBoundariesAndPaddingIsAllowed) {
   EXPECT_EQ(q[2], (Pieces{{1, 1, 1, 1}}));
 }
 
-TEST(ZeroStage12, DisagreeingSizesAreNamed) {
+TEST(DeepSpeedZeroStage12, DisagreeingSizesAreNamed) {
   ExpectError([] { ZeroStage12Pieces({{{"a", 5}}}, {{4}, {3}}); }, ErrorCode::kCorrupt, "rank 1");
   ExpectError([] { ZeroStage12Pieces({{{"a", 9}}}, {{4}, {4}}); }, ErrorCode::kCorrupt, "param group 0");
   // More padding than the alignment allows: the shapes and partitions disagree.
@@ -34,9 +34,12 @@ TEST(ZeroStage12, DisagreeingSizesAreNamed) {
   // 2^40 * 2^40 elements saturate, never wrap into agreement.
   ExpectError([] { ZeroStage12Pieces({{{"a", uint64_t{1} << 62}, {"b", uint64_t{1} << 62}}}, {{2}, {2}}); },
               ErrorCode::kCorrupt, "more than 2^62");
+  // Two numels of 2^63 (past the saturation point themselves) would wrap to 0 if added plainly.
+  ExpectError([] { ZeroStage12Pieces({{{"a", uint64_t{1} << 63}, {"b", uint64_t{1} << 63}}}, {{0}, {0}}); },
+              ErrorCode::kCorrupt, "more than 2^62");
 }
 
-TEST(ZeroStage3, EachParamSplitAcrossRanksWithTailPadding) {
+TEST(DeepSpeedZeroStage3, EachParamSplitAcrossRanksWithTailPadding) {
   // 5 elements over 3 ranks: 2, 2, 1 (+1 padding); 1 element: rank 0 only; 4: 2, 2, 0.
   const auto p = ZeroStage3Pieces({{"a", 5}, {"b", 1}, {"c", 4}}, {{5}, {5}, {5}});
   EXPECT_EQ(p[0], (Pieces{{0, 0, 0, 2}, {1, 0, 0, 2}, {2, 0, 0, 1}}));
@@ -47,7 +50,7 @@ TEST(ZeroStage3, EachParamSplitAcrossRanksWithTailPadding) {
   EXPECT_EQ(q[1], (Pieces{{0, 1, 0, 1}, {1, 1, 0, 1}}));
 }
 
-TEST(ZeroStage3, RankTotalsMustMatchTheShapes) {
+TEST(DeepSpeedZeroStage3, RankTotalsMustMatchTheShapes) {
   ExpectError([] { ZeroStage3Pieces({{"a", 5}}, {{2}, {3}}); }, ErrorCode::kCorrupt, "rank 0");
   ExpectError([] { ZeroStage3Pieces({{"a", uint64_t{1} << 40}}, {{3}, {3}}); }, ErrorCode::kCorrupt, "declare");
 }
