@@ -19,6 +19,7 @@ import torch
 
 import safetensors_spec
 from conftest import run_tool
+from hostile import peak_rss
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.environ.get("TROVE_BUILD_DIR", os.path.join(HERE, "..", "..", "build"))
@@ -193,6 +194,25 @@ def test_python_open(tmp_path):
     with trove_module.open(str(tmp_path / "ckpt"), framework="pt") as f:
         for k, v in expected_of(groups).items():
             assert torch.equal(f[k], v), k
+
+
+def test_convert_holds_one_assembled_tensor_at_a_time(tmp_path):
+    """Four 16 MiB params split over 2 ranks (ZeRO-3): converting holds about one assembled
+    tensor, not the 64 MiB of the checkpoint."""
+    torch.manual_seed(1)
+    groups = [collections.OrderedDict((f"w{i}", torch.randn(1024, 4096)) for i in range(4))]
+    d = tmp_path / "big"
+    write_zero3(d, groups, 2)
+    code, _, _, baseline = peak_rss("info", d)
+    assert code == 0
+    largest = 16 << 20
+    for out in ("out.safetensors", "out.pt"):
+        code, _, _, peak = peak_rss("convert", d, tmp_path / out)
+        assert code == 0
+        assert peak - baseline < 3 * largest, (out, peak, baseline)
+    got = torch.load(str(tmp_path / "out.pt"))
+    for k, v in groups[0].items():
+        assert torch.equal(got[k], v), k
 
 
 # Hostile and broken directories.
