@@ -63,12 +63,14 @@ def model_groups():
     return [g0, g1]
 
 
-def model_states(groups, world, buffers, shared=()):
+def model_states(groups, world, buffers, shared=(), tied_in_module=()):
     module = collections.OrderedDict()
     for g in groups:
         for n, t in g.items():
             module[n] = t.to(torch.bfloat16)
     module.update(buffers)
+    for name, source in tied_in_module:  # older DeepSpeed: ties only in the module's storages
+        module[name] = module[source]
     return {"module": module, "buffer_names": list(buffers), "optimizer": None,
             "param_shapes": [collections.OrderedDict((n, t.shape) for n, t in g.items()) for g in groups],
             "frozen_param_shapes": None, "frozen_param_fragments": None, "shared_params": [list(p) for p in shared],
@@ -76,14 +78,14 @@ def model_states(groups, world, buffers, shared=()):
             "ds_config": {"zero_optimization": {}}, "ds_version": "0.14.0"}
 
 
-def write_zero12(root, groups, world, stage=2, bf16=False, buffers=None, shared=(), latest=True):
+def write_zero12(root, groups, world, stage=2, bf16=False, buffers=None, shared=(), latest=True, tied_in_module=()):
     """ZeRO-1/2 as the engine writes it (bf16: DeepSpeed's bf16 optimizer, no zero_stage)."""
     buffers = buffers or {}
     tag = root / "global_step5" if latest else root
     tag.mkdir(parents=True)
     if latest:
         (root / "latest").write_text("global_step5")
-    torch.save(model_states(groups, world, buffers, shared), tag / "mp_rank_00_model_states.pt")
+    torch.save(model_states(groups, world, buffers, shared, tied_in_module), tag / "mp_rank_00_model_states.pt")
     parts = []
     for g in groups:
         flat = torch.cat([t.reshape(-1).float() for t in g.values()])
@@ -171,6 +173,16 @@ def test_zero12_two_ranks_consolidate_bit_for_bit(trove, tmp_path, stage, bf16):
     convert_and_compare(trove, d, expected, tmp_path)
     r = trove("info", d)
     assert r.code == 0 and "deepspeed" in r.text, r
+
+
+def test_ties_found_in_the_module_storages(trove, tmp_path):
+    """DeepSpeed before shared_params was saved: zero_to_fp32 ties module entries by data_ptr."""
+    groups = model_groups()
+    d = tmp_path / "ckpt"
+    write_zero12(d, groups, 2, tied_in_module=[("decoder.weight", "layer.weight")])
+    expected = expected_of(groups)
+    expected["decoder.weight"] = expected["layer.weight"]
+    convert_and_compare(trove, d, expected, tmp_path)
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -310,3 +322,15 @@ def test_zero_stage_enum_is_data_and_any_other_getattr_refused(trove, tmp_path):
     refused(d, "builtins.getattr", "zero_pp_rank_0_mp_rank_00_optim_states.pt")
     r = trove("scan", d)
     assert r.code != 0 and "refused global 'builtins.getattr'" in r.text, r.text
+
+
+def test_tag_directory_linked_out_of_the_directory_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    write_zero12(outside, model_groups(), 2)
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "latest").write_text("global_step5")
+    (d / "global_step5").symlink_to(outside / "global_step5")
+    refused(d, "global_step5")
+    r = run_tool("trove", "info", d, limit=True)
+    assert "link" in r.errtext, r.errtext

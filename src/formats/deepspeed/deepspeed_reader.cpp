@@ -434,6 +434,27 @@ Document ReadDeepSpeedCheckpoint(const std::string& directory, const ReadOptions
       }
     }
   }
+  // DeepSpeed before shared_params was stored: a module entry that is neither a param nor a
+  // buffer and starts where a param's module entry does (zero_to_fp32 compares data_ptr()) is that
+  // param, tied.
+  if (module != nullptr && module->kind == ValueKind::kDict) {
+    for (const auto& [k, v] : module->entries) {
+      if (k->kind != ValueKind::kStr || v->kind != ValueKind::kTensor || by_name.count(k->text)) continue;
+      for (const auto& [k2, v2] : module->entries) {
+        if (k2 == k || k2->kind != ValueKind::kStr || v2->kind != ValueKind::kTensor || !dims.count(k2->text)) continue;
+        if (v2->tensor->storage.identity() != v->tensor->storage.identity() ||
+            v2->tensor->storage_offset != v->tensor->storage_offset) {
+          continue;
+        }
+        TensorView view = *by_name[k2->text]->tensor;
+        Value* tied = doc.arena->Tensor(std::move(view));
+        by_name[k->text] = tied;
+        root->entries.emplace_back(doc.arena->Str(k->text), tied);
+        ++shared;
+        break;
+      }
+    }
+  }
   doc.root = root;
   doc.tensors = CollectTensors(root);
   for (const ReadFile& f : files) {
