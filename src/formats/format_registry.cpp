@@ -17,7 +17,8 @@ namespace trove {
   X(NpyFormat)                  \
   X(NpzFormat)                  \
   X(GgufFormat)                 \
-  X(DcpFormat)
+  X(DcpFormat)                  \
+  X(DeepSpeedFormat)
 
 #define TROVE_DECLARE_DRIVER(name) const FormatDriver& name();
 TROVE_FORMAT_DRIVERS(TROVE_DECLARE_DRIVER)

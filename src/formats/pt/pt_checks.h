@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "formats/pt/pt_reader.h"
 #include "pickle/pickle_scan.h"
 #include "trove/findings.h"
 #include "trove/shared_bytes.h"
@@ -26,9 +27,10 @@ bool NamedLikePickle(std::string_view name);
 bool IsStorageRecord(std::string_view name);
 
 // A pickle read with torch's resolver (permissive: everything listed, nothing run); legacy_ids
-// for the legacy format's object pickle, whose persistent ids are storage keys.
+// for the legacy format's object pickle, whose persistent ids are storage keys; enum_members: the
+// enum members the format reading the file reads as data (formats/pt/pt_reader.h, ReadPtWithEnums).
 PickleScan ScanTorchPickle(CheckReport& report, const std::string& entry, const uint8_t* data, uint64_t size,
-                           uint64_t base = 0, bool legacy_ids = false);
+                           uint64_t base = 0, bool legacy_ids = false, const PtEnumMembers& enum_members = {});
 
 // The archive Python's zipfile reads when the end records put the central directory `prefix`
 // bytes further on than its offset says: its pickles are scanned, labelled "zipfile view".

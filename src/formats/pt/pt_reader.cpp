@@ -119,7 +119,7 @@ std::unique_ptr<TorchResolver> ReadTorchScriptConstants(const ZipReader& zip, co
 }
 
 Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind kind = ZipPtKind::kTorchSave,
-                   std::shared_ptr<ValueArena> arena = nullptr) {
+                   std::shared_ptr<ValueArena> arena = nullptr, const PtEnumMembers& enum_members = {}) {
   // Where zip readers disagree, --permissive reads the archive as torch does and says so.
   if (options.pickle_policy != PicklePolicy::kPermissive) zip.RefuseDisagreements();
   // An archive inside another file (a DCP chunk) is bytes of that file's mapping, not a file.
@@ -193,6 +193,7 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind k
 
   TorchResolver resolver(options.pickle_policy);
   resolver.byte_order = order;
+  resolver.enum_members = enum_members;
   SharedBytes pickle = WithEntry(pkl->name, [&] { return zip.Read(*pkl); });
   Unpickler unpickler(pickle.data(), pickle.size(), *doc.arena, resolver);
   doc.root = WithEntry(pkl->name, [&] { return unpickler.Load(); });
@@ -392,6 +393,10 @@ Document ReadPt(const ZipReader& zip, const ReadOptions& options) { return ReadZ
 
 Document ReadPtInto(const ZipReader& zip, const ReadOptions& options, std::shared_ptr<ValueArena> arena) {
   return ReadZipPt(zip, options, ZipPtKind::kTorchSave, std::move(arena));
+}
+
+Document ReadPtWithEnums(const ZipReader& zip, const ReadOptions& options, const PtEnumMembers& enum_members) {
+  return ReadZipPt(zip, options, ZipPtKind::kTorchSave, nullptr, enum_members);
 }
 
 Document ReadTorchScriptData(const ZipReader& zip, const ReadOptions& options) {

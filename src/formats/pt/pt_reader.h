@@ -57,6 +57,12 @@ Document ReadPt(const ZipReader& zip, const ReadOptions& options);
 // document can hold them: a DCP checkpoint's items are torch.save archives inside its files
 // (the zip may then be bytes of a mapping, not a file of its own).
 Document ReadPtInto(const ZipReader& zip, const ReadOptions& options, std::shared_ptr<ValueArena> arena);
+// The members of the enum classes a format knows its torch.save pickles to hold (true for
+// `enum_class` "module.Class" and one of its member names), read where Python >= 3.11 pickles
+// them as getattr(EnumClass, 'NAME'); every other getattr stays refused.
+using PtEnumMembers = std::function<bool(const std::string& enum_class, const std::string& member)>;
+// ReadPt of a zip archive whose pickle may hold those enum members (a DeepSpeed optimizer state).
+Document ReadPtWithEnums(const ZipReader& zip, const ReadOptions& options, const PtEnumMembers& enum_members);
 // A TorchScript archive (torch.jit.save, torch >= 1.3) read as data: its data.pkl (the module's
 // parameters and buffers, under the module's attribute names; its __torch__.* classes inert
 // objects) and constants.pkl's constants (under `(constants)`); code/ is never read. Format "torchscript",

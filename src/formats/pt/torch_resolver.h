@@ -64,6 +64,16 @@ class TorchResolver : public DataResolver {
   std::string storage_folder = "data/";
   int64_t storage_index_base = 0;
   ByteOrder byte_order = ByteOrder::kLittle;  // of every storage (the zip's `byteorder` record)
+  // The enum classes whose members this pickle may spell as getattr(EnumClass, 'NAME') (Python
+  // >= 3.11), as the format reading it names them (a DeepSpeed optimizer state's ZeroStageEnum);
+  // empty: getattr refused as always.
+  std::function<bool(const std::string& enum_class, const std::string& member)> enum_members;
+
+ protected:
+  bool ReadsEnumMembers() const override { return static_cast<bool>(enum_members); }
+  bool EnumMember(const std::string& enum_class, const std::string& member) const override {
+    return enum_members && enum_members(enum_class, member);
+  }
 
  private:
   static std::shared_ptr<const Quantizer> ReadQuantizer(const Value& params, const TensorView& tensor);

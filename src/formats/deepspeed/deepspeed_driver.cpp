@@ -1,0 +1,37 @@
+// DeepSpeed ZeRO checkpoint directories as a format driver (formats/format_registry.h).
+#include "formats/deepspeed/deepspeed_reader.h"
+#include "formats/format_registry.h"
+
+namespace trove {
+namespace {
+
+constexpr Format kDeepSpeed{"deepspeed"};
+
+DetectConfidence DetectDeepSpeed(const Detection& d) {
+  return d.directory && IsDeepSpeedDirectory(d.path) ? kCertain : kNotThisFormat;
+}
+
+Document ReadDeepSpeedDetected(const Detection& d, const ReadOptions& options) {
+  return ReadDeepSpeedCheckpoint(d.path, options);
+}
+
+void VerifyDeepSpeedDetected(const Detection& d, CheckReport& report) { VerifyDeepSpeedCheckpoint(d.path, report); }
+
+void ScanDeepSpeedDetected(const Detection& d, CheckReport& report) { ScanDeepSpeedCheckpoint(d.path, report); }
+
+}  // namespace
+
+const FormatDriver& DeepSpeedFormat() {
+  static const FormatDriver driver{
+      .format = kDeepSpeed,
+      .summary = "DeepSpeed ZeRO 1/2/3 checkpoint directory, read as its fp32 master weights",
+      .extensions = {},
+      .detect = DetectDeepSpeed,
+      .read = ReadDeepSpeedDetected,
+      .verify = VerifyDeepSpeedDetected,
+      .scan = ScanDeepSpeedDetected,
+  };
+  return driver;
+}
+
+}  // namespace trove
