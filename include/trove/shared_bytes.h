@@ -40,8 +40,10 @@ class DeferredSource {
   // All the bytes, held (Error as for any read).
   virtual SharedBytes Produce() const = 0;
   // A reader starting at `offset`, holding a bounded window's worth of state whatever the size:
-  // every streaming read of deferred bytes (Stream, SharedBytes::Reader) goes through it.
-  virtual std::unique_ptr<DeferredReader> Open(uint64_t offset) const = 0;
+  // every streaming read of deferred bytes (Stream, SharedBytes::Reader) goes through it. By
+  // default it reads Produce()'s bytes, for sources that can only make them whole (a tensor
+  // assembled from chunks, a lazy mapping); a source that inflates streams instead.
+  virtual std::unique_ptr<DeferredReader> Open(uint64_t offset) const;
   // The bytes the source holds them in when it produces them by inflating (a compressed entry's
   // compressed size), so that an expansion can be judged before anything is produced; nullopt
   // for a source that only copies or maps them.

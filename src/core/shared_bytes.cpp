@@ -268,6 +268,23 @@ constexpr uint64_t kStreamWindowBytes = uint64_t{8} << 20;
 // one madvise per few windows of a diff, not one per window.
 constexpr uint64_t kReleaseBatchBytes = uint64_t{4} << 20;
 
+std::unique_ptr<DeferredReader> DeferredSource::Open(uint64_t offset) const {
+  class ProducedReader : public DeferredReader {
+   public:
+    ProducedReader(SharedBytes bytes, uint64_t at) : bytes_(std::move(bytes)), at_(at) {}
+    void Read(uint8_t* out, size_t n) override {
+      std::memcpy(out, bytes_.data() + at_, n);
+      at_ += n;
+    }
+    void Skip(uint64_t n) override { at_ += n; }
+
+   private:
+    SharedBytes bytes_;
+    uint64_t at_;
+  };
+  return std::make_unique<ProducedReader>(Produce(), offset);
+}
+
 void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) const {
   if (deferred()) {
     std::unique_ptr<DeferredReader> reader = deferred_->source->Open(deferred_offset_);

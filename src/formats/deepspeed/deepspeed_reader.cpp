@@ -208,23 +208,6 @@ class ZeroAssembly : public DeferredSource {
     return SharedBytes::FromVector(std::move(out));
   }
 
-  std::unique_ptr<DeferredReader> Open(uint64_t offset) const override {
-    class Copier : public DeferredReader {
-     public:
-      Copier(SharedBytes bytes, uint64_t at) : bytes_(std::move(bytes)), at_(at) {}
-      void Read(uint8_t* out, size_t n) override {
-        std::memcpy(out, bytes_.data() + at_, n);
-        at_ += n;
-      }
-      void Skip(uint64_t n) override { at_ += n; }
-
-     private:
-      SharedBytes bytes_;
-      uint64_t at_;
-    };
-    return std::make_unique<Copier>(Produce(), offset);
-  }
-
  private:
   std::shared_ptr<const std::vector<ReadFile>> files_;  // keeps the partitions' documents alive
   std::shared_ptr<const std::vector<std::vector<const TensorView*>>> parts_;
