@@ -172,3 +172,21 @@ def test_python_convert_writes_parts(tmp_path):
     src.write_bytes(write_gguf(KVS, [tensor_of(f"t{i}", np.ones(1024, "f4")) for i in range(3)]))
     trovelib.convert(src, tmp_path / "py" / "m.gguf", max_shard_size="5KB")
     assert sorted(p.name for p in (tmp_path / "py").iterdir()) == [f"m-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+
+
+def test_parts_are_opened_by_the_rule_for_files_a_file_names(tmp_path):
+    """The other parts are named by split.count, not by the user: a part that is a link out of
+    the directory, or a FIFO, is refused by name and never opened (no read, no wait)."""
+    import os
+
+    d = tmp_path / "models"
+    d.mkdir()
+    paths, _ = make_set(d, count=2)
+    outside = tmp_path / "elsewhere.gguf"
+    paths[1].rename(outside)
+    os.symlink(outside, paths[1])
+    refused(paths[0], "refused", "m-00002-of-00002.gguf", "out of its directory")
+
+    paths[1].unlink()
+    os.mkfifo(paths[1])
+    refused(paths[0], "refused", "m-00002-of-00002.gguf", "FIFO")

@@ -1,10 +1,12 @@
 // Reading a GGUF file into a Document: tensors as views of the mapping, metadata as properties.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <regex>
 
+#include "core/confined_directory.h"
 #include "formats/gguf/gguf_format.h"
 #include "formats/gguf/gguf_layout.h"
 #include "trove/error.h"
@@ -287,14 +289,16 @@ Document ReadGguf(std::shared_ptr<MappedFile> file, const ReadOptions& /*options
   const std::string given = file->path();
   const std::optional<SplitName> name = ParseSplitName(given);
   if (!number || !name || name->count != *count || name->number != *number + 1) {
-    Fail(ErrorCode::kCorrupt, given + ": part " + (number ? std::to_string(*number + 1) : std::string("?")) + " of a model split in " +
+    Fail(ErrorCode::kCorrupt, "part " + (number ? std::to_string(*number + 1) : std::string("?")) + " of a model split in " +
                                   std::to_string(*count) + " (split.no, split.count), but its name is not <name>-" +
                                   (number ? SplitPath("", *number + 1, *count).substr(1) : std::string("NNNNN-of-MMMMM.gguf")) +
                                   ": the other parts cannot be found by it");
   }
   if (*count > gguf::kMaxSplitParts) {
-    Fail(ErrorCode::kLimit, given + ": split.count " + std::to_string(*count) + " exceeds the cap of " + std::to_string(gguf::kMaxSplitParts) + " parts");
+    Fail(ErrorCode::kLimit, "split.count " + std::to_string(*count) + " exceeds the cap of " + std::to_string(gguf::kMaxSplitParts) + " parts");
   }
+  const std::string parent = std::filesystem::path(given).parent_path().string();
+  const std::shared_ptr<const ConfinedDirectory> parts_directory = ConfinedDirectory::Open(parent.empty() ? std::string(".") : parent);
   Document doc;
   doc.format = "gguf";
   Value* root = doc.arena->Dict("dict");
@@ -308,15 +312,16 @@ Document ReadGguf(std::shared_ptr<MappedFile> file, const ReadOptions& /*options
     const std::string part = BaseName(path);
     std::shared_ptr<MappedFile> f = path == given ? file : nullptr;
     if (f == nullptr) {
-      try {
-        f = MappedFile::Open(path);
-      } catch (Error& e) {
-        if (e.code() == ErrorCode::kNotFound) {
-          Fail(ErrorCode::kNotFound, path + ": part " + std::to_string(i + 1) + " of " + std::to_string(*count) +
-                                         " of the split model " + BaseName(given) + " is missing");
-        }
-        throw;
+      // The other parts are named by the file (split.count), not by the user: they are opened by
+      // the rule for files a file names (core/confined_directory.h), beside the part given: a
+      // link out of that directory, a FIFO or a device is refused, never opened.
+      std::optional<ConfinedFile> opened = WithFile(path, [&] { return parts_directory->OpenFile(part); });
+      if (!opened) {
+        Error missing(ErrorCode::kNotFound, "part " + std::to_string(i + 1) + " of " + std::to_string(*count) +
+                                                " of the split model " + BaseName(given) + " is missing");
+        throw missing.SetFile(path);
       }
+      f = WithFile(path, [&] { return MappedFile::FromDescriptor(opened->fd.release(), path, opened->size); });
     }
     WithFile(path, [&] {
       const GgufLayout g = gguf::ParseGguf(f->data(), f->size());
