@@ -38,6 +38,15 @@ const FormatDriver* FindFormatDriver(std::string_view name) {
   return nullptr;
 }
 
+std::string NotADirectoryFormatText() {
+  std::string signs;
+  for (const FormatDriver* driver : FormatDrivers()) {
+    if (driver->directory_sign.empty()) continue;
+    signs += (signs.empty() ? "" : "; ") + std::string(driver->directory_sign);
+  }
+  return "a directory, but none that trove reads: it holds none of " + signs;
+}
+
 const FormatDriver* FindFormatDriver(Format format) {
   return format.known() ? FindFormatDriver(format.name()) : nullptr;
 }

@@ -61,6 +61,9 @@ using WriteHook = void (*)(const Document& doc, const std::string& destination, 
 struct FormatDriver {
   Format format;
   std::string_view summary;  // one line: what the files are
+  // Directory formats: what marks such a directory ("meta.json (tensordict memmap)"), listed when
+  // a directory is none of them. Empty for file formats.
+  std::string_view directory_sign;
   // Destination names that choose this format as a conversion's target (".npy"); empty: only by
   // name (`--to`).
   std::vector<std::string_view> extensions;
@@ -93,6 +96,9 @@ struct FormatDriver {
 
 // Every driver, in registration order.
 const std::vector<const FormatDriver*>& FormatDrivers();
+// Why a directory is none of the directory formats: "a directory, but not one trove reads: no
+// meta.json (tensordict memmap), no ... found", from every driver's directory_sign.
+std::string NotADirectoryFormatText();
 // The driver of a format; null for Format::kUnknown and names no driver has.
 const FormatDriver* FindFormatDriver(Format format);
 // The driver named `name` ("pt", "npz", ...); null if none.

@@ -219,7 +219,7 @@ CheckReport ScanDetected(const ops::Detection& d) {
     }
   }
   // A directory detection did not recognise: nothing trove reads.
-  if (d.directory) throw Error(ErrorCode::kUnsupported, "directory without meta.json: not a tensordict").SetFile(path);
+  if (d.directory) throw Error(ErrorCode::kUnsupported, NotADirectoryFormatText()).SetFile(path);
   const std::shared_ptr<MappedFile>& file = d.file;
   if (CodeFileNotZip(report, d)) return report;
   if (IsZipContainer(format)) {

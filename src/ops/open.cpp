@@ -34,8 +34,7 @@ Format MostConfident(const Detection& d) {
 // Why a file is none of the formats trove reads, as specifically as its content allows.
 [[noreturn]] void FailNotACheckpoint(const Detection& d) {
   if (d.directory) {
-    Fail(ErrorCode::kUnsupported, "directory without meta.json, a shard index, model.safetensors or pytorch_model.bin: "
-                                  "not a tensordict or a model folder");
+    Fail(ErrorCode::kUnsupported, NotADirectoryFormatText());
   }
   const MappedFile& f = *d.file;
   if (f.size() == 0) Fail(ErrorCode::kUnsupported, "an empty file, not a checkpoint");

@@ -123,7 +123,7 @@ TEST_F(OpenTest, UnknownBytesDirectoriesAndMissingPaths) {
 
   fs::create_directories(P("empty"));
   EXPECT_EQ(DetectFormat(P("empty")), Format::kUnknown);
-  ExpectError([&] { Open(P("empty")); }, ErrorCode::kUnsupported, "directory without meta.json, a shard index");
+  ExpectError([&] { Open(P("empty")); }, ErrorCode::kUnsupported, "a directory, but none that trove reads: it holds none of meta.json");
 
   ExpectError([&] { Open(P("missing.pt")); }, ErrorCode::kNotFound, P("missing.pt"));
 

@@ -61,6 +61,7 @@ const FormatDriver& TensordictFormat() {
   static const FormatDriver driver{
       .format = Format::kTensordictDir,
       .summary = "tensordict memmap directory (meta.json and .memmap leaves)",
+      .directory_sign = "meta.json (tensordict memmap)",
       .detect = DetectTensordictDir,
       .read = ReadTensordictDetected,
       .write = WriteTensordictFromConvert,
