@@ -247,9 +247,11 @@ def batches(sources: _Sources, batch: int, seed: Optional[int] = None, epoch: in
 
 def batch_indices(sources: _Sources, batch: int, seed: Optional[int] = None, epoch: int = 0,
                   take: Optional[int] = None, rank: int = 0, world_size: int = 1, worker: int = 0,
-                  workers: int = 1):
-    """What `presk data batches` prints, as a uint64 array [batches, batch] (Dataset.batch_indices)."""
-    return open(sources, raw=True).batch_indices(batch, seed, epoch, take, rank, world_size, worker, workers)
+                  workers: int = 1, windows: Optional[int] = None, stride: Optional[int] = None):
+    """What `presk data batches` prints, as a uint64 array [batches, batch] (Dataset.batch_indices);
+    with windows=, the window indices of the windows view."""
+    return open(sources, raw=True, windows=windows, stride=stride).batch_indices(batch, seed, epoch, take, rank,
+                                                                                world_size, worker, workers)
 
 
 def __getattr__(name: str) -> Any:
