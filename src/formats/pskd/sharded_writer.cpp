@@ -52,11 +52,14 @@ ShardedPskdWriter::~ShardedPskdWriter() {
   current_.reset();  // an uncommitted shard leaves nothing
   // The shards committed before the failure are this writer's own files: without the manifest they
   // are not a dataset, and a pattern over them would read a partial one.
-  for (size_t k = 0; k + 1 < shards_.size(); ++k) ::unlink(shards_[k].c_str());
+  for (size_t k = 0; k < finished_; ++k) ::unlink(shards_[k].c_str());
 }
 
 void ShardedPskdWriter::OpenShard() {
-  if (current_) current_->Commit();
+  if (current_) {
+    current_->Commit();
+    ++finished_;
+  }
   shards_.push_back(ShardName(stem_, shards_.size()));
   current_ = std::make_unique<PskdWriter>(shards_.back(), type_);
 }
@@ -81,6 +84,7 @@ std::vector<std::string> ShardedPskdWriter::Commit() {
   }
   if (!current_) OpenShard();  // no sample: one empty shard, so that the manifest names a dataset
   current_->Commit();
+  ++finished_;
   current_.reset();
   nlohmann::json names = nlohmann::json::array();
   for (const std::string& shard : shards_) names.push_back(std::filesystem::path(shard).filename().string());

@@ -43,6 +43,7 @@ class ShardedPskdWriter {
   std::string stem_;
   std::unique_ptr<PskdWriter> current_;
   std::vector<std::string> shards_;  // committed, and the one being written last
+  size_t finished_ = 0;              // shards_[0, finished_) are committed
   uint64_t count_ = 0;
   bool committed_ = false;
 };
