@@ -82,7 +82,7 @@ constexpr CommandHelp kCommands[] = {
     {"export", "export FILE.psk.d -o OUT.json",
      "Every sample as JSON (tensors as nested lists, tuples as lists), for the PyTorch side.\n"
      "  -o, --output OUT.json     the JSON file (- for stdout)\n"},
-    {"batches", "batches DATA... --batch B [--shuffle SEED] [--epoch E] [--take K] [--rank R --world-size W] [--worker K --workers N] [--read]",
+    {"batches", "batches DATA... --batch B [--shuffle SEED] [--epoch E] [--take K] [--rank R --world-size W] [--worker K --workers N] [--windows T [--stride S]] [--read]",
      "The sample indices of each batch of an epoch, one batch a line, as training draws them\n"
      "(an incomplete last batch is dropped). DATA: .psk.d files of one type, shard manifests or\n"
      "quoted patterns such as 'train-*.psk.d', read as one dataset in the order given.\n"
@@ -93,6 +93,8 @@ constexpr CommandHelp kCommands[] = {
      "  --rank R --world-size W   one rank's share: batch i of the epoch goes to rank i mod W, and the\n"
      "                            epoch's last batches that not every rank would get go to none\n"
      "  --worker K --workers N    a loader worker's share of its rank's batches (its j-th to worker j mod N)\n"
+     "  --windows T [--stride S]  DATA is a token stream (presk data tokens): the indices of its windows, as\n"
+     "                            lm-windows --seq T --stride S would have stored them (trove.data's windows=)\n"
      "  --read                    load every batch through the batch loader and print a summary\n"},
 };
 
@@ -459,7 +461,8 @@ void Pair(const Args& args, const std::string& one, const std::string& total, ui
 
 int Batches(const std::vector<std::string>& words) {
   Args args = ParseArgs("batches", words, 1,
-                        {"--batch", "--shuffle", "--epoch", "--take", "--rank", "--world-size", "--worker", "--workers"},
+                        {"--batch", "--shuffle", "--epoch", "--take", "--rank", "--world-size", "--worker", "--workers",
+                         "--windows", "--stride"},
                         {"--read"}, /*more_positionals=*/true);
   PipelineSpec spec;
   spec.batch = Number("batches", "--batch", Required(args, "batches", "--batch"));
@@ -471,11 +474,27 @@ int Batches(const std::vector<std::string>& words) {
   Pair(args, "--worker", "--workers", part.worker, part.workers);
   part.Validate();
   Dataset data = Dataset::Open(args.positional);
-  Pipeline pipeline(data.count(), spec);
+  uint64_t samples = data.count();
+  if (args.Has("--stride") && !args.Has("--windows")) Fail(ErrorCode::kUsage, "batches: --stride needs --windows");
+  if (args.Has("--windows")) {
+    // The windows view of a token stream (docs/pskd.md, "Windows of a token stream"): window k
+    // starts at token kS and needs T + 1 tokens, as lm-windows cuts them.
+    const uint64_t seq = Number("batches", "--windows", args.Get("--windows"));
+    const uint64_t stride = args.Has("--stride") ? Number("batches", "--stride", args.Get("--stride")) : seq;
+    if (seq == 0 || stride == 0) Fail(ErrorCode::kUsage, "batches: --windows and --stride must be at least 1");
+    const SampleType& type = data.type();
+    if (type.leaves.size() != 1 || type.leaves[0].kind != LeafKind::kIndex || !type.leaves[0].dims.empty()) {
+      Fail(ErrorCode::kUsage, "batches: --windows reads a token stream, one idx[V][] sample a token (presk data tokens), "
+                              "not samples of " + Shown(type.text));
+    }
+    if (args.flags.count("--read")) Fail(ErrorCode::kUsage, "batches: --read loads stored samples; --windows indexes windows");
+    samples = samples <= seq ? 0 : (samples - seq - 1) / stride + 1;
+  }
+  Pipeline pipeline(samples, spec);
   std::vector<uint64_t> order = pipeline.Order(epoch, part);
   if (pipeline.batches_per_epoch() == 0) {
     const std::string what = args.positional.size() == 1 ? Shown(args.positional[0]) : "the dataset";
-    std::cerr << "presk data: note: no batch: --batch " << spec.batch << " is more than the " << data.count()
+    std::cerr << "presk data: note: no batch: --batch " << spec.batch << " is more than the " << samples
               << " samples of " << what << " (an incomplete batch is dropped)\n";
   }
   if (const uint64_t dropped = pipeline.batches_per_epoch() % part.world_size; dropped != 0) {

@@ -150,6 +150,13 @@ def test_windows_of_one_stored_stream_equal_the_materialised_windows(tmp_path, s
             assert (vx == x[k]).all() and (vy == y[k]).all() and vx.dtype == np.uint16
         for options in (dict(), dict(seed=3), dict(seed=3, epoch=2, take=5), dict(seed=9, rank=1, world_size=3),
                         dict(seed=1, rank=0, world_size=2, worker=1, workers=2)):
+            flags = [f for key, flag in (("seed", "--shuffle"), ("epoch", "--epoch"), ("take", "--take"),
+                                         ("rank", "--rank"), ("world_size", "--world-size"), ("worker", "--worker"),
+                                         ("workers", "--workers")) if key in options for f in (flag, options[key])]
+            cli = ok("batches", source, "--batch", 4, "--windows", seq, "--stride", stride, *flags)
+            assert cli == ok("batches", ref, "--batch", 4, *flags)
+            assert trove.data.batch_indices(source, 4, windows=seq, stride=stride, **options).tolist() == \
+                [[int(i) for i in line.split()] for line in cli.splitlines()]
             want = list(trove.data.batches(ref, 4, with_indices=True, **options))
             got = list(trove.data.batches(source, 4, with_indices=True, windows=seq, stride=stride, **options))
             assert want and len(got) == len(want)
@@ -160,6 +167,8 @@ def test_windows_of_one_stored_stream_equal_the_materialised_windows(tmp_path, s
         assert pt[0][0].dtype == torch.int64 and pt[0][1].tolist() == next(trove.data.batches(ref, 4, seed=3))[1].tolist()
     with pytest.raises(trove.UsageError, match="token stream"):
         trove.data.open(ref, windows=4)
+    p = presk("batches", ref, "--batch", 2, "--windows", 4)
+    assert p.returncode == 2 and "token stream" in p.stderr
 
 
 def test_shard_size_for_every_data_writer(tmp_path):
