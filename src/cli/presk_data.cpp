@@ -20,6 +20,8 @@
 #include "formats/pskd/text_output.h"
 #include "trove/version.h"
 #include "formats/pskd/pskd_text.h"
+#include "formats/pskd/token_files.h"
+#include "trove/safetensors.h"
 #include "trove/error.h"
 #include "trove/pipeline.h"
 #include "trove/pskd.h"
@@ -46,18 +48,30 @@ constexpr CommandHelp kCommands[] = {
      "The text as token indices against a character vocabulary, separated by spaces (lines stay lines).\n"
      "  --vocab VOCAB.json        a vocabulary made by chars\n"
      "  -o, --output TOKENS.txt   the tokens (- for stdout)\n"},
-    {"pack", "pack --type TYPE INPUT.txt -o OUT.psk.d [--encoding f64|f32|bf16[,...]]",
+    {"pack", "pack --type TYPE INPUT.txt -o OUT.psk.d [--encoding f64|f32|bf16[,...]] [--shard-size SIZE]",
      "One sample per line of text, values in leaf order (indices as integers, reals as decimals);\n"
      "empty lines and lines starting with -- are skipped.\n"
      "  --type TYPE               a closed data type: (idx[64][seq: 8], R[4]); R or real spells ℝ\n"
      "  --encoding E[,E...]       how real leaves are stored: one for all, or one per real leaf\n"
-     "  -o, --output OUT.psk.d    the sample file\n"},
-    {"lm-windows", "lm-windows --vocab V --seq T [--stride S] TOKENS.txt -o OUT.psk.d",
+     "  -o, --output OUT.psk.d    the sample file\n"
+     "  --shard-size SIZE         shards OUT-00000.psk.d... of at most SIZE (500MB, 64MiB) and a manifest OUT.json\n"},
+    {"lm-windows", "lm-windows [--vocab V] --seq T [--stride S] TOKENS... -o OUT.psk.d [--token-dtype D] [--shard-size SIZE]",
      "Language-modelling windows of a token stream: window k is (tokens[kS .. kS+T], tokens[kS+1 .. kS+T+1]).\n"
-     "  --vocab V                 the vocabulary size (tokens are below it)\n"
+     "TOKENS: token ids as a .npy (uint16, uint32, int32, int64, 1-D), a raw .bin (--token-dtype) or text\n"
+     "(whitespace-separated, as encode writes); several files are one stream, in the order given.\n"
+     "  --vocab V, --vocab-size V the vocabulary size: every id is checked below it (default: largest id + 1)\n"
      "  --seq T                   the window length\n"
      "  --stride S                tokens between window starts (default T: no overlap)\n"
-     "  -o, --output OUT.psk.d    the sample file\n"},
+     "  --token-dtype uint16|uint32  the ids of a raw .bin file (nanoGPT's train.bin is uint16)\n"
+     "  -o, --output OUT.psk.d    the sample file\n"
+     "  --shard-size SIZE         shards OUT-00000.psk.d... of at most SIZE (500MB, 64MiB) and a manifest OUT.json\n"},
+    {"tokens", "tokens [--vocab V] TOKENS... -o OUT.psk.d [--token-dtype D] [--shard-size SIZE]",
+     "The token stream stored once, one idx[V][] sample a token: trove.data reads it as windows\n"
+     "(open(..., windows=T)) without storing inputs and targets twice. TOKENS as for lm-windows.\n"
+     "  --vocab V, --vocab-size V the vocabulary size: every id is checked below it (default: largest id + 1)\n"
+     "  --token-dtype uint16|uint32  the ids of a raw .bin file\n"
+     "  -o, --output OUT.psk.d    the token file\n"
+     "  --shard-size SIZE         shards OUT-00000.psk.d... of at most SIZE and a manifest OUT.json\n"},
     {"info", "info FILE.psk.d [--samples N] [--json]",
      "The header (type, count, version, how each leaf is stored) and the first samples.\n"
      "  --samples N               samples shown (default 3)\n"
@@ -68,7 +82,7 @@ constexpr CommandHelp kCommands[] = {
     {"export", "export FILE.psk.d -o OUT.json",
      "Every sample as JSON (tensors as nested lists, tuples as lists), for the PyTorch side.\n"
      "  -o, --output OUT.json     the JSON file (- for stdout)\n"},
-    {"batches", "batches DATA... --batch B [--shuffle SEED] [--epoch E] [--take K] [--rank R --world-size W] [--worker K --workers N] [--read]",
+    {"batches", "batches DATA... --batch B [--shuffle SEED] [--epoch E] [--take K] [--rank R --world-size W] [--worker K --workers N] [--windows T [--stride S]] [--read]",
      "The sample indices of each batch of an epoch, one batch a line, as training draws them\n"
      "(an incomplete last batch is dropped). DATA: .psk.d files of one type, shard manifests or\n"
      "quoted patterns such as 'train-*.psk.d', read as one dataset in the order given.\n"
@@ -79,6 +93,8 @@ constexpr CommandHelp kCommands[] = {
      "  --rank R --world-size W   one rank's share: batch i of the epoch goes to rank i mod W, and the\n"
      "                            epoch's last batches that not every rank would get go to none\n"
      "  --worker K --workers N    a loader worker's share of its rank's batches (its j-th to worker j mod N)\n"
+     "  --windows T [--stride S]  DATA is a token stream (presk data tokens): the indices of its windows, as\n"
+     "                            lm-windows --seq T --stride S would have stored them (trove.data's windows=)\n"
      "  --read                    load every batch through the batch loader and print a summary\n"},
 };
 
@@ -200,6 +216,41 @@ void RequireFileOutput(const std::string& command, const std::string& out) {
   if (out == kStdoutPath) Fail(ErrorCode::kUsage, command + ": -o - is for text outputs; a .psk.d is written to a file");
 }
 
+// --shard-size SIZE (the units of trove convert --max-shard-size), or 0 for one file.
+uint64_t ShardBytes(const Args& args, const std::string& command) {
+  if (!args.Has("--shard-size")) return 0;
+  try {
+    return ParseShardSize(args.Get("--shard-size"));
+  } catch (const Error&) {
+    Fail(ErrorCode::kUsage, command + ": --shard-size takes a number and a unit (B, KB, MB, GB, KiB, MiB, GiB), not '" +
+                                args.Get("--shard-size") + "'");
+  }
+}
+
+// The files a command wrote, said after its "wrote" line when there are shards.
+std::string WrittenFiles(const std::vector<std::string>& files) {
+  if (files.size() <= 1) return Shown(files.empty() ? std::string() : files[0]);
+  return Shown(files.back()) + " and " + Plural(files.size() - 1, "shard", "shards") + " " + Shown(files.front()) +
+         (files.size() > 2 ? " ... " + Shown(files[files.size() - 2]) : std::string());
+}
+
+// The options lm-windows and tokens share: their inputs, --vocab (or --vocab-size), --token-dtype, -o.
+TokenJob TokenJobOf(const Args& args, const std::string& command) {
+  TokenJob job;
+  job.inputs = args.positional;
+  job.output = Required(args, command, "--output");
+  RequireFileOutput(command, job.output);
+  if (args.Has("--vocab") && args.Has("--vocab-size")) Fail(ErrorCode::kUsage, command + ": --vocab and --vocab-size are one option");
+  if (args.Has("--vocab")) job.vocab = Number(command, "--vocab", args.Get("--vocab"));
+  if (args.Has("--vocab-size")) job.vocab = Number(command, "--vocab-size", args.Get("--vocab-size"));
+  if (args.Has("--token-dtype")) {
+    job.bin_dtype = TokenDTypeFromName(args.Get("--token-dtype"));
+    if (!job.bin_dtype) Fail(ErrorCode::kUsage, command + ": --token-dtype takes uint16 or uint32, got '" + args.Get("--token-dtype") + "'");
+  }
+  job.shard_bytes = ShardBytes(args, command);
+  return job;
+}
+
 int Chars(const std::vector<std::string>& words) {
   Args args = ParseArgs("chars", words, 1, {"--output"});
   const std::string& out = Required(args, "chars", "--output");
@@ -217,7 +268,7 @@ int Encode(const std::vector<std::string>& words) {
 }
 
 int Pack(const std::vector<std::string>& words) {
-  Args args = ParseArgs("pack", words, 1, {"--output", "--type", "--encoding"});
+  Args args = ParseArgs("pack", words, 1, {"--output", "--type", "--encoding", "--shard-size"});
   const std::string& out = Required(args, "pack", "--output");
   RequireFileOutput("pack", out);
   SampleType type = ParseSampleTypeArgument(Required(args, "pack", "--type"));
@@ -253,21 +304,31 @@ int Pack(const std::vector<std::string>& words) {
     type.SetEncodings(encodings);
   }
   const std::string type_text = type.text;
-  uint64_t n = PackFile(args.positional[0], type, out);
-  Print("presk data: wrote " + Shown(out) + " (" + Plural(n, "sample", "samples") + " of type " + Shown(type_text) + ")\n");
+  std::vector<std::string> files;
+  uint64_t n = PackFile(args.positional[0], type, out, ShardBytes(args, "pack"), &files);
+  Print("presk data: wrote " + WrittenFiles(files) + " (" + Plural(n, "sample", "samples") + " of type " + Shown(type_text) + ")\n");
   return kExitOk;
 }
 
 int LmWindows(const std::vector<std::string>& words) {
-  Args args = ParseArgs("lm-windows", words, 1, {"--output", "--vocab", "--seq", "--stride"});
-  const std::string& out = Required(args, "lm-windows", "--output");
-  RequireFileOutput("lm-windows", out);
-  uint64_t vocab = Number("lm-windows", "--vocab", Required(args, "lm-windows", "--vocab"));
+  Args args = ParseArgs("lm-windows", words, 1,
+                        {"--output", "--vocab", "--vocab-size", "--seq", "--stride", "--token-dtype", "--shard-size"}, {},
+                        /*more_positionals=*/true);
+  TokenJob job = TokenJobOf(args, "lm-windows");
   uint64_t seq = Number("lm-windows", "--seq", Required(args, "lm-windows", "--seq"));
   uint64_t stride = args.Has("--stride") ? Number("lm-windows", "--stride", args.Get("--stride")) : seq;
-  LmWindowsResult r = WriteLmWindows(args.positional[0], vocab, seq, stride, out);
-  Print("presk data: wrote " + Shown(out) + " (" + std::to_string(r.windows) + " windows of type " + Shown(r.type) + " from " +
-        std::to_string(r.tokens) + " tokens)\n");
+  LmWindowsResult r = WriteLmWindows(job, seq, stride);
+  Print("presk data: wrote " + WrittenFiles(r.files) + " (" + std::to_string(r.windows) + " windows of type " + Shown(r.type) +
+        " from " + std::to_string(r.tokens) + " tokens)\n");
+  return kExitOk;
+}
+
+int Tokens(const std::vector<std::string>& words) {
+  Args args = ParseArgs("tokens", words, 1, {"--output", "--vocab", "--vocab-size", "--token-dtype", "--shard-size"}, {},
+                        /*more_positionals=*/true);
+  LmWindowsResult r = WriteTokenStream(TokenJobOf(args, "tokens"));
+  Print("presk data: wrote " + WrittenFiles(r.files) + " (" + Plural(r.tokens, "token", "tokens") + " of type " +
+        Shown(r.type) + ")\n");
   return kExitOk;
 }
 
@@ -400,7 +461,8 @@ void Pair(const Args& args, const std::string& one, const std::string& total, ui
 
 int Batches(const std::vector<std::string>& words) {
   Args args = ParseArgs("batches", words, 1,
-                        {"--batch", "--shuffle", "--epoch", "--take", "--rank", "--world-size", "--worker", "--workers"},
+                        {"--batch", "--shuffle", "--epoch", "--take", "--rank", "--world-size", "--worker", "--workers",
+                         "--windows", "--stride"},
                         {"--read"}, /*more_positionals=*/true);
   PipelineSpec spec;
   spec.batch = Number("batches", "--batch", Required(args, "batches", "--batch"));
@@ -412,11 +474,27 @@ int Batches(const std::vector<std::string>& words) {
   Pair(args, "--worker", "--workers", part.worker, part.workers);
   part.Validate();
   Dataset data = Dataset::Open(args.positional);
-  Pipeline pipeline(data.count(), spec);
+  uint64_t samples = data.count();
+  if (args.Has("--stride") && !args.Has("--windows")) Fail(ErrorCode::kUsage, "batches: --stride needs --windows");
+  if (args.Has("--windows")) {
+    // The windows view of a token stream (docs/pskd.md, "Windows of a token stream"): window k
+    // starts at token kS and needs T + 1 tokens, as lm-windows cuts them.
+    const uint64_t seq = Number("batches", "--windows", args.Get("--windows"));
+    const uint64_t stride = args.Has("--stride") ? Number("batches", "--stride", args.Get("--stride")) : seq;
+    if (seq == 0 || stride == 0) Fail(ErrorCode::kUsage, "batches: --windows and --stride must be at least 1");
+    const SampleType& type = data.type();
+    if (type.leaves.size() != 1 || type.leaves[0].kind != LeafKind::kIndex || !type.leaves[0].dims.empty()) {
+      Fail(ErrorCode::kUsage, "batches: --windows reads a token stream, one idx[V][] sample a token (presk data tokens), "
+                              "not samples of " + Shown(type.text));
+    }
+    if (args.flags.count("--read")) Fail(ErrorCode::kUsage, "batches: --read loads stored samples; --windows indexes windows");
+    samples = samples <= seq ? 0 : (samples - seq - 1) / stride + 1;
+  }
+  Pipeline pipeline(samples, spec);
   std::vector<uint64_t> order = pipeline.Order(epoch, part);
   if (pipeline.batches_per_epoch() == 0) {
     const std::string what = args.positional.size() == 1 ? Shown(args.positional[0]) : "the dataset";
-    std::cerr << "presk data: note: no batch: --batch " << spec.batch << " is more than the " << data.count()
+    std::cerr << "presk data: note: no batch: --batch " << spec.batch << " is more than the " << samples
               << " samples of " << what << " (an incomplete batch is dropped)\n";
   }
   if (const uint64_t dropped = pipeline.batches_per_epoch() % part.world_size; dropped != 0) {
@@ -521,6 +599,7 @@ int RunPreskData(const std::vector<std::string>& args) {
       else if (command == "encode") status = Encode(rest);
       else if (command == "pack") status = Pack(rest);
       else if (command == "lm-windows") status = LmWindows(rest);
+      else if (command == "tokens") status = Tokens(rest);
       else if (command == "info") status = Info(rest);
       else if (command == "diff") status = Diff(rest);
       else if (command == "export") status = Export(rest);

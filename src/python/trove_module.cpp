@@ -1598,19 +1598,23 @@ PYBIND11_MODULE(_trove, m) {
                        const py::array_t<uint64_t, py::array::c_style | py::array::forcecast>& next, bool widen) {
         return d.Batch(IndicesOf(indices), IndicesOf(next), widen);
       }, py::arg("indices"), py::arg("next"), py::arg("widen"))
+      // `count`: the pipeline over that many samples instead of the dataset's (the windows of a token
+      // stream, trove.data's windows= view).
       .def("order", [](const PyDataset& d, uint64_t batch, std::optional<uint64_t> seed, uint64_t epoch,
-                       std::optional<uint64_t> take, uint64_t rank, uint64_t world_size, uint64_t worker, uint64_t workers) {
-        const trove::pskd::Pipeline pipeline(d.data().count(), SpecOf(batch, seed, take));
+                       std::optional<uint64_t> take, uint64_t rank, uint64_t world_size, uint64_t worker, uint64_t workers,
+                       std::optional<uint64_t> count) {
+        const trove::pskd::Pipeline pipeline(count.value_or(d.data().count()), SpecOf(batch, seed, take));
         const trove::pskd::Partition part{rank, world_size, worker, workers};
         auto* order = new std::vector<uint64_t>(Released([&] { return pipeline.Order(epoch, part); }));
         py::capsule base(order, [](void* p) { delete static_cast<std::vector<uint64_t>*>(p); });
         const py::ssize_t rows = static_cast<py::ssize_t>(order->size() / batch), cols = static_cast<py::ssize_t>(batch);
         return py::array_t<uint64_t>({rows, cols}, {cols * 8, py::ssize_t{8}}, order->data(), base);
       }, py::arg("batch"), py::arg("seed"), py::arg("epoch"), py::arg("take"), py::arg("rank"), py::arg("world_size"),
-         py::arg("worker"), py::arg("workers"))
-      .def("batches_per_rank", [](const PyDataset& d, uint64_t batch, std::optional<uint64_t> take, uint64_t world_size) {
-        return trove::pskd::Pipeline(d.data().count(), SpecOf(batch, std::nullopt, take)).batches_per_rank(world_size);
-      }, py::arg("batch"), py::arg("take"), py::arg("world_size"));
+         py::arg("worker"), py::arg("workers"), py::arg("count") = py::none())
+      .def("batches_per_rank", [](const PyDataset& d, uint64_t batch, std::optional<uint64_t> take, uint64_t world_size,
+                                  std::optional<uint64_t> count) {
+        return trove::pskd::Pipeline(count.value_or(d.data().count()), SpecOf(batch, std::nullopt, take)).batches_per_rank(world_size);
+      }, py::arg("batch"), py::arg("take"), py::arg("world_size"), py::arg("count") = py::none());
 
   m.def("_data_open", [](const std::vector<std::string>& sources) {
     trove::pskd::Dataset data = Released([&] { return trove::pskd::Dataset::Open(sources); });

@@ -368,7 +368,7 @@ TEST(Caps, LmWindowTokens) {
   TempDir dir;
   WriteText(fs::path(dir.path()) / "t.txt", "1 2 3\n");
   Error e = ErrorOf([&] {
-    pskd::WriteLmWindows(dir.path() + "/t.txt", 10, pskd::kMaxWindowTokens + 1, 1, dir.path() + "/o.psk.d");
+    pskd::WriteLmWindows({{dir.path() + "/t.txt"}, 10, std::nullopt, dir.path() + "/o.psk.d"}, pskd::kMaxWindowTokens + 1, 1);
   });
   EXPECT_NE(e.message().find("kMaxWindowTokens"), std::string::npos) << e.message();
   EXPECT_FALSE(fs::exists(dir.path() + "/o.psk.d"));
@@ -378,7 +378,7 @@ TEST(Caps, TokenBytes) {
   // A token of 21 digits (kMaxTokenBytes is 20: 2^64 has 20 digits) is not an index.
   TempDir dir;
   WriteText(fs::path(dir.path()) / "t.txt", "1 2 " + std::string(21, '1') + "\n");
-  Error e = ErrorOf([&] { pskd::WriteLmWindows(dir.path() + "/t.txt", 10, 2, 2, dir.path() + "/o.psk.d"); });
+  Error e = ErrorOf([&] { pskd::WriteLmWindows({{dir.path() + "/t.txt"}, 10, std::nullopt, dir.path() + "/o.psk.d"}, 2, 2); });
   EXPECT_NE(e.message().find(std::string(21, '1')), std::string::npos) << e.message();
   EXPECT_NE(e.message().find("line 1"), std::string::npos) << e.message();
 }

@@ -1,33 +1,37 @@
-// `lm-windows`: cutting a token stream into (input, target) language-modelling windows, streaming.
+// `lm-windows` and `tokens`: a token stream cut into (input, target) windows, or stored once, streaming.
 #include <algorithm>
 #include <cstring>
 
 #include "core/little_endian.h"
 #include "formats/pskd/pskd_text.h"
-#include "formats/pskd/text_input.h"
+#include "formats/pskd/sharded_writer.h"
+#include "formats/pskd/token_files.h"
 
 namespace trove::pskd {
 namespace {
 
-// A token longer than this many bytes is not an index (2^64 has 20 digits).
-constexpr size_t kMaxTokenBytes = 20;
-
-std::string Quoted(std::string_view token) {
-  constexpr size_t kShownBytes = 40;  // a message names the token, not a whole runaway line
-  return "'" + std::string(token.substr(0, kShownBytes)) + (token.size() > kShownBytes ? "...'" : "'");
+// The bound of the ids: --vocab, checked while reading, or the largest id + 1 (one more pass).
+uint64_t VocabOf(const TokenJob& job, const TokenFiles& files) {
+  if (job.vocab) {
+    if (*job.vocab == 0) FailPskd(PskdCode::kNotClosedType, "--vocab 0: idx[0] has no values");
+    return *job.vocab;
+  }
+  const uint64_t max = files.MaxId();
+  if (max == ~uint64_t{0}) FailPskd(PskdCode::kBadValue, "an id of 2^64 - 1 leaves no bound idx[2^64]: give --vocab");
+  return max + 1;
 }
 
 }  // namespace
 
-LmWindowsResult WriteLmWindows(const std::string& input, uint64_t vocab, uint64_t seq, uint64_t stride,
-                               const std::string& output) {
-  if (vocab == 0) FailPskd(PskdCode::kNotClosedType, "--vocab 0: idx[0] has no values");
+LmWindowsResult WriteLmWindows(const TokenJob& job, uint64_t seq, uint64_t stride) {
   if (seq == 0) Fail(ErrorCode::kUsage, "--seq must be at least 1");
   if (stride == 0) Fail(ErrorCode::kUsage, "--stride must be at least 1");
   if (seq > kMaxWindowTokens) {
     Fail(ErrorCode::kLimit, "--seq " + std::to_string(seq) + " is above the cap of " + std::to_string(kMaxWindowTokens) +
                                 " tokens a window (kMaxWindowTokens)");
   }
+  TokenFiles files(job.inputs, job.bin_dtype);
+  const uint64_t vocab = VocabOf(job, files);
   LmWindowsResult result;
   const std::string leaf = "idx[" + std::to_string(vocab) + "][seq: " + std::to_string(seq) + "]";
   result.type = "(" + leaf + ", " + leaf + ")";
@@ -35,73 +39,31 @@ LmWindowsResult WriteLmWindows(const std::string& input, uint64_t vocab, uint64_
   const uint32_t width = type.leaves[0].element_bytes;
   const uint64_t span = seq + 1;  // tokens one window covers
 
-  TextInput in(input, TextInput::Cut::kWhitespace);
-  PskdWriter writer(output, std::move(type));
+  ShardedPskdWriter writer(job.output, std::move(type), job.shard_bytes);
   std::vector<uint8_t> sample(writer.type().sample_bytes);
   std::vector<uint64_t> pending;  // tokens from the next window's first on
   pending.reserve(2 * span);
   size_t head = 0;                // pending[head] is the first token of the next window
   uint64_t skip = 0;              // tokens to drop before the next window starts (stride > span)
-  uint64_t line = 1;
 
   auto emit = [&](const uint64_t* w) {
     uint8_t* input_leaf = sample.data();
     uint8_t* target_leaf = sample.data() + seq * width;
-    if (width == 1) {
-      for (uint64_t i = 0; i < seq; ++i) input_leaf[i] = static_cast<uint8_t>(w[i]);
-      for (uint64_t i = 0; i < seq; ++i) target_leaf[i] = static_cast<uint8_t>(w[i + 1]);
-    } else {
-      for (uint64_t i = 0; i < seq; ++i) {
-        StoreLe(input_leaf + i * width, w[i], width);
-        StoreLe(target_leaf + i * width, w[i + 1], width);
-      }
+    for (uint64_t i = 0; i < seq; ++i) {
+      StoreLe(input_leaf + i * width, w[i], width);
+      StoreLe(target_leaf + i * width, w[i + 1], width);
     }
     writer.Append(sample);
   };
 
-  for (std::string_view chunk = in.Next(); !chunk.empty(); chunk = in.Next()) {
-    const char* p = chunk.data();
-    const char* end = p + chunk.size();
-    while (p < end) {
-      const char c = *p;
-      if (c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f') {
-        ++p;
-        continue;
-      }
-      if (c == '\n') {
-        ++line;
-        ++p;
-        continue;
-      }
-      const char* start = p;
-      uint64_t value = 0;
-      bool digits_only = true;
-      bool overflow = false;
-      while (p < end && !(*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == '\v' || *p == '\f')) {
-        const unsigned d = static_cast<unsigned char>(*p) - '0';
-        if (d > 9) digits_only = false;
-        if (value > (~uint64_t{0} - 9) / 10) overflow = true;
-        value = value * 10 + d;
-        ++p;
-      }
-      std::string_view token(start, static_cast<size_t>(p - start));
-      if (!digits_only || token.size() > kMaxTokenBytes || overflow) {
-        if (digits_only) {
-          FailPskd(PskdCode::kBadValue, input + ": line " + std::to_string(line) + ": " + Quoted(token) +
-                                            " is not below " + std::to_string(vocab));
-        }
-        FailPskd(PskdCode::kBadValue, input + ": line " + std::to_string(line) + ": " + Quoted(token) + " is not an index");
-      }
-      if (value >= vocab) {
-        FailPskd(PskdCode::kBadValue, input + ": line " + std::to_string(line) + ": " + std::to_string(value) +
-                                          " is not below " + std::to_string(vocab));
-      }
+  files.ForEach(vocab, [&](const uint64_t* ids, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
       ++result.tokens;
       if (skip > 0) {
         --skip;
         continue;
       }
-      pending.push_back(value);
+      pending.push_back(ids[i]);
       if (pending.size() - head == span) {
         emit(pending.data() + head);
         ++result.windows;
@@ -117,8 +79,28 @@ LmWindowsResult WriteLmWindows(const std::string& input, uint64_t vocab, uint64_
         }
       }
     }
-  }
-  writer.Commit();
+  });
+  result.files = writer.Commit();
+  return result;
+}
+
+LmWindowsResult WriteTokenStream(const TokenJob& job) {
+  TokenFiles files(job.inputs, job.bin_dtype);
+  const uint64_t vocab = VocabOf(job, files);
+  LmWindowsResult result;
+  result.type = "idx[" + std::to_string(vocab) + "][]";
+  SampleType type = ParseSampleType(result.type);
+  const uint32_t width = type.leaves[0].element_bytes;
+  ShardedPskdWriter writer(job.output, std::move(type), job.shard_bytes);
+  std::vector<uint8_t> bytes;
+  files.ForEach(vocab, [&](const uint64_t* ids, size_t n) {
+    bytes.resize(n * width);
+    for (size_t i = 0; i < n; ++i) StoreLe(bytes.data() + i * width, ids[i], width);
+    writer.Append(bytes);
+    result.tokens += n;
+  });
+  result.windows = result.tokens;
+  result.files = writer.Commit();
   return result;
 }
 

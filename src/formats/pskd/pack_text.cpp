@@ -2,6 +2,7 @@
 #include <charconv>
 
 #include "formats/pskd/pskd_text.h"
+#include "formats/pskd/sharded_writer.h"
 #include "formats/pskd/text_input.h"
 
 namespace trove::pskd {
@@ -86,9 +87,10 @@ bool PackLine(std::string_view line, uint64_t line_number, SampleEncoder& encode
   return true;
 }
 
-uint64_t PackFile(const std::string& input, const SampleType& type, const std::string& output) {
+uint64_t PackFile(const std::string& input, const SampleType& type, const std::string& output, uint64_t shard_bytes,
+                  std::vector<std::string>* files) {
   TextInput in(input, TextInput::Cut::kLine);
-  PskdWriter writer(output, type);
+  ShardedPskdWriter writer(output, type, shard_bytes);
   SampleEncoder encoder(writer.type());
   uint64_t line_number = 0;
   for (std::string_view chunk = in.Next(); !chunk.empty(); chunk = in.Next()) {
@@ -101,7 +103,8 @@ uint64_t PackFile(const std::string& input, const SampleType& type, const std::s
       pos = stop + 1;
     }
   }
-  writer.Commit();
+  std::vector<std::string> written = writer.Commit();
+  if (files != nullptr) *files = std::move(written);
   return writer.count();
 }
 

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "trove/pskd.h"
 
@@ -34,21 +36,35 @@ EncodeResult EncodeText(const std::string& input, const std::string& vocab_path,
 // Caps a window of lm-windows: its tokens are buffered (twice) while the file streams.
 inline constexpr uint64_t kMaxWindowTokens = uint64_t{1} << 24;
 
+// Where the token-id commands read and write (lm-windows, tokens).
+struct TokenJob {
+  std::vector<std::string> inputs;      // .npy, .bin or text files, one stream in this order
+  std::optional<uint64_t> vocab;        // the bound V; unset: the largest id + 1
+  std::optional<DType> bin_dtype;       // the ids of a raw .bin (--token-dtype)
+  std::string output;
+  uint64_t shard_bytes = 0;             // --shard-size; 0: one file (formats/pskd/sharded_writer.h)
+};
+
 struct LmWindowsResult {
   uint64_t windows = 0;
   uint64_t tokens = 0;
   std::string type;
+  std::vector<std::string> files;  // written, a manifest last
 };
 // `lm-windows`: window k is (tokens[kS .. kS+T], tokens[kS+1 .. kS+T+1]) of type
 // (idx[V][seq: T], idx[V][seq: T]).
-LmWindowsResult WriteLmWindows(const std::string& input, uint64_t vocab, uint64_t seq, uint64_t stride,
-                               const std::string& output);
+LmWindowsResult WriteLmWindows(const TokenJob& job, uint64_t seq, uint64_t stride);
+// `tokens`: the stream itself, one sample of type idx[V][] a token, which trove.data reads as
+// windows at read time (docs/pskd.md, "Windows of a token stream"): each token stored once.
+LmWindowsResult WriteTokenStream(const TokenJob& job);
 
 // `pack`: parses one line into `encoder` (reset first). False for a line that holds no sample
 // (empty, or starting with "--"). Errors are E9004/E9005 prefixed "line N: ".
 bool PackLine(std::string_view line, uint64_t line_number, SampleEncoder& encoder);
-// Packs a whole text file; returns the sample count.
-uint64_t PackFile(const std::string& input, const SampleType& type, const std::string& output);
+// Packs a whole text file into `output`, or shards of shard_bytes (formats/pskd/sharded_writer.h);
+// returns the sample count, and the files written in *files when given.
+uint64_t PackFile(const std::string& input, const SampleType& type, const std::string& output, uint64_t shard_bytes = 0,
+                  std::vector<std::string>* files = nullptr);
 
 // A sample as text: tuples "(a, b)", tensors nested lists "[1, 2]", scalars bare, reals in
 // shortest round-trip form at the leaf's precision ("0.5", "1.0", "nan", "inf";

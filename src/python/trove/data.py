@@ -40,6 +40,9 @@ def _source_list(sources: _Sources) -> list:
 # The largest batch: batch_indices is a numpy array [batches, batch] of uint64, and numpy's arrays
 # (even empty ones) span at most 2**63 bytes; no dataset has 2**48 samples.
 _MAX_BATCH = 1 << 48
+# The longest window of the windows view: lm-windows's cap (kMaxWindowTokens), for the same reason:
+# a batch holds batch x (seq + 1) token indices at once.
+_MAX_WINDOW_TOKENS = 1 << 24
 
 
 class SampleIndexError(UsageError, IndexError):
@@ -80,12 +83,20 @@ class Dataset:
     reals as float64, float32 or bfloat16.
     """
 
-    def __init__(self, sources: _Sources, framework: str = "np", raw: bool = False) -> None:
+    def __init__(self, sources: _Sources, framework: str = "np", raw: bool = False, windows: Optional[int] = None,
+                 stride: Optional[int] = None) -> None:
         self.framework = _framework(framework)
         self.raw = raw
         self._data = _trove._data_open(_source_list(sources))
         self._tree = self._data.tree()
         self._leaves = self._data.leaves()
+        self._count = self._data.count
+        self._type = self._data.type
+        self._window: Optional[tuple] = None
+        if windows is not None:
+            self._open_windows(windows, stride)
+        elif stride is not None:
+            raise _error("usage", "stride is the step between windows: it needs windows=")
         if self.framework == "np" and not raw:
             for k, leaf in enumerate(self._leaves):
                 if leaf["dtype"] == "bfloat16":
@@ -93,13 +104,36 @@ class Dataset:
                                                 "(raw=True gives its bits as uint16; framework='pt' gives bfloat16)")
         self._shards = [tuple(s) for s in self._data.shards()]
 
+    def _open_windows(self, seq: Any, stride: Any) -> None:
+        # The windows view of a token stream (docs/pskd.md, "Windows of a token stream"): sample k is
+        # (tokens[kS .. kS+T], tokens[kS+1 .. kS+T+1]), as `presk data lm-windows` would have stored it.
+        leaves = self._leaves
+        if len(leaves) != 1 or leaves[0]["kind"] != "index" or tuple(leaves[0]["shape"]) != ():
+            raise _error("usage", f"windows= reads a token stream, one idx[V][] sample a token (presk data tokens), "
+                                  f"not samples of {self._type}")
+        seq = _count("windows", seq, 1, _MAX_WINDOW_TOKENS)
+        stride = seq if stride is None else _count("stride", stride, 1, _MAX_BATCH)
+        tokens = self._data.count
+        self._window = (seq, stride)
+        self._count = 0 if tokens < seq + 1 else (tokens - seq - 1) // stride + 1
+        bound = leaves[0]["bound"]
+        leaf = dict(leaves[0], type=f"idx[{bound}][seq: {seq}]", shape=(seq,))
+        self._leaves = [leaf, dict(leaf)]
+        self._tree = (0, 1)
+        self._type = f"({leaf['type']}, {leaf['type']})"
+
     def __len__(self) -> int:
-        return self._data.count
+        return self._count
 
     @property
     def type(self) -> str:
-        """The sample type, as the first shard's header spells it."""
-        return self._data.type
+        """The sample type, as the first shard's header spells it (with windows=, the windows' type)."""
+        return self._type
+
+    @property
+    def windows(self) -> Optional[tuple]:
+        """(seq, stride) of the windows view, or None for the file's own samples."""
+        return self._window
 
     @property
     def leaves(self) -> list:
@@ -135,7 +169,7 @@ class Dataset:
         options (--shuffle seed, --epoch, --take, --rank/--world-size, --worker/--workers)."""
         return self._data.order(_count("batch", batch, 1, _MAX_BATCH), _optional_count("seed", seed), _count("epoch", epoch),
                                 _optional_count("take", take), _count("rank", rank), _count("world_size", world_size, 1),
-                                _count("worker", worker), _count("workers", workers, 1))
+                                _count("worker", worker), _count("workers", workers, 1), self._count)
 
     def batches(self, batch: int, seed: Optional[int] = None, epoch: int = 0, take: Optional[int] = None,
                 rank: int = 0, world_size: int = 1, worker: int = 0, workers: int = 1,
@@ -146,6 +180,10 @@ class Dataset:
         where its elements are aligned; other batches are gathered. with_indices: yields
         (indices, batch), indices the batch's sample indices (uint64 numpy array, or int64 tensor)."""
         order = self.batch_indices(batch, seed, epoch, take, rank, world_size, worker, workers)
+        return self._batches_of(order, with_indices)
+
+    def _batches_of(self, order, with_indices: bool) -> Iterator[Any]:
+        # The batches of the rows of `order` (a uint64 array [batches, batch]), in order.
         empty = order[:0].reshape(-1)
         for i in range(order.shape[0]):
             nxt = order[i + 1] if i + 1 < order.shape[0] else empty
@@ -160,6 +198,14 @@ class Dataset:
         np = _np()
         if nxt is None:
             nxt = np.zeros(0, dtype="uint64")
+        if self._window is not None:
+            # Each window's tokens are read once; inputs and targets are two copies of that read.
+            seq, stride = self._window
+            tokens = (indices[:, None] * np.uint64(stride) + np.arange(seq + 1, dtype="uint64")).reshape(-1)
+            (flat,) = self._data.batch(tokens, nxt[:0], self.framework == "pt")
+            rows = flat.reshape(len(indices), seq + 1)
+            arrays = [np.ascontiguousarray(rows[:, :seq]), np.ascontiguousarray(rows[:, 1:])]
+            return [_pt().from_numpy(a) for a in arrays] if self.framework == "pt" else arrays
         arrays = self._data.batch(indices, nxt, self.framework == "pt")
         out = []
         for leaf, a in zip(self._leaves, arrays):
@@ -180,26 +226,32 @@ class Dataset:
         return f"<trove.data.Dataset {len(self)} samples of {self.type} in {len(self._shards)} shard(s)>"
 
 
-def open(sources: _Sources, framework: str = "np", raw: bool = False) -> Dataset:  # noqa: A001
-    """A Dataset over `sources`: a .psk.d file, a manifest, a glob pattern, or a list of them."""
-    return Dataset(sources, framework, raw)
+def open(sources: _Sources, framework: str = "np", raw: bool = False, windows: Optional[int] = None,  # noqa: A001
+         stride: Optional[int] = None) -> Dataset:
+    """A Dataset over `sources`: a .psk.d file, a manifest, a glob pattern, or a list of them.
+    windows=T (stride=S, default T) reads a token stream (`presk data tokens`) as the windows
+    `presk data lm-windows --seq T --stride S` would store."""
+    return Dataset(sources, framework, raw, windows, stride)
 
 
 def batches(sources: _Sources, batch: int, seed: Optional[int] = None, epoch: int = 0, take: Optional[int] = None,
             rank: int = 0, world_size: int = 1, worker: int = 0, workers: int = 1, framework: str = "np",
-            raw: bool = False, with_indices: bool = False) -> Iterator[Any]:
+            raw: bool = False, with_indices: bool = False, windows: Optional[int] = None,
+            stride: Optional[int] = None) -> Iterator[Any]:
     """The batches of `presk data batches SOURCES --batch batch [--shuffle seed] [--epoch epoch]
     [--take take] [--rank rank --world-size world_size] [--worker worker --workers workers]`,
     stacked (Dataset.batches)."""
-    return open(sources, framework, raw).batches(batch, seed, epoch, take, rank, world_size, worker, workers,
-                                                 with_indices)
+    return open(sources, framework, raw, windows, stride).batches(batch, seed, epoch, take, rank, world_size, worker,
+                                                                  workers, with_indices)
 
 
 def batch_indices(sources: _Sources, batch: int, seed: Optional[int] = None, epoch: int = 0,
                   take: Optional[int] = None, rank: int = 0, world_size: int = 1, worker: int = 0,
-                  workers: int = 1):
-    """What `presk data batches` prints, as a uint64 array [batches, batch] (Dataset.batch_indices)."""
-    return open(sources, raw=True).batch_indices(batch, seed, epoch, take, rank, world_size, worker, workers)
+                  workers: int = 1, windows: Optional[int] = None, stride: Optional[int] = None):
+    """What `presk data batches` prints, as a uint64 array [batches, batch] (Dataset.batch_indices);
+    with windows=, the window indices of the windows view."""
+    return open(sources, raw=True, windows=windows, stride=stride).batch_indices(batch, seed, epoch, take, rank,
+                                                                                world_size, worker, workers)
 
 
 def __getattr__(name: str) -> Any:
