@@ -292,7 +292,11 @@ TEST(Caps, TensordictLevelDepth) {
   TempDir dir;
   fs::path p = dir.path();
   for (int i = 0; i <= tensordict::kMaxLevelDepth + 1; ++i) {
-    WriteText(p / "meta.json", std::string(R"({"n":{"type":"TensorDict"},)") + (kTdLevel + 1));
+    // kTdLevel without its opening brace, after the child's entry (appended, not operator+: GCC 12
+    // warns of a false array-bounds overflow on the temporary).
+    std::string meta = R"({"n":{"type":"TensorDict"},)";
+    meta.append(kTdLevel + 1);
+    WriteText(p / "meta.json", meta);
     p /= "n";
     fs::create_directory(p);
   }
