@@ -44,6 +44,9 @@ struct TensorDiff {
   bool identical = false;     // byte for byte (never when the dtypes differ)
   bool within_tolerance = false;
   double max_abs = 0, l2 = 0, l2_a = 0;
+  // Flat (row-major) index of the first element where |a-b| is max_abs; meaningful only when
+  // elements_differing > 0.
+  uint64_t max_abs_index = 0;
   uint64_t elements = 0;  // of a (when comparable, of b too)
   uint64_t elements_differing = 0;
   bool dtype_changed() const { return a_dtype != b_dtype; }

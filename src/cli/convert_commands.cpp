@@ -16,6 +16,7 @@
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
 #include "cli/progress.h"
+#include "cli/table.h"
 #include "core/display_escape.h"
 #include "core/float_text.h"
 #include "trove/convert.h"
@@ -246,10 +247,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     *exit_code = kExitOk;
   });
 
-  static std::string sort = "file";
+  static std::string sort = "change";
   static uint64_t top = 0;
   static std::vector<std::string> diff_keys, diff_exclude, strip_both, strip_a, strip_b;
-  static bool ignore_dtype = false;
+  static bool ignore_dtype = false, diff_stat = false, name_only = false, diff_tsv = false;
   auto* diff = app.add_subcommand("diff", "Compare two files in any formats (exit 1 when they differ)");
   diff->add_option("a", a_path, "First file")->required();
   diff->add_option("b", b_path, "Second file")->required();
@@ -257,9 +258,16 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   diff->add_option("--rtol", rtol, "Relative tolerance: |a-b| <= atol + rtol*|b| counts as equal");
   diff->add_option("--atol", atol, "Absolute tolerance");
   diff->add_option("--sort", sort,
-                   "Order of the rows: file (A's order, the default), key, or change (largest ||a-b||/||a|| first; "
-                   "shape changes before them)")
+                   "Order of the rows: change (the default: shape changes, then largest ||a-b||/||a||, then tensors "
+                   "that were all zeros), "
+                   "file (A's order) or key")
       ->check(CLI::IsMember({"file", "key", "change"}));
+  auto* stat_flag = diff->add_flag("--stat", diff_stat,
+                                   "One line per changed tensor with a bar of its change (log scale), then the summary");
+  auto* names_flag = diff->add_flag("--name-only", name_only, "Only the keys that differ (only in A or B, changed), one per line");
+  auto* tsv_flag = diff->add_flag("--tsv", diff_tsv, "The table tab-separated, numbers exact, for scripts");
+  stat_flag->excludes(names_flag)->excludes(tsv_flag);
+  names_flag->excludes(tsv_flag);
   AddThreadsOption(diff);
   diff->add_option("--top", top, "Show only the first N rows after sorting (and say how many were left out)");
   diff->add_option("--keys", diff_keys, "Compare only tensors whose key path matches (glob; repeatable)");
@@ -274,6 +282,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                  "A dtype change alone is not a difference: equal when the values agree (within the tolerances)");
   diff->footer("Tensors are compared by value in float64, across dtypes too (float32 against its bfloat16 cast:\n"
                "the error of the cast); only a shape change or real against complex/quantized is not comparable.\n"
+               "Rows are ranked by rel. L2 = ||a-b||/||a||; tensors that were all zeros (a zero-initialised bias\n"
+               "or LoRA B, whose relative change is infinite) come after them, marked 'from 0', by ||b||.\n"
                "--keys/--exclude see the keys after --strip-prefix.\n"
                "Exit status: 0 equal (within tolerances), 1 different, 2 error.\nExamples:\n"
                "  trove diff run1.pt run2.tdz --rtol 1e-6\n"
@@ -312,6 +322,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     };
     size_t counts[5] = {};
     for (const auto& t : r.tensors) ++counts[cat(t)];
+    // The ranking (--sort change): shape changes first, then ||a-b||/||a|| largest first, then the
+    // tensors that were all zeros (a zero-initialised bias or LoRA B: a relative change is
+    // infinite there and would hide every real one), by ||b|| largest first, then the unchanged.
+    auto was_zero = [](const TensorDiff& t) { return t.comparable && t.l2 > 0 && t.l2_a == 0; };
     auto change = [](const TensorDiff& t) {
       const double rel = t.relative();
       return std::isnan(rel) ? INFINITY : rel;
@@ -323,7 +337,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       std::stable_sort(rows.begin(), rows.end(), [](auto* x, auto* y) { return x->key < y->key; });
     } else if (sort == "change") {
       std::stable_sort(rows.begin(), rows.end(), [&](auto* x, auto* y) {
-        if (x->comparable != y->comparable) return !x->comparable;
+        // Shape changes, changed tensors, tensors that were all zeros, unchanged ones.
+        auto group = [&](const TensorDiff& t) { return !t.comparable ? 0 : t.l2 == 0 ? 3 : was_zero(t) ? 2 : 1; };
+        if (group(*x) != group(*y)) return group(*x) < group(*y);
+        if (was_zero(*x)) return x->l2 > y->l2;
         return change(*x) > change(*y);
       });
     }
@@ -339,6 +356,17 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       return left;
     };
     const size_t rows_left = cut(rows), only_a_left = cut(only_a), only_b_left = cut(only_b);
+    // The element with the largest difference, as an index into A's shape.
+    auto max_index = [](const TensorDiff& t) {
+      std::vector<uint64_t> index(t.a_shape.size());
+      uint64_t rest = t.max_abs_index;
+      for (size_t d = t.a_shape.size(); d-- > 0;) {
+        const uint64_t n = t.a_shape[d] > 0 ? static_cast<uint64_t>(t.a_shape[d]) : 1;
+        index[d] = rest % n;
+        rest /= n;
+      }
+      return index;
+    };
     auto relative_json = [](const TensorDiff& t) -> Json {
       if (t.l2 == 0) return 0.0;
       return t.l2_a > 0 ? Json(t.l2 / t.l2_a) : Json(nullptr);
@@ -367,6 +395,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
             tj["l2"] = t.l2;
             tj["relative_l2"] = relative_json(t);
             tj["elements_differing"] = t.elements_differing;
+            if (t.elements_differing > 0) tj["max_abs_at"] = max_index(t);
+            tj["from_zero"] = was_zero(t);
           }
         }
         ts.push_back(std::move(tj));
@@ -387,6 +417,17 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                       {"values", r.values.size()},          {"skipped", r.tensors_skipped}};
       j["left_out"] = {{"tensors", rows_left}, {"only_in_a", only_a_left}, {"only_in_b", only_b_left}};
       PrintJson(ExactStdout(), j);
+    } else if (name_only) {
+      // What differs, as git diff --name-only lists it: keys in one file only, tensors that are not
+      // equal within the tolerances (a dtype change too, unless --ignore-dtype), changed values.
+      for (const auto& k : only_a) std::cout << EscapeForDisplay(k) << '\n';
+      for (const auto& k : only_b) std::cout << EscapeForDisplay(k) << '\n';
+      for (const TensorDiff* tp : rows) {
+        const Cat c = cat(*tp);
+        if (c == kDiffers || c == kNotComparable || ((c == kEqualValues || c == kClose) && tp->dtype_changed() && !ignore_dtype))
+          std::cout << EscapeForDisplay(tp->key) << '\n';
+      }
+      for (const auto& v : r.values) std::cout << EscapeForDisplay(v.key) << '\n';
     } else {
       auto more = [](size_t left, const char* what) {
         if (left) std::cout << fmt::format("... {} more {} not shown (--top {})\n", Thousands(left), what, top);
@@ -395,26 +436,87 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       more(only_a_left, "only in A");
       for (const auto& k : only_b) std::cout << "only in B: " << EscapeForDisplay(k) << '\n';
       more(only_b_left, "only in B");
-      for (const TensorDiff* tp : rows) {
-        const TensorDiff& t = *tp;
-        const std::string key = EscapeForDisplay(t.key);
-        const std::string dtypes = t.dtype_changed() ? t.a_dtype + " -> " + t.b_dtype + ", " : "";
-        switch (cat(t)) {
-          case kNotComparable:
-            std::cout << "changed:   " << key << ": " << t.a_dtype << ShapeString(t.a_shape) << " -> " << t.b_dtype
-                      << ShapeString(t.b_shape) << " (not comparable)\n";
-            break;
-          case kEqualValues:
-            std::cout << "dtype:     " << key << ": " << dtypes << "equal values (" << Thousands(t.elements)
-                      << " elements)\n";
-            break;
-          case kIdentical: break;
-          default:
-            std::cout << (t.within_tolerance ? "close:     " : "differs:   ") << key << ": " << dtypes << "max|a-b| "
-                      << DoubleText(t.max_abs) << ", ||a-b|| " << DoubleText(t.l2) << ", ||a-b||/||a|| "
-                      << (t.l2_a > 0 ? DoubleText(t.l2 / t.l2_a) : std::string("n/a")) << " ("
-                      << Thousands(t.elements_differing) << " of " << Thousands(t.elements) << " elements differ)\n";
+      // People read 4 significant digits; --tsv gives scripts every digit.
+      auto number = [](double v) { return diff_tsv ? DoubleText(v) : RoundedFloatText(v, 4); };
+      auto rel_text = [&](const TensorDiff& t) {
+        if (was_zero(t)) return std::string("(a = 0)");
+        const double c = t.relative();
+        return std::isfinite(c) ? number(c) : std::string("inf");
+      };
+      auto at_text = [&](const TensorDiff& t) {
+        if (t.elements_differing == 0) return std::string("-");
+        return "[" + fmt::format("{}", fmt::join(max_index(t), ", ")) + "]";
+      };
+      auto percent_text = [&](const TensorDiff& t) {
+        if (t.elements == 0) return std::string("-");
+        return number(100.0 * static_cast<double>(t.elements_differing) / static_cast<double>(t.elements)) + "%";
+      };
+      const bool colour = !diff_tsv && StdoutTakesColour();
+      // Coloured rows carry trove's own SGR sequences, which the escaping net under std::cout would
+      // show as text: they go to the exact stream (the cells were escaped when added to the table).
+      auto PrintTable = [](const Table& table, bool aligned, const std::string& indent, bool coloured) {
+        if (!coloured) return table.Print(std::cout, aligned, indent);
+        std::cout.flush();
+        table.Print(ExactStdout(), aligned, indent, true);
+        ExactStdout().flush();
+      };
+      auto sgr = [](Cat c) -> std::string {
+        switch (c) {
+          case kDiffers: return "31";        // red
+          case kNotComparable: return "35";  // magenta
+          case kClose: return "33";          // yellow
+          default: return "";
         }
+      };
+      if (diff_stat) {
+        // git diff --stat's shape: a bar per changed tensor, its length the change on a log scale
+        // from 1e-7 (a float32 rounding) to 1 (a whole change), so that small and large changes
+        // both show.
+        const size_t columns = TerminalColumns();
+        const size_t bar_width = columns >= 100 ? 40 : 20;
+        Table table({"tensor", "rel. L2", "change (log scale, 1e-7 to 1)"});
+        for (const TensorDiff* tp : rows) {
+          const TensorDiff& t = *tp;
+          const Cat c = cat(t);
+          if (c == kIdentical) continue;
+          std::string bar;
+          if (c == kNotComparable) {
+            bar = "shape " + ShapeString(t.a_shape) + " -> " + ShapeString(t.b_shape);
+          } else if (was_zero(t)) {
+            bar = "was all zeros, now ||b|| " + number(t.l2);
+          } else {
+            const double ch = t.relative();
+            size_t n = 0;
+            if (ch > 0) {
+              const double scaled = std::isfinite(ch) ? (std::log10(std::min(ch, 1.0)) + 7.0) / 7.0 : 1.0;
+              n = std::max<size_t>(1, static_cast<size_t>(std::lround(std::clamp(scaled, 0.0, 1.0) * bar_width)));
+            }
+            for (size_t i = 0; i < n; ++i) bar += "\u2588";
+            if (n == 0) bar = t.dtype_changed() ? "(dtype only)" : "";
+          }
+          table.Add({t.key, c == kNotComparable ? "-" : rel_text(t), bar}, sgr(c));
+        }
+        if (table.size() > 0) PrintTable(table, true, " ", colour);
+      } else {
+        Table table({"", "tensor", "dtype", "max|a-b|", "at", "rel. L2", "changed"});
+        for (const TensorDiff* tp : rows) {
+          const TensorDiff& t = *tp;
+          const Cat c = cat(t);
+          const std::string dtypes = t.dtype_changed() ? t.a_dtype + " -> " + t.b_dtype : t.a_dtype;
+          switch (c) {
+            case kIdentical: break;
+            case kNotComparable:
+              table.Add({"shape", t.key, t.a_dtype + ShapeString(t.a_shape) + " -> " + t.b_dtype + ShapeString(t.b_shape), "-", "-",
+                         "-", "-"},
+                        sgr(c));
+              break;
+            case kEqualValues: table.Add({"dtype", t.key, dtypes, "0", "-", "0", "0%"}, sgr(c)); break;
+            default:
+              table.Add({c == kClose ? "close" : was_zero(t) ? "from 0" : "differs", t.key, dtypes, number(t.max_abs), at_text(t), rel_text(t), percent_text(t)},
+                        sgr(c));
+          }
+        }
+        if (table.size() > 0) PrintTable(table, !diff_tsv, diff_tsv ? "" : "  ", colour);
       }
       more(rows_left, "tensor rows");
       for (const auto& v : r.values)
@@ -428,12 +530,14 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                                                    {kIdentical, "identical"}};
       for (const auto& [c, name] : names)
         if (counts[c]) parts.push_back(Thousands(counts[c]) + " " + name);
-      std::cout << (r.equal() ? "equal" : "different") << ": " << Thousands(r.tensors.size()) << " common tensors"
-                << (parts.empty() ? "" : " (" + fmt::format("{}", fmt::join(parts, ", ")) + ")") << ", "
-                << Thousands(r.only_in_a.size()) << " only in A, " << Thousands(r.only_in_b.size()) << " only in B, "
-                << Thousands(r.values.size()) << " value difference(s)";
-      if (r.tensors_skipped) std::cout << ", " << Thousands(r.tensors_skipped) << " tensors not selected (--keys/--exclude)";
-      std::cout << '\n';
+      // The counts that are not zero, so that the line fits a terminal.
+      std::string summary = std::string(r.equal() ? "equal" : "different") + ": " + Thousands(r.tensors.size()) +
+                            " common tensors" + (parts.empty() ? "" : " (" + fmt::format("{}", fmt::join(parts, ", ")) + ")");
+      if (!r.only_in_a.empty()) summary += ", " + Thousands(r.only_in_a.size()) + " only in A";
+      if (!r.only_in_b.empty()) summary += ", " + Thousands(r.only_in_b.size()) + " only in B";
+      if (!r.values.empty()) summary += ", " + Thousands(r.values.size()) + " value difference(s)";
+      if (r.tensors_skipped) summary += ", " + Thousands(r.tensors_skipped) + " tensors not selected (--keys/--exclude)";
+      std::cout << summary << '\n';
     }
     *exit_code = r.equal() ? kExitOk : kExitFindings;
   });

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 #include "core/display_escape.h"
 
@@ -12,7 +13,7 @@ namespace trove::cli {
 namespace {
 
 // A column is never squeezed below this: a key cut shorter says nothing.
-constexpr size_t kMinSqueezedWidth = 24;
+constexpr size_t kMinSqueezedWidth = 20;
 
 // `s` cut to `width` code points by dropping its middle: a key's start (its module) and end
 // (the parameter) are what tell keys apart.
@@ -38,9 +39,18 @@ size_t TerminalColumns() {
   return 0;
 }
 
-void Table::Add(std::vector<std::string> row) {
+bool StdoutTakesColour() {
+  if (!::isatty(STDOUT_FILENO)) return false;
+  const char* no_colour = std::getenv("NO_COLOR");
+  if (no_colour != nullptr && *no_colour != '\0') return false;
+  const char* term = std::getenv("TERM");
+  return term == nullptr || std::string_view(term) != "dumb";
+}
+
+void Table::Add(std::vector<std::string> row, std::string sgr) {
   for (std::string& cell : row) cell = EscapeForDisplay(cell);
   rows_.push_back(std::move(row));
+  sgr_.push_back(std::move(sgr));
 }
 
 size_t DisplayWidth(const std::string& s) {
@@ -50,7 +60,7 @@ size_t DisplayWidth(const std::string& s) {
   return n;
 }
 
-void Table::Print(std::ostream& out, bool aligned, const std::string& indent) const {
+void Table::Print(std::ostream& out, bool aligned, const std::string& indent, bool colour) const {
   if (!aligned) {
     auto line = [&](const std::vector<std::string>& r) {
       for (size_t i = 0; i < r.size(); ++i) out << (i ? "\t" : "") << r[i];
@@ -79,7 +89,7 @@ void Table::Print(std::ostream& out, bool aligned, const std::string& indent) co
       squeezed = widest;
     }
   }
-  auto line = [&](const std::vector<std::string>& r) {
+  auto line = [&](const std::vector<std::string>& r, const std::string& sgr) {
     std::string s = indent;
     for (size_t i = 0; i < r.size(); ++i) {
       const std::string cell = i == squeezed ? ElideMiddle(r[i], width[i]) : r[i];
@@ -87,10 +97,14 @@ void Table::Print(std::ostream& out, bool aligned, const std::string& indent) co
       if (i + 1 < r.size()) s.append(width[i] - std::min(width[i], DisplayWidth(cell)) + 2, ' ');
     }
     while (!s.empty() && s.back() == ' ') s.pop_back();
+    if (colour && !sgr.empty()) {
+      const size_t at = indent.size();
+      s = s.substr(0, at) + "\x1b[" + sgr + "m" + s.substr(at) + "\x1b[0m";
+    }
     out << s << '\n';
   };
-  line(header_);
-  for (const auto& r : rows_) line(r);
+  line(header_, {});
+  for (size_t i = 0; i < rows_.size(); ++i) line(rows_[i], sgr_[i]);
 }
 
 }  // namespace trove::cli

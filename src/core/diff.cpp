@@ -153,6 +153,7 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
   }
   const bool complex = Info(a.dtype).kind == DTypeKind::kComplex || a.dtype == DType::kFloat4E2M1FNx2;
   double sum_sq = 0, sum_sq_a = 0, max_abs = 0;
+  uint64_t max_abs_index = 0;
   bool within = true;
   uint64_t differing = 0;
   // A second pass from the start: the first one stopped at the first differing window.
@@ -176,7 +177,10 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
       if (std::isnan(ad)) ad = INFINITY;
       sum_sq += diff * diff;
       if (std::isfinite(va)) sum_sq_a += va * va;
-      max_abs = std::max(max_abs, ad);
+      if (ad > max_abs) {
+        max_abs = ad;
+        max_abs_index = i;
+      }
       if (ad != 0) differs = true;
       if (!(ad <= o.atol + o.rtol * std::fabs(vb))) within = false;
     }
@@ -185,6 +189,7 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
   d.max_abs = max_abs;
   d.l2 = std::sqrt(sum_sq);
   d.l2_a = std::sqrt(sum_sq_a);
+  d.max_abs_index = max_abs_index;
   d.within_tolerance = within;
   d.elements_differing = differing;
 }
