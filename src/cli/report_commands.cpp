@@ -73,6 +73,7 @@ Json DiffJson(const Document& b, const DiffReport& d) {
       const double relative = t.identical || t.l2 == 0 ? 0 : t.l2_a > 0 ? t.l2 / t.l2_a : INFINITY;
       tj["relative"] = relative;
       tj["max_abs"] = t.max_abs;
+      tj["l2"] = t.l2;  // ranks the tensors that were all zeros, as `trove diff` does
       tj["identical"] = t.identical;
     }
     tensors.push_back(std::move(tj));

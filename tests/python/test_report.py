@@ -108,6 +108,10 @@ def test_two_checkpoints_show_what_changed(trove, tmp_path):
         tuned[k] = base[k] + s * torch.randn(base[k].shape, generator=g) * base[k].std()
     del tuned["layers.0.norm.weight"]
     tuned["adapter.weight"] = torch.randn(8, 8, generator=g)
+    # A zero-initialised LoRA B that training moved: ranked after every real change (its relative
+    # change is infinite), however large its values.
+    base["lora_B"] = torch.zeros(8, 4)
+    tuned["lora_B"] = 10 * torch.randn(8, 4, generator=g)
     tuned["lm_head.weight"] = tuned["embed.weight"]
     a, b = tmp_path / "base.pt", tmp_path / "tuned.pt"
     torch.save(checkpoint(base), a)
@@ -121,6 +125,7 @@ def test_two_checkpoints_show_what_changed(trove, tmp_path):
     assert d["only_in_a"] == ["model/layers.0.norm.weight"]
     assert d["only_in_b"] == ["model/adapter.weight"]
     changed = {t["key"][len("model/"):]: t["relative"] for t in d["tensors"] if t["relative"] != 0}
+    assert changed.pop("lora_B") == {"$float": "inf"}  # JSON has no infinity
     assert set(changed) == set(scale)
     for k, rel in changed.items():
         x, y = base[k].numpy().astype(np.float64), tuned[k].numpy().astype(np.float64)
@@ -128,12 +133,12 @@ def test_two_checkpoints_show_what_changed(trove, tmp_path):
     assert {"key": "epoch", "a": "3", "b": "5"} in d["values"]
 
     page = render(out)
-    assert page.bars == len(scale)
+    assert page.bars == len(scale) + 1
     assert sorted(page.keys) == sorted(t["key"] for t in data["a"]["tensors"])
     text = "".join(page.text)
     assert "model/layers.0.norm.weight" in text and "model/adapter.weight" in text
     # The bars are sorted, largest change first: their labels appear in that order.
-    order = sorted(scale, key=lambda k: -changed[k])
+    order = sorted(scale, key=lambda k: -changed[k]) + ["lora_B"]
     positions = [text.index("model/" + k, text.index("What changed")) for k in order]
     assert positions == sorted(positions), order
     screenshot(out, tmp_path / "change.png")

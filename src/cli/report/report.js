@@ -476,9 +476,15 @@
     if (!X) return;
     var section = document.getElementById("change"), body = document.getElementById("change-body");
     section.hidden = false;
+    // Ranked as `trove diff` ranks: the largest relative change first, then the tensors that were
+    // all zeros in A (a zero-initialised bias or LoRA B: their relative change is infinite and
+    // would push every real change down), by ||b||.
+    var fromZero = function (t) { var r = num(t.relative); return r === Infinity; };
     var changed = X.tensors.filter(function (t) { return !t.changed && num(t.relative) !== 0; })
       .sort(function (p, q) {
-        var a = num(p.relative), b = num(q.relative);
+        var zp = fromZero(p), zq = fromZero(q);
+        if (zp !== zq) return zp ? 1 : -1;
+        var a = zp ? num(p.l2) : num(p.relative), b = zq ? num(q.l2) : num(q.relative);
         a = isNaN(a) ? Infinity : a; b = isNaN(b) ? Infinity : b;
         return b - a || (p.key < q.key ? -1 : 1);
       });
@@ -486,7 +492,8 @@
     var reshaped = X.tensors.filter(function (t) { return t.changed; });
     body.appendChild(el("p", null, count(X.tensors.length) + " tensors in both: " + count(changed.length) + " changed, " +
         count(identical) + " unchanged, " + count(reshaped.length) + " of another dtype or shape. " +
-        "Bars: relative change ||a\u2212b||\u2082 / ||a||\u2082, largest first."));
+        "Bars: relative change ||a\u2212b||\u2082 / ||a||\u2082 on a log scale from 1e-7 (a float32 rounding) to 1 " +
+        "(a whole change), largest first; tensors that were all zeros come after them, by ||b||\u2082."));
     var bars = el("div", "bars");
     body.appendChild(bars);
     var limit = 50;
@@ -494,8 +501,7 @@
       bars.textContent = "";
       var shown = changed.slice(0, limit);
       if (!shown.length) { bars.appendChild(el("p", "muted", "No tensor values changed.")); return; }
-      var W = 1200, ROW = 18, LABEL = 480, H = shown.length * ROW + 4, top = 0;
-      shown.forEach(function (t) { var r = num(t.relative); if (isFinite(r)) top = Math.max(top, r); });
+      var W = 1200, ROW = 18, LABEL = 480, H = shown.length * ROW + 4, SPAN = W - LABEL - 150;
       var d = document.createElement("div");
       d.innerHTML = "<svg></svg>";
       var s = d.firstChild;
@@ -504,13 +510,16 @@
       s.setAttribute("class", "change-bars");
       shown.forEach(function (t, i) {
         var r = num(t.relative), finite = isFinite(r), y = i * ROW + 2;
-        var len = finite && top > 0 ? (r / top) * (W - LABEL - 90) : W - LABEL - 90;
+        // log10(r) from -7 to 0 spans the bar; smaller changes keep 1 px, larger ones the whole.
+        var len = finite ? Math.min(1, Math.max(0, (Math.log10(r) + 7) / 7)) * SPAN : 0;
         var key = keyText(t.key), text = key.length > 70 ? "\u2026" + key.slice(key.length - 69) : key;
         var label = svg("text", { x: LABEL - 6, y: y + 12, "text-anchor": "end" }, s);
         label.textContent = text;
-        var bar = svg("rect", { x: LABEL, y: y + 2, width: Math.max(1, len).toFixed(1), height: ROW - 5, fill: finite ? "#2f6fdf" : "#c0392b" }, s);
-        svg("title", {}, bar).textContent = key + "\n||a-b||/||a|| = " + fmt(t.relative) + ", max |a-b| = " + fmt(t.max_abs);
-        svg("text", { x: (LABEL + Math.max(1, len) + 4).toFixed(1), y: y + 12 }, s).textContent = fmt(t.relative);
+        var bar = svg("rect", { x: LABEL, y: y + 2, width: Math.max(1, len).toFixed(1), height: ROW - 5, fill: finite ? "#2f6fdf" : "#8a8f98" }, s);
+        svg("title", {}, bar).textContent = key + "\n" + (finite ? "||a-b||/||a|| = " + fmt(t.relative) : "all zeros in A, ||b|| = " + fmt(t.l2)) +
+            ", max |a-b| = " + fmt(t.max_abs);
+        svg("text", { x: (LABEL + Math.max(1, len) + 4).toFixed(1), y: y + 12 }, s).textContent =
+            finite ? fmt(t.relative) : "was all zeros, ||b|| " + fmt(t.l2);
       });
       bars.appendChild(s);
       if (changed.length > limit) {
