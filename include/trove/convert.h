@@ -31,6 +31,11 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options);
 
 bool KeyMatches(const std::string& pattern, const std::string& key);
 
+// The one wording of every command for a selection that keeps no tensor: "--keys 'enc/*'
+// select none of the 7 tensors (trove info lists their keys)".
+std::string NothingSelectedText(const std::vector<std::string>& keys, const std::vector<std::string>& exclude,
+                                uint64_t tensors);
+
 void Convert(const std::string& source, const std::string& destination, Format target, const ConvertOptions& options);
 // The writing half of Convert, for a document already opened (and ApplyConvertOptions'd).
 void ConvertDocument(const Document& doc, const std::string& destination, Format target, const ConvertOptions& options);

@@ -311,7 +311,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       r = Diff(a, b, o);
     });
     if (r.tensors_skipped > 0 && r.tensors.empty() && r.only_in_a.empty() && r.only_in_b.empty())
-      Fail(ErrorCode::kUsage, "--keys/--exclude select no tensor of either file");
+      Fail(ErrorCode::kUsage, NothingSelectedText(diff_keys, diff_exclude, r.tensors_skipped) + " in either file");
     // Categories, one per common tensor.
     enum Cat { kNotComparable, kDiffers, kClose, kEqualValues, kIdentical };
     auto cat = [](const TensorDiff& t) {

@@ -155,7 +155,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     if (keep) listed.push_back(&t);
   }
   if (!o.keys.empty() && listed.empty()) {
-    Fail(ErrorCode::kNotFound, "no tensor matches " + std::string(o.keys.size() > 1 ? "the --keys globs" : "--keys '" + o.keys[0] + "'"));
+    Fail(ErrorCode::kUsage, NothingSelectedText(o.keys, {}, doc.tensors.size()));
   }
   const TensorTotals totals = Totals(listed);
   if (o.json) {

@@ -50,7 +50,7 @@ std::vector<const NamedTensor*> Select(const Document& doc, const std::vector<st
     if (match && std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(keys.size()), &t) == out.begin() + static_cast<std::ptrdiff_t>(keys.size()))
       out.push_back(&t);  // a key also named explicitly is listed once
   }
-  if (out.empty() && !globs.empty()) Fail(ErrorCode::kNotFound, doc.path + ": no tensor key matches --keys");
+  if (out.empty() && !globs.empty()) Fail(ErrorCode::kUsage, NothingSelectedText(globs, {}, doc.tensors.size()));
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/count_text.h"
 #include "core/ggml_blocks.h"
 #include "formats/format_registry.h"
 #include "formats/pt/pt_reader.h"
@@ -339,6 +340,14 @@ std::vector<std::pair<std::string, std::string>> DropTiedTensors(Document& doc) 
   return pairs;
 }
 
+std::string NothingSelectedText(const std::vector<std::string>& keys, const std::vector<std::string>& exclude,
+                                uint64_t tensors) {
+  std::string what;
+  for (const auto& k : keys) what += (what.empty() ? "" : " ") + std::string("--keys '") + k + "'";
+  for (const auto& k : exclude) what += (what.empty() ? "" : " ") + std::string("--exclude '") + k + "'";
+  return what + " select none of the " + Thousands(tensors) + " tensors (trove info lists their keys)";
+}
+
 size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
   TorchScriptModulesAsDicts(doc, options.note);
   if (options.drop_unknown) DropUnknownObjects(doc, options);
@@ -350,12 +359,7 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
       ++tensors;
       if ((options.keys.empty() || MatchesAny(options.keys, path)) && !MatchesAny(options.exclude, path)) keep.insert(&leaf);
     });
-    if (tensors > 0 && keep.empty()) {
-      std::string what;
-      for (const auto& k : options.keys) what += (what.empty() ? "" : " ") + std::string("--keys '") + k + "'";
-      for (const auto& k : options.exclude) what += (what.empty() ? "" : " ") + std::string("--exclude '") + k + "'";
-      Fail(ErrorCode::kUsage, what + " keep none of the " + std::to_string(tensors) + " tensors (trove info lists their keys)");
-    }
+    if (tensors > 0 && keep.empty()) Fail(ErrorCode::kUsage, NothingSelectedText(options.keys, options.exclude, tensors));
     DropValues(doc, [&](const Value* v) { return v->kind == ValueKind::kTensor && !keep.count(v); });
   }
   if (!options.renames.empty()) RenameTensors(doc, options);

@@ -71,7 +71,7 @@ TEST_F(ConvertTest, KeysKeepOnlyTheTensorsTheirGlobsMatch) {
   // Nothing matches: an error naming the glob, and nothing written (an empty checkpoint with
   // exit 0 would be a silent loss).
   options.keys = {"nothing/*"};
-  ExpectError([&] { ConvertSample("none.pt", options); }, ErrorCode::kUsage, "--keys 'nothing/*' keep none of the 5 tensors");
+  ExpectError([&] { ConvertSample("none.pt", options); }, ErrorCode::kUsage, "--keys 'nothing/*' select none of the 5 tensors");
   EXPECT_FALSE(fs::exists(P("none.pt")));
 }
 

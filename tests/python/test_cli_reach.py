@@ -85,7 +85,7 @@ def test_info_summary_filters_sort_and_depth(trove, ck):
     assert [row[0] for row in rows] == ["model/blocks.0", "model/blocks.1"]
     assert rows[0][1] == "2" and rows[0][2] == "1,048,586"
     r = trove("info", ck, "--keys", "nothing/*")
-    assert r.code == 2 and "no tensor matches" in r.errtext
+    assert r.code == 2 and "--keys 'nothing/*' select none of the 3 tensors" in r.errtext, r
     j = json.loads(trove("info", ck, "--json").out)
     assert j["summary"]["parameters"] == 1048589 and j["summary"]["by_dtype"]["float16"] == {"tensors": 1, "bytes": 6}
 

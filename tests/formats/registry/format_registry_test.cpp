@@ -24,7 +24,9 @@ TEST(FormatRegistryTest, EveryDriverHasAUniqueNameAndWhatOpsNeeds) {
     EXPECT_NE(d->detect, nullptr) << d->format.name();
     EXPECT_TRUE(d->read != nullptr || d->refuse != nullptr) << d->format.name() << ": neither read nor refused";
     EXPECT_FALSE(d->summary.empty()) << d->format.name();
-    if (d->writes_directory) EXPECT_NE(d->owns_file, nullptr) << d->format.name() << ": a directory writer must say what it owns";
+    if (d->writes_directory) {
+      EXPECT_NE(d->owns_file, nullptr) << d->format.name() << ": a directory writer must say what it owns";
+    }
     EXPECT_EQ(FindFormatDriver(d->format), d);
     EXPECT_EQ(FindFormatDriver(d->format.name()), d);
   }
