@@ -292,12 +292,10 @@ struct PreadSource {
   std::string path;
 };
 
-// The pread source of mapped bytes [data, +size) when the I/O mode says to pread them: kPread,
-// or kAuto and the file is on a network file system. None for the mapping: kMmap, bytes not in
-// a MappedFile, or a MappedFile that closed its descriptor (then the mapping is read).
-std::optional<PreadSource> PreadSourceOf(const uint8_t* data, uint64_t size) {
-  const IoMode mode = GetIoMode();
-  if (mode == IoMode::kMmap || size == 0) return std::nullopt;
+// The file behind mapped bytes [data, +size): none for bytes not in one MappedFile, or in one
+// that closed its descriptor. *network says whether it is on a network file system.
+std::optional<PreadSource> FileSourceOf(const uint8_t* data, uint64_t size, bool* network) {
+  if (size == 0) return std::nullopt;
   MappingRegistry& r = Registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   uintptr_t start = 0;
@@ -305,25 +303,76 @@ std::optional<PreadSource> PreadSourceOf(const uint8_t* data, uint64_t size) {
   if (range == nullptr || range->fd < 0) return std::nullopt;
   const uint64_t offset = reinterpret_cast<uintptr_t>(data) - start;
   if (size > range->length - offset) return std::nullopt;
-  if (mode == IoMode::kAuto && !range->network) return std::nullopt;
+  *network = range->network;
   return PreadSource{range->fd, offset, range->length, range->path};
 }
 
+// The pread source of mapped bytes [data, +size) when the I/O mode says to pread them: kPread,
+// or kAuto and the file is on a network file system. None for the mapping: kMmap, bytes not in
+// a MappedFile, or a MappedFile that closed its descriptor (then the mapping is read).
+std::optional<PreadSource> PreadSourceOf(const uint8_t* data, uint64_t size) {
+  const IoMode mode = GetIoMode();
+  if (mode == IoMode::kMmap) return std::nullopt;
+  bool network = false;
+  std::optional<PreadSource> source = FileSourceOf(data, size, &network);
+  if (mode == IoMode::kAuto && !network) return std::nullopt;
+  return source;
+}
+
+// Keeps the kernel reading ahead of a front-to-back pass over [0, size) of a file's bytes, in
+// either mode (a mapping's own read-ahead is a few hundred KB per fault: a cold file then comes
+// in at a fraction of the disk's rate). The advice runs on past the bytes' end into the rest of
+// the file (up to kReadAheadBytes): a pass over every tensor reads one after another, and the
+// next one's first read then finds its pages in flight. Advice only: failure changes nothing
+// but speed.
+class ReadAhead {
+ public:
+  ReadAhead(const PreadSource& source, uint64_t size)
+      : fd_(source.fd), offset_(source.offset), limit_(source.file_size - source.offset) {
+    ::posix_fadvise(fd_, static_cast<off_t>(offset_), static_cast<off_t>(size), POSIX_FADV_SEQUENTIAL);
+  }
+
+  // Asks for [at, end + kReadAheadBytes) once less than a step of it is left unasked: the read
+  // about to be made is submitted whole, and what follows it while it is used.
+  void Advise(uint64_t at, uint64_t end) {
+    if (advised_ >= std::min(limit_, end + kReadAheadBytes - kReadAheadStepBytes)) return;
+    const uint64_t from = std::max(advised_, at);
+    const uint64_t to = std::min(limit_, end + kReadAheadBytes);
+    if (to > from) {
+      ::posix_fadvise(fd_, static_cast<off_t>(offset_ + from), static_cast<off_t>(to - from), POSIX_FADV_WILLNEED);
+    }
+    advised_ = to;
+  }
+
+ private:
+  int fd_;
+  uint64_t offset_;
+  uint64_t limit_;  // bytes of the file from the start of ours
+  uint64_t advised_ = 0;
+};
+
+// Maps a window of a file mapping's pages in one call instead of a fault every few pages (which
+// the kernel then takes inside whatever system call the window is handed to). Advice: failure
+// (an old kernel) leaves the faults to happen as before.
+void PopulateWindow(const uint8_t* p, uint64_t n) {
+#ifdef MADV_POPULATE_READ
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(p) / page * page;
+  ::madvise(reinterpret_cast<void*>(first), reinterpret_cast<uintptr_t>(p) + n - first, MADV_POPULATE_READ);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 // Reads [0, size) of a pread source front to back, keeping the kernel's read-ahead ahead of it.
-// The advice runs on past the bytes' end into the rest of the file (up to kReadAheadBytes): a pass
-// over every tensor reads one after another, and the next one's first read then finds its pages
-// in flight.
 class FileWindowReader {
  public:
-  FileWindowReader(PreadSource source, uint64_t size)
-      : source_(std::move(source)), size_(size), limit_(source_.file_size - source_.offset) {
-    // Advice only: failure changes nothing but speed.
-    ::posix_fadvise(source_.fd, static_cast<off_t>(source_.offset), static_cast<off_t>(size_), POSIX_FADV_SEQUENTIAL);
-  }
+  FileWindowReader(PreadSource source, uint64_t size) : source_(std::move(source)), ahead_(source_, size) {}
 
   // Bytes [at, at + n) into out. A short read means the file shrank under us: the guard's error.
   void Read(uint64_t at, uint8_t* out, size_t n) {
-    AdviseAhead(at, at + n);
+    ahead_.Advise(at, at + n);
     for (size_t done = 0; done < n;) {
       const ssize_t got = ::pread(source_.fd, out + done, n - done, static_cast<off_t>(source_.offset + at + done));
       if (got < 0) {
@@ -336,23 +385,8 @@ class FileWindowReader {
   }
 
  private:
-  // Asks for [at, end + kReadAheadBytes) once less than a step of it is left unasked: the read
-  // about to be made is submitted whole, and what follows it while it is used.
-  void AdviseAhead(uint64_t at, uint64_t end) {
-    if (advised_ >= std::min(limit_, end + kReadAheadBytes - kReadAheadStepBytes)) return;
-    const uint64_t from = std::max(advised_, at);
-    const uint64_t to = std::min(limit_, end + kReadAheadBytes);
-    if (to > from) {
-      ::posix_fadvise(source_.fd, static_cast<off_t>(source_.offset + from), static_cast<off_t>(to - from),
-                      POSIX_FADV_WILLNEED);
-    }
-    advised_ = to;
-  }
-
   PreadSource source_;
-  uint64_t size_;
-  uint64_t limit_;  // bytes of the file from the start of ours
-  uint64_t advised_ = 0;
+  ReadAhead ahead_;
 };
 
 }  // namespace
@@ -423,8 +457,18 @@ void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) 
       return;
     }
   }
+  // Through the mapping: the same read-ahead advice, so that its faults find their pages coming.
+  std::optional<ReadAhead> ahead;
+  bool network = false;
+  if (mapped()) {
+    if (std::optional<PreadSource> source = FileSourceOf(base, size_, &network)) ahead.emplace(*source, size_);
+  }
   for (uint64_t done = 0; done < size_;) {
     uint64_t n = std::min<uint64_t>(kStreamWindowBytes, size_ - done);
+    if (ahead) {
+      ahead->Advise(done, done + n);
+      PopulateWindow(base + done, n);
+    }
     fn(base + done, static_cast<size_t>(n));
     Release(done, n);
     ThrowIfMappedFileChanged();  // no point streaming on through zeros
