@@ -189,6 +189,23 @@ class SharedBytes::Reader {
   bool pread_decided_ = false;
 };
 
+// While it lives, faults on mapped bytes read only the page they need, not the read-ahead
+// around it (madvise MADV_RANDOM; MADV_NORMAL again when it goes): for parsers that touch a few
+// bytes far apart (a zip's local headers) in a file that may be cold. Advice only: a no-op for
+// bytes that are not a mapping. Used by one thread; another pass over the same mapping at the
+// same time only reads slower or faster, never other bytes.
+class RandomAccessWhile {
+ public:
+  explicit RandomAccessWhile(const SharedBytes& bytes);
+  ~RandomAccessWhile();
+  RandomAccessWhile(const RandomAccessWhile&) = delete;
+  RandomAccessWhile& operator=(const RandomAccessWhile&) = delete;
+
+ private:
+  void* begin_ = nullptr;
+  size_t length_ = 0;
+};
+
 // A whole file mapped read-only. Open() maps it once; views into it are SharedBytes whose
 // owner is the mapping, so the mapping lives as long as any view of it. The file also stays open
 // (one descriptor per MappedFile) so that CopyMappedBytes can have the kernel copy its bytes,

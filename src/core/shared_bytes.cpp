@@ -539,6 +539,21 @@ void SharedBytes::Reader::ReleaseReadPages() {
   released_ += end - begin;
 }
 
+RandomAccessWhile::RandomAccessWhile(const SharedBytes& bytes) {
+  if (!bytes.mapped() || bytes.empty() || bytes.deferred()) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(bytes.data());
+  const uintptr_t begin = first / page * page;
+  const uintptr_t end = (first + bytes.size() + page - 1) / page * page;
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_RANDOM) != 0) return;
+  begin_ = reinterpret_cast<void*>(begin);
+  length_ = end - begin;
+}
+
+RandomAccessWhile::~RandomAccessWhile() {
+  if (begin_ != nullptr) ::madvise(begin_, length_, MADV_NORMAL);
+}
+
 std::string MappedFileAt(const void* address) { return FileAtAddress(reinterpret_cast<uintptr_t>(address)); }
 
 std::optional<MappedFileDescriptor> DuplicateMappedFile(const void* address) {
