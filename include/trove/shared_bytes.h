@@ -115,8 +115,13 @@ class SharedBytes {
   void Release(uint64_t offset, uint64_t length) const;
   // Hands the bytes to fn in windows, releasing each window's pages once fn returns: streaming
   // a mapped file of any size keeps only one window resident; deferred bytes are produced one
-  // window at a time, never held.
+  // window at a time, never held. Mapped bytes the I/O mode says to pread (trove/io_mode.h) are
+  // read into one window-sized buffer instead; a file found shorter than its mapping then throws
+  // the guard's error (FailChangedWhileRead).
   void Stream(const std::function<void(const uint8_t*, size_t)>& fn) const;
+  // True when Stream and Reader read these bytes with pread rather than through their mapping
+  // (trove/io_mode.h): a caller that would walk the mapping itself streams them instead.
+  bool ReadsWithPread() const;
 
   class Reader;
 
@@ -153,7 +158,8 @@ class SharedBytes {
 // side by side in bounded memory (trove diff compares two compressed .tdz leaves window by
 // window). Deferred bytes are produced as they are read, never held whole (unless something
 // else asked for them whole already); the pages of mapped bytes leave the resident set once read
-// past. Keeps the bytes alive. One reader is used by one thread at a time.
+// past; or, when the I/O mode says so (trove/io_mode.h), they are read with pread through a
+// small buffer. Keeps the bytes alive. One reader is used by one thread at a time.
 class SharedBytes::Reader {
  public:
   explicit Reader(SharedBytes bytes);
@@ -172,10 +178,32 @@ class SharedBytes::Reader {
 
  private:
   void ReleaseReadPages();
+  // True when mapped bytes are read with pread (trove/io_mode.h): decided at the first read.
+  bool ReadsWithPread();
+  struct FileWindow;
   SharedBytes bytes_;
   uint64_t at_ = 0;
   uint64_t released_ = 0;  // mapped bytes before this have been released
   std::unique_ptr<DeferredReader> deferred_;
+  std::unique_ptr<FileWindow> file_;  // set when reading with pread
+  bool pread_decided_ = false;
+};
+
+// While it lives, faults on mapped bytes read only the page they need, not the read-ahead
+// around it (madvise MADV_RANDOM; MADV_NORMAL again when it goes): for parsers that touch a few
+// bytes far apart (a zip's local headers) in a file that may be cold. Advice only: a no-op for
+// bytes that are not a mapping. Used by one thread; another pass over the same mapping at the
+// same time only reads slower or faster, never other bytes.
+class RandomAccessWhile {
+ public:
+  explicit RandomAccessWhile(const SharedBytes& bytes);
+  ~RandomAccessWhile();
+  RandomAccessWhile(const RandomAccessWhile&) = delete;
+  RandomAccessWhile& operator=(const RandomAccessWhile&) = delete;
+
+ private:
+  void* begin_ = nullptr;
+  size_t length_ = 0;
 };
 
 // A whole file mapped read-only. Open() maps it once; views into it are SharedBytes whose

@@ -14,6 +14,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace trove::cli {
@@ -68,6 +69,12 @@ struct PolicyFlags {
 void AddPolicyFlags(CLI::App* command, PolicyFlags& flags);
 // `--threads N`: the process's worker thread count (trove/threads.h), set as the option is parsed.
 void AddThreadsOption(CLI::App* command);
+// The check of a thread count option's word (AddThreadsOption, stats' own --threads): a whole
+// number, or the option's name, the allowed range and the word in the usage error.
+const CLI::Validator& ThreadCountCheck();
+// `--io auto|mmap|pread`: the process's I/O mode for input files (trove/io_mode.h), set as the
+// option is parsed. For the commands that stream every tensor's bytes.
+void AddIoOption(CLI::App* command);
 // trove::Open, then, when the document holds objects of classes trove does not know (read as
 // inert data), one line on stderr naming the classes: "trove: warning: PATH: ...".
 Document OpenWarning(const std::string& path, const ReadOptions& options);

@@ -147,6 +147,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static bool convert_json = false;
   convert->add_flag("--json", convert_json, "What was written, as one JSON object on stdout (docs/json.md)");
   AddThreadsOption(convert);
+  AddIoOption(convert);
   convert->footer("The output appears only when complete. An existing output is replaced (atomically) only when\n"
                   "it is what convert writes there: a file for a file format (DST may be SRC: converted in place),\n"
                   "a directory of a tensordict's files (or an empty one) for --to tensordict. --max-shard-size\n"
@@ -269,6 +270,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   stat_flag->excludes(names_flag)->excludes(tsv_flag);
   names_flag->excludes(tsv_flag);
   AddThreadsOption(diff);
+  AddIoOption(diff);
   diff->add_option("--top", top, "Show only the first N rows after sorting (and say how many were left out)");
   diff->add_option("--keys", diff_keys, "Compare only tensors whose key path matches (glob; repeatable)");
   diff->add_option("--exclude", diff_exclude, "Leave out the tensors whose key path matches (glob; repeatable)");

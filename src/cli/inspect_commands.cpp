@@ -707,6 +707,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       ->excludes(raw_flag);
   cat->add_flag("--force", force, "--raw: write binary bytes to a terminal anyway");
   AddPolicyFlags(cat, cat_policy);
+  AddIoOption(cat);
   cat->add_flag("--allow-expand", cat_options.allow_expand,
                 "--raw/--json/--full: print views far larger than their stored bytes (stride 0, or a compressed storage inflating like a bomb) whole");
   cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat ck.pt epoch optimizer/param_groups/0/lr config\n"
@@ -742,6 +743,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
                    "Also print each file's SHA-256 (every file of a directory), as sha256sum does: to compare with the "
                    "digests the Hugging Face Hub lists");
   AddThreadsOption(verify);
+  AddIoOption(verify);
   verify->footer("Bytes no checksum covers (formats without checksums: tensordict directories, .psk.d, .safetensors,\n"
                  "legacy .pt) are read and bounds-checked, and counted apart.\n"
                  "Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");

@@ -271,7 +271,8 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
   stats->add_flag("--check-finite", check_finite, "Exit 1 when any tensor holds NaN or Inf (they are listed)");
   stats->add_option("--hist", bins, "Also N-bin histograms: linear between min and max, and of log10|x|")
       ->check(CLI::Range(1u, static_cast<uint32_t>(kMaxStatsHistogramBins)));
-  stats->add_option("--threads", threads, "Threads to use (default 0: every core)");
+  stats->add_option("--threads", threads, "Threads to use (default 0: every core)")->check(ThreadCountCheck());
+  AddIoOption(stats);
   AddPolicyFlags(stats, policy);
   stats->footer(
       "Figures are float64 over the finite values (complex: magnitudes; bool: 0/1) and match numpy's;\n"

@@ -12,6 +12,7 @@
 #include "cli/suggest.h"
 #include "core/display_escape.h"
 #include "trove/threads.h"
+#include "trove/io_mode.h"
 #include "trove/error.h"
 #include "trove/open.h"
 #include "trove/version.h"
@@ -42,9 +43,41 @@ void AddPolicyFlags(CLI::App* command, PolicyFlags& flags) {
       ->excludes(strict);
 }
 
+const CLI::Validator& ThreadCountCheck() {
+  // Runs on the word before CLI11 converts it, so that "-1" or "many" get this message rather
+  // than the parser's "Could not convert".
+  static const CLI::Validator check(
+      [](const std::string& word) -> std::string {
+        const bool digits = !word.empty() && word.size() <= 9 &&
+                            word.find_first_not_of("0123456789") == std::string::npos;
+        if (digits) return {};
+        return "takes a whole number of threads: 0 (every CPU this process may use) or 1 to " +
+               std::to_string(kMaxThreads) + " (more are cut to " + std::to_string(kMaxThreads) + "), not '" +
+               EscapeForDisplay(word, DisplayEscape::kLine) + "'";
+      },
+      "");
+  return check;
+}
+
 void AddThreadsOption(CLI::App* command) {
   command->add_option_function<uint32_t>("--threads", [](const uint32_t& n) { SetThreadCount(n); },
-                                         "Threads to use (default: every CPU this process may use)");
+                                         "Threads to use (default: every CPU this process may use)")
+      ->check(ThreadCountCheck());
+}
+
+void AddIoOption(CLI::App* command) {
+  static const CLI::Validator check(
+      [](const std::string& word) -> std::string {
+        if (ParseIoMode(word)) return {};
+        return "takes auto, mmap or pread, not '" + EscapeForDisplay(word, DisplayEscape::kLine) + "'";
+      },
+      "auto|mmap|pread");
+  command
+      ->add_option_function<std::string>("--io", [](const std::string& word) { SetIoMode(*ParseIoMode(word)); },
+                                         "How file bytes are read: mmap (page faults on a mapping), pread (large "
+                                         "reads with read-ahead), auto (default: pread on network and FUSE file "
+                                         "systems, mmap elsewhere)")
+      ->check(check);
 }
 
 Document OpenWarning(const std::string& path, const ReadOptions& options) {

@@ -17,6 +17,7 @@
 
 #include "core/confined_directory.h"
 #include "trove/error.h"
+#include "trove/io_mode.h"
 
 namespace trove {
 
@@ -124,6 +125,7 @@ struct MappedRange {
   uint64_t length = 0;
   std::string path;
   int fd = -1;  // the mapped file, open for reading (MappedFile only), for CopyMappedBytes
+  bool network = false;  // on a network or FUSE file system: IoMode::kAuto preads it
 };
 
 // Live mappings by start address, so that a fault address can be traced back to its file and
@@ -268,6 +270,147 @@ constexpr uint64_t kStreamWindowBytes = uint64_t{8} << 20;
 // one madvise per few windows of a diff, not one per window.
 constexpr uint64_t kReleaseBatchBytes = uint64_t{4} << 20;
 
+namespace {
+
+// --- Reading mapped bytes with pread (trove/io_mode.h) -----------------------------------------
+
+// How far ahead of a pread pass the kernel is asked to read (posix_fadvise WILLNEED), and in
+// steps of how much: a few windows, so that the next request is in flight while this one is
+// used; it costs page cache, never this process's memory.
+constexpr uint64_t kReadAheadBytes = uint64_t{32} << 20;
+constexpr uint64_t kReadAheadStepBytes = uint64_t{16} << 20;
+// A Reader's buffer in pread mode: its callers read a few thousand elements at a time, and a
+// pread per call would be a system call per few KB.
+constexpr uint64_t kReaderBufferBytes = uint64_t{2} << 20;
+
+// Where mapped bytes can be read with pread instead: the mapped file's descriptor (kept open by
+// the MappedFile the bytes' owner keeps alive), the bytes' offset in it and its mapped size.
+struct PreadSource {
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t file_size = 0;
+  std::string path;
+};
+
+// The file behind mapped bytes [data, +size): none for bytes not in one MappedFile, or in one
+// that closed its descriptor. *network says whether it is on a network file system.
+std::optional<PreadSource> FileSourceOf(const uint8_t* data, uint64_t size, bool* network) {
+  if (size == 0) return std::nullopt;
+  MappingRegistry& r = Registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  uintptr_t start = 0;
+  const MappedRange* range = RangeAt(r, reinterpret_cast<uintptr_t>(data), &start);
+  if (range == nullptr || range->fd < 0) return std::nullopt;
+  const uint64_t offset = reinterpret_cast<uintptr_t>(data) - start;
+  if (size > range->length - offset) return std::nullopt;
+  *network = range->network;
+  return PreadSource{range->fd, offset, range->length, range->path};
+}
+
+// The pread source of mapped bytes [data, +size) when the I/O mode says to pread them: kPread,
+// or kAuto and the file is on a network file system. None for the mapping: kMmap, bytes not in
+// a MappedFile, or a MappedFile that closed its descriptor (then the mapping is read).
+std::optional<PreadSource> PreadSourceOf(const uint8_t* data, uint64_t size) {
+  const IoMode mode = GetIoMode();
+  if (mode == IoMode::kMmap) return std::nullopt;
+  bool network = false;
+  std::optional<PreadSource> source = FileSourceOf(data, size, &network);
+  if (mode == IoMode::kAuto && !network) return std::nullopt;
+  return source;
+}
+
+// Keeps the kernel reading ahead of a front-to-back pass over [0, size) of a file's bytes, in
+// either mode (a mapping's own read-ahead is a few hundred KB per fault: a cold file then comes
+// in at a fraction of the disk's rate). The advice runs on past the bytes' end into the rest of
+// the file (up to kReadAheadBytes): a pass over every tensor reads one after another, and the
+// next one's first read then finds its pages in flight. Advice only: failure changes nothing
+// but speed.
+class ReadAhead {
+ public:
+  ReadAhead(const PreadSource& source, uint64_t size)
+      : fd_(source.fd), offset_(source.offset), limit_(source.file_size - source.offset) {
+    ::posix_fadvise(fd_, static_cast<off_t>(offset_), static_cast<off_t>(size), POSIX_FADV_SEQUENTIAL);
+  }
+
+  // Asks for [at, end + kReadAheadBytes) once less than a step of it is left unasked: the read
+  // about to be made is submitted whole, and what follows it while it is used.
+  void Advise(uint64_t at, uint64_t end) {
+    if (advised_ >= std::min(limit_, end + kReadAheadBytes - kReadAheadStepBytes)) return;
+    const uint64_t from = std::max(advised_, at);
+    const uint64_t to = std::min(limit_, end + kReadAheadBytes);
+    if (to > from) {
+      ::posix_fadvise(fd_, static_cast<off_t>(offset_ + from), static_cast<off_t>(to - from), POSIX_FADV_WILLNEED);
+    }
+    advised_ = to;
+  }
+
+ private:
+  int fd_;
+  uint64_t offset_;
+  uint64_t limit_;  // bytes of the file from the start of ours
+  uint64_t advised_ = 0;
+};
+
+// Maps a window of a file mapping's pages in one call instead of a fault every few pages (which
+// the kernel then takes inside whatever system call the window is handed to). Advice: failure
+// (an old kernel) leaves the faults to happen as before.
+void PopulateWindow(const uint8_t* p, uint64_t n) {
+#ifdef MADV_POPULATE_READ
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(p) / page * page;
+  ::madvise(reinterpret_cast<void*>(first), reinterpret_cast<uintptr_t>(p) + n - first, MADV_POPULATE_READ);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+// Reads [0, size) of a pread source front to back, keeping the kernel's read-ahead ahead of it.
+class FileWindowReader {
+ public:
+  FileWindowReader(PreadSource source, uint64_t size) : source_(std::move(source)), ahead_(source_, size) {}
+
+  // Bytes [at, at + n) into out. A short read means the file shrank under us: the guard's error.
+  void Read(uint64_t at, uint8_t* out, size_t n) {
+    ahead_.Advise(at, at + n);
+    for (size_t done = 0; done < n;) {
+      const ssize_t got = ::pread(source_.fd, out + done, n - done, static_cast<off_t>(source_.offset + at + done));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        throw Error(ErrorCode::kIo, std::string("read: ") + std::strerror(errno)).SetFile(source_.path);
+      }
+      if (got == 0) FailChangedWhileRead(source_.path);
+      done += static_cast<size_t>(got);
+    }
+  }
+
+ private:
+  PreadSource source_;
+  ReadAhead ahead_;
+};
+
+}  // namespace
+
+// A Reader's pread state (trove/io_mode.h): the file and a buffer of the bytes read next.
+struct SharedBytes::Reader::FileWindow {
+  FileWindow(PreadSource source, uint64_t bytes) : file(std::move(source), bytes), size(bytes) {}
+  // Bytes [at, at + n) of the Reader's bytes into out: through the buffer for small reads.
+  void Read(uint64_t at, uint8_t* out, size_t n) {
+    if (n >= kReaderBufferBytes) return file.Read(at, out, n);
+    if (at < start || at + n > start + length) {
+      if (!buffer) buffer.reset(new uint8_t[kReaderBufferBytes]);
+      start = at;
+      length = std::min(kReaderBufferBytes, size - at);
+      file.Read(start, buffer.get(), static_cast<size_t>(length));
+    }
+    std::memcpy(out, buffer.get() + (at - start), n);
+  }
+  FileWindowReader file;
+  uint64_t size;
+  std::unique_ptr<uint8_t[]> buffer;
+  uint64_t start = 0, length = 0;  // of the buffered bytes
+};
+
 std::unique_ptr<DeferredReader> DeferredSource::Open(uint64_t offset) const {
   class ProducedReader : public DeferredReader {
    public:
@@ -300,8 +443,32 @@ void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) 
     return;
   }
   const uint8_t* base = data();  // deferred bytes produced already: in memory
+  if (mapped()) {
+    if (std::optional<PreadSource> source = PreadSourceOf(base, size_)) {
+      FileWindowReader file(std::move(*source), size_);
+      const uint64_t window = std::min(size_, kStreamWindowBytes);
+      std::unique_ptr<uint8_t[]> buf(new uint8_t[static_cast<size_t>(window)]);
+      for (uint64_t done = 0; done < size_;) {
+        const uint64_t n = std::min(window, size_ - done);
+        file.Read(done, buf.get(), static_cast<size_t>(n));
+        fn(buf.get(), static_cast<size_t>(n));
+        done += n;
+      }
+      return;
+    }
+  }
+  // Through the mapping: the same read-ahead advice, so that its faults find their pages coming.
+  std::optional<ReadAhead> ahead;
+  bool network = false;
+  if (mapped()) {
+    if (std::optional<PreadSource> source = FileSourceOf(base, size_, &network)) ahead.emplace(*source, size_);
+  }
   for (uint64_t done = 0; done < size_;) {
     uint64_t n = std::min<uint64_t>(kStreamWindowBytes, size_ - done);
+    if (ahead) {
+      ahead->Advise(done, done + n);
+      PopulateWindow(base + done, n);
+    }
     fn(base + done, static_cast<size_t>(n));
     Release(done, n);
     ThrowIfMappedFileChanged();  // no point streaming on through zeros
@@ -325,12 +492,30 @@ void SharedBytes::Reader::Read(uint8_t* out, size_t n) {
   if (n == 0) return;
   if (deferred_) {
     deferred_->Read(out, n);
+  } else if (ReadsWithPread()) {
+    file_->Read(at_, out, n);
   } else {
     std::memcpy(out, bytes_.data() + at_, n);
   }
   at_ += n;
-  if (bytes_.mapped()) ReleaseReadPages();
+  if (bytes_.mapped() && !file_) ReleaseReadPages();
   ThrowIfMappedFileChanged();  // no point reading on through zeros
+}
+
+bool SharedBytes::ReadsWithPread() const {
+  return mapped() && size_ > 0 && GetIoMode() != IoMode::kMmap && PreadSourceOf(data(), size_).has_value();
+}
+
+bool SharedBytes::Reader::ReadsWithPread() {
+  if (!pread_decided_) {
+    pread_decided_ = true;
+    if (bytes_.mapped()) {
+      if (std::optional<PreadSource> source = PreadSourceOf(bytes_.data(), bytes_.size())) {
+        file_ = std::make_unique<FileWindow>(std::move(*source), bytes_.size());
+      }
+    }
+  }
+  return file_ != nullptr;
 }
 
 void SharedBytes::Reader::Skip(uint64_t n) {
@@ -352,6 +537,21 @@ void SharedBytes::Reader::ReleaseReadPages() {
   if (end <= begin || end - begin < kReleaseBatchBytes) return;
   bytes_.Release(released_, end - begin);
   released_ += end - begin;
+}
+
+RandomAccessWhile::RandomAccessWhile(const SharedBytes& bytes) {
+  if (!bytes.mapped() || bytes.empty() || bytes.deferred()) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(bytes.data());
+  const uintptr_t begin = first / page * page;
+  const uintptr_t end = (first + bytes.size() + page - 1) / page * page;
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_RANDOM) != 0) return;
+  begin_ = reinterpret_cast<void*>(begin);
+  length_ = end - begin;
+}
+
+RandomAccessWhile::~RandomAccessWhile() {
+  if (begin_ != nullptr) ::madvise(begin_, length_, MADV_NORMAL);
 }
 
 std::string MappedFileAt(const void* address) { return FileAtAddress(reinterpret_cast<uintptr_t>(address)); }
@@ -429,6 +629,7 @@ std::shared_ptr<MappedFile> MappedFile::FromDescriptor(int descriptor, std::stri
     file->map_ = m;
     file->map_size_ = file->size_;
     file->data_ = static_cast<const uint8_t*>(m);
+    const bool network = !NetworkFileSystemOf(owned.get()).empty();
     int fd = -1;
     if (keep_descriptor && g_kept_descriptors.fetch_add(1) < KeptDescriptorBudget()) {
       fd = owned.release();
@@ -437,7 +638,7 @@ std::shared_ptr<MappedFile> MappedFile::FromDescriptor(int descriptor, std::stri
     }
     MappingRegistry& r = Registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path, fd};
+    r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path, fd, network};
     file->fd_ = fd;  // kept for CopyMappedBytes; closed with the mapping
   } else {
     static const uint8_t kEmpty[1] = {0};

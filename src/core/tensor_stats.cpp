@@ -697,6 +697,14 @@ void ForEachBlockOfChunk(const Walk& w, uint64_t chunk, double* values, bool rel
   const uint64_t begin = chunk * w.chunk_elements;
   const uint64_t end = std::min(w.elements, begin + w.chunk_elements);
   const bool contiguous = w.shape.size() == 1 && w.strides[0] == 1;
+  if (contiguous && !w.swap && w.view->storage.ReadsWithPread()) {
+    // The I/O mode reads this file with pread (trove/io_mode.h): the chunk's bytes arrive in one
+    // large read into a buffer, not by faulting in the mapping.
+    w.view->storage.Slice((static_cast<uint64_t>(w.offset) + begin) * w.esize, (end - begin) * w.esize)
+        .Stream([&](const uint8_t* p, size_t n) { filler.Run(p, n / w.esize, 1); });
+    filler.Flush();
+    return;
+  }
 #ifdef MADV_POPULATE_READ
   // One call maps the chunk's pages instead of a page fault every few pages.
   if (contiguous && w.view->storage.mapped()) {

@@ -49,6 +49,8 @@
 #include "trove/dtype.h"
 #include "trove/error.h"
 #include "trove/gguf.h"
+#include "trove/io_mode.h"
+#include "trove/threads.h"
 #include "trove/version.h"
 #include "trove/open.h"
 #include "trove/pipeline.h"
@@ -1543,6 +1545,14 @@ PYBIND11_MODULE(_trove, m) {
     out["equal"] = r.equal();
     return out;
   });
+  m.def("_set_threads", [](uint32_t threads) { trove::SetThreadCount(threads); });
+  m.def("_get_threads", [] { return trove::ThreadCount(); });
+  m.def("_set_io", [](const std::string& mode) {
+    const std::optional<trove::IoMode> parsed = trove::ParseIoMode(mode);
+    if (!parsed) trove::Fail(trove::ErrorCode::kUsage, "io must be 'auto', 'mmap' or 'pread' (not '" + mode + "')");
+    trove::SetIoMode(*parsed);
+  });
+  m.def("_get_io", [] { return std::string(trove::IoModeName(trove::GetIoMode())); });
   m.def("_stats", [](const std::string& path, std::vector<std::string> keys, uint32_t threads) {
     std::vector<std::string> names;
     std::vector<std::string> skipped;

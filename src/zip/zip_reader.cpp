@@ -737,7 +737,13 @@ void ZipReader::Parse(ZipDisagreement mode) {
   std::function<void(uint64_t, uint64_t)> release;
   if (bytes_.mapped()) release = [this](uint64_t from, uint64_t to) { bytes_.Release(from, to - from); };
   Parser parser(bytes_.data(), bytes_.size(), mode, release);
-  parser.Run(&entries_, &anomalies_, &disagreements_, &zipfile_extra_, &refused_);
+  {
+    // The local headers are a few bytes every entry apart: read from a cold file, each fault
+    // would otherwise read the disk's whole read-ahead around its header (8 MiB on some disks),
+    // one fault at a time, i.e. most of the archive before anything asked for a payload.
+    const RandomAccessWhile random(bytes_);
+    parser.Run(&entries_, &anomalies_, &disagreements_, &zipfile_extra_, &refused_);
+  }
   first_refusal_ = std::move(parser.first_refusal_);
   // The end records and the central directory were read too.
   if (release) release(0, bytes_.size());

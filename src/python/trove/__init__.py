@@ -45,6 +45,7 @@ __version__: str = _trove.__version__
 
 __all__ = [
     "open", "load", "save", "verify", "scan", "convert", "diff", "stats", "data",
+    "set_threads", "get_threads", "set_io", "get_io",
     "File", "Slice", "TensorRef", "Global", "Object", "Dict", "Report", "Finding", "DiffReport",
     "Error", "UsageError", "IoError", "NotFoundError", "KeyNotFoundError", "CorruptError", "RefusedError",
     "UnsupportedError", "LimitError", "UnknownObjectsWarning",
@@ -1411,6 +1412,31 @@ def stats(path: str | os.PathLike, keys: Optional[Iterable[str] | str] = None, t
     whose dtype has no figures (quantized, bit containers, meta) are left out."""
     out, _skipped = _trove._stats(_path(path), _texts("keys", keys), _count("threads", threads))
     return out
+
+
+def set_threads(threads: int) -> None:
+    """The threads trove's parallel work uses in this process (casts, GGUF dequantization,
+    verify's checksums, diff; `--threads`): 0 restores the default, every CPU the process may use;
+    counts above 64 use 64. Output never depends on it."""
+    _trove._set_threads(_count("threads", threads))
+
+
+def get_threads() -> int:
+    """The thread count parallel work uses now (at least 1)."""
+    return _trove._get_threads()
+
+
+def set_io(mode: str) -> None:
+    """How passes over every byte (verify, convert, diff, stats) read input files in this process
+    (`--io`): "pread" (large reads with read-ahead: fast on network file systems and cold files),
+    "mmap" (page faults on the mapping) or "auto" (the default: pread on network and FUSE file
+    systems, mmap elsewhere). Tensors `open` hands out are views of the mapping in every mode."""
+    _trove._set_io(_text("io", mode))
+
+
+def get_io() -> str:
+    """The I/O mode set: "auto", "mmap" or "pread"."""
+    return _trove._get_io()
 
 
 # --- the data pipeline (trove.data: needs the names above) --------------------------------------

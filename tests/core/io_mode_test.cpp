@@ -1,0 +1,123 @@
+// trove/io_mode.h: mapped bytes read with pread give the same bytes as the mapping, in windows
+// and through a Reader's buffer, and a file shorter than its mapping is the guard's error
+// without any SIGBUS (no guard is installed here: a read through the mapping would kill the test).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "trove/error.h"
+#include "trove/io_mode.h"
+#include "trove/shared_bytes.h"
+
+namespace trove {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Restores the default mode whatever a test ends with.
+struct IoModeScope {
+  explicit IoModeScope(IoMode mode) { SetIoMode(mode); }
+  ~IoModeScope() { SetIoMode(IoMode::kAuto); }
+};
+
+fs::path MakePatternFile(const std::string& name, size_t size) {
+  fs::path dir = fs::temp_directory_path() / ("trove_io_mode_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  std::ofstream(p, std::ios::binary) << bytes;
+  return p;
+}
+
+std::vector<uint8_t> Streamed(const SharedBytes& b) {
+  std::vector<uint8_t> out;
+  b.Stream([&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); });
+  return out;
+}
+
+// Reads the bytes with a Reader in uneven pieces: small ones (through its buffer), one larger
+// than the buffer (straight into ours), skips in between.
+std::vector<uint8_t> ReadInPieces(const SharedBytes& b) {
+  std::vector<uint8_t> out(b.size(), 0);
+  SharedBytes::Reader r(b);
+  const size_t pieces[] = {1, 4095, 70000, 3 << 20, 12345};
+  for (size_t i = 0; r.remaining() > 0; ++i) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(pieces[i % 5], r.remaining()));
+    if (i % 7 == 3) {
+      r.Skip(n);  // left zero in out
+    } else {
+      r.Read(out.data() + r.position(), n);
+    }
+  }
+  return out;
+}
+
+TEST(IoMode, NamesRoundTrip) {
+  for (IoMode m : {IoMode::kAuto, IoMode::kMmap, IoMode::kPread}) EXPECT_EQ(ParseIoMode(IoModeName(m)), m);
+  EXPECT_FALSE(ParseIoMode("bogus"));
+  EXPECT_FALSE(ParseIoMode(""));
+}
+
+TEST(IoMode, PreadGivesTheMappingsBytes) {
+  const fs::path src = MakePatternFile("pattern.bin", (20 << 20) + 777);  // several windows, a ragged end
+  auto file = MappedFile::Open(src.string());
+  const SharedBytes slice = file->Slice(4099, file->size() - 4099 - 5);
+  std::vector<uint8_t> mapped_stream, mapped_pieces;
+  {
+    IoModeScope mode(IoMode::kMmap);
+    EXPECT_FALSE(slice.ReadsWithPread());
+    mapped_stream = Streamed(slice);
+    mapped_pieces = ReadInPieces(slice);
+  }
+  ASSERT_EQ(mapped_stream, std::vector<uint8_t>(slice.data(), slice.data() + slice.size()));
+  {
+    IoModeScope mode(IoMode::kPread);
+    EXPECT_TRUE(slice.ReadsWithPread());
+    EXPECT_EQ(Streamed(slice), mapped_stream);
+    EXPECT_EQ(ReadInPieces(slice), mapped_pieces);
+  }
+  {
+    // auto: pread only on a network file system.
+    IoModeScope mode(IoMode::kAuto);
+    const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    const bool network = !NetworkFileSystemOf(fd).empty();
+    ::close(fd);
+    EXPECT_EQ(slice.ReadsWithPread(), network);
+    EXPECT_EQ(Streamed(slice), mapped_stream);
+  }
+  // Bytes that are not a file's mapping are never pread.
+  IoModeScope mode(IoMode::kPread);
+  EXPECT_FALSE(SharedBytes::CopyOf("abc", 3).ReadsWithPread());
+  fs::remove_all(src.parent_path());
+}
+
+TEST(IoMode, ShortReadIsTheChangedFileError) {
+  const fs::path src = MakePatternFile("shrinks.bin", 12 << 20);
+  auto file = MappedFile::Open(src.string());
+  IoModeScope mode(IoMode::kPread);
+  fs::resize_file(src, 5 << 20);  // another program shrinks the file under the mapping
+  auto expect_changed = [&](const std::function<void()>& read) {
+    try {
+      read();
+      ADD_FAILURE() << "no error for a file shrunk under its mapping";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kIo);
+      EXPECT_NE(e.message().find(src.string() + ": changed while being read"), std::string::npos) << e.message();
+    }
+  };
+  expect_changed([&] { Streamed(file->bytes()); });
+  expect_changed([&] { ReadInPieces(file->bytes()); });
+  fs::remove_all(src.parent_path());
+}
+
+}  // namespace
+}  // namespace trove
