@@ -472,7 +472,8 @@ void WalkTree(const Value* root, const std::function<void(const std::string& pat
                                   ") paths to walk (shared subtrees repeated too often)");
     }
     if (repeated_frames == 0) return;
-    if (++repeated_visits > RepeatedVisitsAllowed(visits - repeated_visits)) {
+    ++repeated_visits;  // before the comparison reads it: the two sides are unsequenced
+    if (repeated_visits > RepeatedVisitsAllowed(visits - repeated_visits)) {
       Fail(ErrorCode::kLimit, "value tree reaches " + std::to_string(repeated_visits) +
                                   " nodes again through shared subtrees after " +
                                   std::to_string(visits - repeated_visits) +

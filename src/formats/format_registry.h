@@ -61,12 +61,9 @@ using WriteHook = void (*)(const Document& doc, const std::string& destination, 
 struct FormatDriver {
   Format format;
   std::string_view summary;  // one line: what the files are
-  // Directory formats: what marks such a directory ("meta.json (tensordict memmap)"), listed when
-  // a directory is none of them. Empty for file formats.
-  std::string_view directory_sign;
   // Destination names that choose this format as a conversion's target (".npy"); empty: only by
   // name (`--to`).
-  std::vector<std::string_view> extensions;
+  std::vector<std::string_view> extensions = {};
   // Files: from the mapping and, for zips, the parsed archive. Directories: from the path.
   DetectConfidence (*detect)(const Detection&) = nullptr;
   // The document; null for formats recognised but never read (refuse says why).
@@ -92,6 +89,9 @@ struct FormatDriver {
   // A scan hook replaces the generic scan of a non-zip file (reading it, looking for a hidden zip).
   void (*verify)(const Detection&, CheckReport&) = nullptr;
   void (*scan)(const Detection&, CheckReport&) = nullptr;
+  // Directory formats: what marks such a directory ("meta.json (tensordict memmap)"), listed when
+  // a directory is none of them. Empty for file formats.
+  std::string_view directory_sign = {};
 };
 
 // Every driver, in registration order.

@@ -55,12 +55,12 @@ const FormatDriver& DcpFormat() {
   static const FormatDriver driver{
       .format = kDcp,
       .summary = "torch.distributed.checkpoint directory (.metadata and .distcp files), read as one checkpoint",
-      .directory_sign = ".metadata (torch.distributed.checkpoint)",
       .extensions = {},
       .detect = DetectDcp,
       .read = ReadDcpDetected,
       .verify = VerifyDcpDetected,
       .scan = ScanDcpDetected,
+      .directory_sign = ".metadata (torch.distributed.checkpoint)",
   };
   return driver;
 }

@@ -25,12 +25,12 @@ const FormatDriver& DeepSpeedFormat() {
   static const FormatDriver driver{
       .format = kDeepSpeed,
       .summary = "DeepSpeed ZeRO 1/2/3 checkpoint directory, read as its fp32 master weights",
-      .directory_sign = "latest or mp_rank_00_model_states.pt with zero_pp_rank_* optimizer files (DeepSpeed)",
       .extensions = {},
       .detect = DetectDeepSpeed,
       .read = ReadDeepSpeedDetected,
       .verify = VerifyDeepSpeedDetected,
       .scan = ScanDeepSpeedDetected,
+      .directory_sign = "latest or mp_rank_00_model_states.pt with zero_pp_rank_* optimizer files (DeepSpeed)",
   };
   return driver;
 }

@@ -85,10 +85,10 @@ const FormatDriver& ShardedFormat() {
   static const FormatDriver driver{
       .format = Format::kShardedIndex,
       .summary = "sharded checkpoint: an .index.json and its .safetensors or .bin shards",
-      .directory_sign = "model.safetensors.index.json, pytorch_model.bin.index.json, model.safetensors or "
-                        "pytorch_model.bin (Hugging Face model folder)",
       .detect = DetectSharded,
       .read = ReadShardedDetected,
+      .directory_sign = "model.safetensors.index.json, pytorch_model.bin.index.json, model.safetensors or "
+                        "pytorch_model.bin (Hugging Face model folder)",
   };
   return driver;
 }

@@ -61,13 +61,13 @@ const FormatDriver& TensordictFormat() {
   static const FormatDriver driver{
       .format = Format::kTensordictDir,
       .summary = "tensordict memmap directory (meta.json and .memmap leaves)",
-      .directory_sign = "meta.json (tensordict memmap)",
       .detect = DetectTensordictDir,
       .read = ReadTensordictDetected,
       .write = WriteTensordictFromConvert,
       .writes_directory = true,
       .owns_file = tensordict::IsTensordictFileName,
       .scan = ScanTensordictTree,
+      .directory_sign = "meta.json (tensordict memmap)",
   };
   return driver;
 }
