@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
+
+#include <nlohmann/json.hpp>
 
 #include "core/confined_directory.h"
 #include "formats/dcp/dcp_metadata.h"
@@ -226,6 +229,70 @@ bool IsDcpDirectory(const std::string& directory) {
   return false;
 }
 
+// The tensors a separately read archive holds (an object item, Megatron's common.pt) number
+// their storages after the document's others, their keys prefixed by where the archive lies.
+void NumberStorages(Value* value, const std::string& key_prefix, int64_t& storage_index) {
+  std::unordered_set<const TensorView*> seen;
+  int64_t storages = 0;
+  for (const NamedTensor& t : CollectTensors(value)) {
+    TensorView* v = const_cast<TensorView*>(t.view);  // made in this document's arena just now
+    if (v->storage_index < 0 || !seen.insert(v).second) continue;
+    storages = std::max(storages, v->storage_index + 1);
+    v->storage_index += storage_index;
+    v->storage_key = key_prefix + v->storage_key;
+  }
+  storage_index += storages;
+}
+
+// Megatron-Core's torch_dist checkpoints put two files beside the DCP ones: metadata.json (which
+// sharded backend wrote the directory and its version) and common.pt (a torch.save of the items
+// every rank shares: iteration, arguments, ...). metadata.json's keys become properties
+// ("megatron.<key>"), common.pt's dict entries items (counted as "megatron.common_items") of the checkpoint beside the DCP ones, read
+// as data by the pt reader under the caller's policy. A DCP directory without them is unchanged.
+void AddMegatronFiles(const ConfinedDirectory& dir, DcpFiles& files, Document& doc, Value* root,
+                      const ReadOptions& options, int64_t& storage_index) {
+  if (std::optional<ConfinedFile> json = dir.OpenFile(kMegatronMetadataName)) {
+    const std::string json_path = json->path;
+    WithFile(json_path, [&] {
+      if (json->size > kMaxMegatronMetadataBytes) {
+        throw Error(ErrorCode::kLimit, "larger than kMaxMegatronMetadataBytes (" +
+                                           std::to_string(kMaxMegatronMetadataBytes) + " bytes)");
+      }
+      auto mapped = MappedFile::FromDescriptor(json->fd.release(), json_path, json->size, /*keep_descriptor=*/false);
+      const std::string_view text(reinterpret_cast<const char*>(mapped->data()), mapped->size());
+      const nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_object()) throw Error(ErrorCode::kCorrupt, "not a JSON object");
+      for (const auto& [key, value] : parsed.items()) {
+        doc.properties.emplace_back("megatron." + key,
+                                    value.is_string() ? value.get<std::string>() : value.dump());
+      }
+    });
+  }
+  if (!dir.OpenFile(kMegatronCommonName)) return;
+  const std::string common_path = (fs::path(dir.path()) / kMegatronCommonName).string();
+  WithFile(common_path, [&] {
+    std::shared_ptr<MappedFile> file = files.Map(std::string(kMegatronCommonName));
+    ZipReader zip(file->Slice(0, file->size()));
+    Document part = ReadPtInto(zip, options, doc.arena);
+    for (auto& w : part.warnings) doc.warnings.push_back(std::string(kMegatronCommonName) + ": " + w);
+    if (part.root == nullptr || part.root->kind != ValueKind::kDict) {
+      throw Error(ErrorCode::kCorrupt, "holds a " + std::string(KindName(part.root ? part.root->kind : ValueKind::kNone)) +
+                                           ", not the dict of common items");
+    }
+    NumberStorages(part.root, std::string(kMegatronCommonName) + ":", storage_index);
+    std::unordered_set<std::string> names;
+    for (const auto& [key, value] : root->entries) names.insert(key->text);
+    for (const auto& [key, value] : part.root->entries) {
+      if (key->kind == ValueKind::kStr && !names.insert(key->text).second) {
+        throw Error(ErrorCode::kCorrupt, "item '" + key->text + "' is also an item of the DCP metadata");
+      }
+      root->entries.emplace_back(key, value);
+    }
+    doc.properties.emplace_back("megatron.common_items",
+                                PropertyValue::Integer(static_cast<int64_t>(part.root->entries.size())));
+  });
+}
+
 Document ReadDcpCheckpoint(const std::string& path, bool path_is_directory, const ReadOptions& options) {
   OpenedDcp opened = OpenDcp(path, path_is_directory);
   auto files = std::make_shared<DcpFiles>(opened.dir);
@@ -254,17 +321,7 @@ Document ReadDcpCheckpoint(const std::string& path, bool path_is_directory, cons
           }
         });
       });
-      // Its tensors (an object may hold some) number their storages after the others'.
-      std::unordered_set<const TensorView*> seen;
-      int64_t storages = 0;
-      for (const NamedTensor& t : CollectTensors(value)) {
-        TensorView* v = const_cast<TensorView*>(t.view);  // made in this document's arena just now
-        if (v->storage_index < 0 || !seen.insert(v).second) continue;
-        storages = std::max(storages, v->storage_index + 1);
-        v->storage_index += storage_index;
-        v->storage_key = item.object.file + ":" + std::to_string(item.object.offset) + ":" + v->storage_key;
-      }
-      storage_index += storages;
+      NumberStorages(value, item.object.file + ":" + std::to_string(item.object.offset) + ":", storage_index);
     } else {
       const uint64_t numel = Numel(item.shape);
       const bool whole = item.chunks.size() == 1 && item.chunks[0].box.sizes == item.shape;
@@ -292,6 +349,7 @@ Document ReadDcpCheckpoint(const std::string& path, bool path_is_directory, cons
     }
     root->entries.emplace_back(doc.arena->Str(item.fqn), value);
   }
+  AddMegatronFiles(*opened.dir, *files, doc, root, options, storage_index);
   doc.root = root;
   doc.tensors = CollectTensors(root);
   size_t tensors = 0;
@@ -374,6 +432,10 @@ void ScanDcpItems(const std::string& path, bool path_is_directory, CheckReport& 
   for (const DcpItem& item : opened.meta.items) {
     if (!item.tensor) scan(item.object);
     for (const DcpChunk& c : item.chunks) scan(c.storage);
+  }
+  // Megatron's common.pt, which Megatron torch.loads with weights_only=False.
+  if (std::optional<ConfinedFile> common = opened.dir->OpenFile(kMegatronCommonName)) {
+    scan(DcpStorage{.file = std::string(kMegatronCommonName), .offset = 0, .length = common->size});
   }
 }
 

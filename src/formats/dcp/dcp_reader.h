@@ -21,6 +21,11 @@ namespace trove {
 
 inline constexpr std::string_view kDcpMetadataName = ".metadata";
 inline constexpr std::string_view kDcpDataSuffix = ".distcp";
+// Megatron-Core's torch_dist files beside the DCP ones (ReadDcpCheckpoint reads them when present).
+inline constexpr std::string_view kMegatronMetadataName = "metadata.json";
+inline constexpr std::string_view kMegatronCommonName = "common.pt";
+// metadata.json is a few keys (backend names and versions); a larger one is not Megatron's.
+inline constexpr uint64_t kMaxMegatronMetadataBytes = uint64_t{1} << 20;
 
 // True for a directory holding `.metadata` and at least one `.distcp` file.
 bool IsDcpDirectory(const std::string& directory);
@@ -29,7 +34,8 @@ bool IsDcpDirectory(const std::string& directory);
 // what ParseDcpMetadata throws, chunks that do not tile their tensor (CheckDcpTiling), a file
 // the rule refuses or that is missing, a byte range past a file's end, a single-chunk tensor's
 // archive that disagrees with the metadata (dtype, shape). A multi-chunk tensor's archives are
-// read when it is assembled (and by VerifyDcpCheckpoint).
+// read when it is assembled (and by VerifyDcpCheckpoint). Megatron's metadata.json and common.pt,
+// when present, add properties and items (AddMegatronFiles in the reader).
 Document ReadDcpCheckpoint(const std::string& path, bool path_is_directory, const ReadOptions& options);
 
 // Everything ReadDcpCheckpoint checks, and every chunk's archive: its CRCs, and that it holds a
