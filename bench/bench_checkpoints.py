@@ -165,6 +165,7 @@ def run(ctx):
         B.table(["command", "time", "rate (output)", "vs cp", "peak RSS MB"], rows),
         "",
         "Targets (issue 28): at least 0.8 of cp's rate; peak RSS at most 1.5 x the largest tensor + 64 MB.\n",
+        "Why ZeRO-3 misses the rate target: a single-chunk DCP tensor is a view of its file and goes out by `copy_file_range`, as cp's bytes do; a ZeRO parameter is assembled from its rank pieces into a fresh zero-filled buffer, then written with `write` (profile of a 0.45 GB directory: 42% the kernel's copy into the page cache, 14% memset of the buffer, 13% memcpy of the pieces). Writing each piece's file range straight to the output (no assembly) is what is left to do.\n",
         "Commands: `python3 bench/run.py --bin build/bin --out docs/benchmarks.md --only checkpoints`.\n",
     ]
     return "\n".join(out)
