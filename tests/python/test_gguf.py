@@ -813,6 +813,29 @@ def test_python_blocks_raw_and_dequantized(tmp_path):
         np.testing.assert_array_equal(f.dequantize("k6").numpy(), values["k6"])
 
 
+def test_python_dequantize_into_out(tmp_path):
+    path, values, _ = _block_model(tmp_path, np.random.default_rng(8))
+    with trove.open(path) as f:
+        for key, dtype in (("q4", "float32"), ("k6", "float32"), ("k3", "float64"), ("q4", "float16")):
+            out = np.full(values[key].shape, np.nan, dtype=dtype)
+            got = f.dequantize(key, dtype, out=out)
+            assert got is out, key
+            np.testing.assert_array_equal(out, values[key].astype(dtype))
+        q4 = values["q4"]
+        with pytest.raises(trove.UsageError, match="dtype float64; 'q4' dequantized is float32"):
+            f.dequantize("q4", out=np.empty(q4.shape, np.float64))
+        with pytest.raises(trove.UsageError, match=r"shape \(64, 3\); 'q4' has \(3, 64\)"):
+            f.dequantize("q4", out=np.empty((64, 3), np.float32))
+        with pytest.raises(trove.UsageError, match="C-contiguous"):
+            f.dequantize("q4", out=np.empty((64, 3), np.float32).T)
+        ro = np.empty(q4.shape, np.float32)
+        ro.setflags(write=False)
+        with pytest.raises(trove.UsageError, match="read-only"):
+            f.dequantize("q4", out=ro)
+        with pytest.raises(trove.UsageError, match="numpy array"):
+            f.dequantize("q4", out=[0.0] * q4.size)
+
+
 # ---------------------------------------------------------------------------------------------
 # The GGUF writer (trove convert ... out.gguf), read back by this test's reader and by trove's.
 
