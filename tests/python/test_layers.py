@@ -24,7 +24,7 @@ USES = {
 # The public headers by the layer that implements what they declare.
 PUBLIC = {
     "core": {"atomic_file.h", "diff.h", "document.h", "dtype.h", "element_codec.h", "error.h", "findings.h",
-             "format.h", "quantizer.h", "shared_bytes.h", "tensor.h", "tensor_stats.h", "threads.h", "value.h", "version.h",
+             "format.h", "quantizer.h", "shared_bytes.h", "tensor.h", "tensor_copy.h", "tensor_stats.h", "threads.h", "value.h", "version.h",
              "write_options.h"},
     "zip": {"zip_reader.h", "zip_writer.h"},
     "pickle": {"pickler.h", "unpickler.h"},
