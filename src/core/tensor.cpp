@@ -1,4 +1,5 @@
 #include "trove/tensor.h"
+#include "trove/tensor_copy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -162,16 +163,18 @@ void ConvertElements(DType from, DType to, const Dequantizer* dequantizer, uint6
 
 // A block source's values (CastView): its bytes streamed in C order are whole blocks, each
 // dequantized to float32 and then rounded to dtype (float32 as it is), at most about chunk_bytes
-// of output at a time.
+// of output at a time; or, given `into` (room for all of the values), straight into it: no window
+// and no copy of it, fn unused.
 void ForEachBlockCastChunk(const TensorView& source, DType dtype, const std::function<void(const uint8_t*, size_t)>& fn,
-                           size_t chunk_bytes, CastLosses* losses) {
+                           size_t chunk_bytes, CastLosses* losses, uint8_t* into = nullptr) {
   const DTypeInfo& info = Info(source.dtype);
   const size_t block_bytes = info.block_bytes, block_values = info.block_values, out_size = ElementSize(dtype);
   // Output windows of at least kDequantWindowBytes, so that each splits into pieces worth a thread.
   const size_t window = std::max(chunk_bytes, kDequantWindowBytes);
   const size_t per_chunk = std::max<size_t>(1, window / (block_values * out_size));  // blocks
-  std::vector<float> values(per_chunk * block_values);
-  std::vector<uint8_t> out(dtype == DType::kFloat32 ? 0 : per_chunk * block_values * out_size);
+  std::vector<float> values(into != nullptr ? 0 : per_chunk * block_values);
+  std::vector<uint8_t> out(dtype == DType::kFloat32 || into != nullptr ? 0 : per_chunk * block_values * out_size);
+  uint64_t emitted = 0;  // values, with `into`
   std::vector<uint8_t> partial;  // a block split across the source's chunks
   partial.reserve(block_bytes);
   LossCounts counts;
@@ -180,17 +183,26 @@ void ForEachBlockCastChunk(const TensorView& source, DType dtype, const std::fun
     std::vector<LossCounts> piece_losses(pieces);
     RunPieces(pieces, [&](uint64_t k) {
       const size_t first = static_cast<size_t>(n * k / pieces), end = static_cast<size_t>(n * (k + 1) / pieces);
-      float* piece_values = values.data() + first * block_values;
+      const size_t count = (end - first) * block_values;
+      // With `into` and float32 the values are the output; rounded to another dtype they pass
+      // through a piece's own buffer.
+      std::vector<float> own(into != nullptr && dtype != DType::kFloat32 ? count : 0);
+      float* piece_values = into == nullptr ? values.data() + first * block_values
+                            : dtype == DType::kFloat32 ? reinterpret_cast<float*>(into + (emitted + first * block_values) * 4)
+                                                       : own.data();
       DequantizeBlocks(source.dtype, blocks + first * block_bytes, end - first, piece_values);
       if (dtype == DType::kFloat32) return;
-      const size_t count = (end - first) * block_values;
-      uint8_t* piece_out = out.data() + first * block_values * out_size;
+      uint8_t* piece_out = into != nullptr ? into + (emitted + first * block_values) * out_size : out.data() + first * block_values * out_size;
       if (!CastRun(DType::kFloat32, dtype, reinterpret_cast<const uint8_t*>(piece_values), piece_out, count, piece_losses[k])) {
         for (size_t i = 0; i < count; ++i) StoreElement(dtype, piece_values[i], piece_out + i * out_size);  // float64: exact
       }
     });
     for (const LossCounts& l : piece_losses) counts += l;
     const size_t count = n * block_values;
+    if (into != nullptr) {
+      emitted += count;
+      return;
+    }
     if (dtype == DType::kFloat32) return fn(reinterpret_cast<const uint8_t*>(values.data()), count * 4);
     fn(out.data(), count * out_size);
   };
@@ -489,6 +501,18 @@ std::optional<SharedBytes> TensorView::StoredBytes() const {
   if (byte_order == ByteOrder::kBig && SwapUnit(dtype) > 1) return std::nullopt;
   if (numel() == 0) return storage.Slice(0, 0);  // its offset may lie anywhere (Validate)
   return storage.Slice(static_cast<uint64_t>(storage_offset) * ElementSize(dtype), nbytes());
+}
+
+void CopyTensorBytes(const TensorView& view, uint8_t* out) {
+  if (view.cast_source && IsBlockDType(view.cast_source->dtype) && view.nbytes() > 0) {
+    ForEachBlockCastChunk(*view.cast_source, view.dtype, {}, size_t{1} << 20, view.cast_losses.get(), out);
+    return;
+  }
+  uint64_t at = 0;
+  view.ForEachChunk([&](const uint8_t* p, size_t n) {
+    std::memcpy(out + at, p, n);
+    at += n;
+  });
 }
 
 void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>& fn, size_t chunk_bytes) const {

@@ -59,6 +59,7 @@
 #include "trove/safetensors.h"
 #include "trove/shared_bytes.h"
 #include "trove/tensor.h"
+#include "trove/tensor_copy.h"
 #include "trove/tensor_stats.h"
 #include "trove/value.h"
 #include "trove/zip_reader.h"
@@ -1393,7 +1394,9 @@ PYBIND11_MODULE(_trove, m) {
       // A quantized tensor's values (torch's dequantize(); ggml's dequantizers for a block type)
       // as a new array of `dtype` (float32, float16 or float64), shaped as its values
       // (File.dequantize). Holds the whole tensor's values: the caller asked for them.
-      .def("dequantized", [](PyDocument& d, const std::string& key, const std::string& dtype) {
+      // With `out` (numpy's out=): written into that array instead, which must be of `dtype`,
+      // shaped as the values, C-contiguous and writeable; it is returned.
+      .def("dequantized", [](PyDocument& d, const std::string& key, const std::string& dtype, py::object out_arg) {
         d.CheckChanged();
         py::array out = Guarded([&] {
           const TensorView& v = d.Find(key);
@@ -1408,18 +1411,28 @@ PYBIND11_MODULE(_trove, m) {
           if (!v.has_data) trove::Fail(ErrorCode::kUnsupported, "'" + key + "' has no data (a meta tensor)");
           const TensorView values = trove::CastView(v, to->second.first);  // a block type trove cannot dequantize: its reason
           std::vector<py::ssize_t> shape(values.shape.begin(), values.shape.end());
-          py::array arr(py::dtype(to->second.second), shape);
-          auto* dst = static_cast<uint8_t*>(arr.mutable_data());
-          uint64_t at = 0;
-          values.ForEachChunk([&](const uint8_t* p, size_t n) {
-            std::memcpy(dst + at, p, n);
-            at += n;
-          });
+          py::array arr;
+          if (out_arg.is_none()) {
+            arr = py::array(py::dtype(to->second.second), shape);
+          } else {
+            if (!py::isinstance<py::array>(out_arg)) trove::Fail(ErrorCode::kUsage, "out must be a numpy array (not " + std::string(py::str(py::type::of(out_arg).attr("__name__"))) + ")");
+            arr = py::reinterpret_borrow<py::array>(out_arg);
+            const std::string want_shape = std::string(py::str(py::tuple(py::cast(shape))));
+            if (!arr.dtype().is(py::dtype(to->second.second)) && !arr.dtype().equal(py::dtype(to->second.second))) {
+              trove::Fail(ErrorCode::kUsage, "out has dtype " + std::string(py::str(arr.dtype())) + "; '" + key + "' dequantized is " + dtype);
+            }
+            if (std::vector<py::ssize_t>(arr.shape(), arr.shape() + arr.ndim()) != shape) {
+              trove::Fail(ErrorCode::kUsage, "out has shape " + std::string(py::str(py::tuple(py::cast(std::vector<py::ssize_t>(arr.shape(), arr.shape() + arr.ndim()))))) + "; '" + key + "' has " + want_shape);
+            }
+            if (!(arr.flags() & py::array::c_style)) trove::Fail(ErrorCode::kUsage, "out must be C-contiguous");
+            if (!arr.writeable()) trove::Fail(ErrorCode::kUsage, "out is read-only");
+          }
+          trove::CopyTensorBytes(values, static_cast<uint8_t*>(arr.mutable_data()));
           return arr;
         });
         d.CheckChanged();
         return out;
-      })
+      }, py::arg("key"), py::arg("dtype"), py::arg("out") = py::none())
       .def("tree", [](PyDocument& d, py::object tensor_fn, py::object global_fn, py::object object_fn, bool with_data,
                       py::object dict_fn, py::object scalar_fn) {
         d.CheckChanged();

@@ -813,6 +813,53 @@ def test_python_blocks_raw_and_dequantized(tmp_path):
         np.testing.assert_array_equal(f.dequantize("k6").numpy(), values["k6"])
 
 
+def test_convert_dtype_rewrites_general_file_type(tmp_path, trove):
+    rng = np.random.default_rng(9)
+    q4 = ("q4", 2, [64, 3], random_blocks(rng, 2, 6, extreme=False))
+    norm = tensor_of("norm", np.arange(3, dtype=F32))
+    ids = tensor_of("ids", np.arange(4, dtype=np.int32))
+    kvs = [("general.architecture", 8, "x"), ("general.file_type", 4, 2)]  # 2: MOSTLY_Q4_0
+    path = tmp_path / "m.gguf"
+    path.write_bytes(write_gguf(kvs, [q4, norm]))
+
+    def file_type(*args):
+        out = tmp_path / "out.gguf"
+        out.exists() and out.unlink()
+        r = trove("convert", path, out, *args)
+        assert r.code == 0, r
+        return read_gguf(out.read_bytes())["kv"].get("general.file_type")
+
+    assert file_type() == (4, 2)  # the types as they were: kept
+    assert file_type("--dtype", "float16") == (4, 1)  # MOSTLY_F16
+    assert file_type("--dtype", "bfloat16") == (4, 32)  # MOSTLY_BF16
+    assert file_type("--dtype", "float32") == (4, 0)  # ALL_F32
+    path.write_bytes(write_gguf(kvs, [q4, norm, ids]))
+    assert file_type("--dtype", "float16") is None  # float16 and int32: no one llama_ftype names them
+
+
+def test_python_dequantize_into_out(tmp_path):
+    path, values, _ = _block_model(tmp_path, np.random.default_rng(8))
+    with trove.open(path) as f:
+        for key, dtype in (("q4", "float32"), ("k6", "float32"), ("k3", "float64"), ("q4", "float16")):
+            out = np.full(values[key].shape, np.nan, dtype=dtype)
+            got = f.dequantize(key, dtype, out=out)
+            assert got is out, key
+            np.testing.assert_array_equal(out, values[key].astype(dtype))
+        q4 = values["q4"]
+        with pytest.raises(trove.UsageError, match="dtype float64; 'q4' dequantized is float32"):
+            f.dequantize("q4", out=np.empty(q4.shape, np.float64))
+        with pytest.raises(trove.UsageError, match=r"shape \(64, 3\); 'q4' has \(3, 64\)"):
+            f.dequantize("q4", out=np.empty((64, 3), np.float32))
+        with pytest.raises(trove.UsageError, match="C-contiguous"):
+            f.dequantize("q4", out=np.empty((64, 3), np.float32).T)
+        ro = np.empty(q4.shape, np.float32)
+        ro.setflags(write=False)
+        with pytest.raises(trove.UsageError, match="read-only"):
+            f.dequantize("q4", out=ro)
+        with pytest.raises(trove.UsageError, match="numpy array"):
+            f.dequantize("q4", out=[0.0] * q4.size)
+
+
 # ---------------------------------------------------------------------------------------------
 # The GGUF writer (trove convert ... out.gguf), read back by this test's reader and by trove's.
 

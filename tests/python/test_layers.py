@@ -24,8 +24,8 @@ USES = {
 # The public headers by the layer that implements what they declare.
 PUBLIC = {
     "core": {"atomic_file.h", "diff.h", "document.h", "dtype.h", "element_codec.h", "error.h", "findings.h",
-             "format.h", "io_mode.h", "quantizer.h", "shared_bytes.h", "tensor.h", "tensor_stats.h", "threads.h",
-             "value.h", "version.h", "write_options.h"},
+             "format.h", "io_mode.h", "quantizer.h", "shared_bytes.h", "tensor.h", "tensor_copy.h", "tensor_stats.h",
+             "threads.h", "value.h", "version.h", "write_options.h"},
     "zip": {"zip_reader.h", "zip_writer.h"},
     "pickle": {"pickler.h", "unpickler.h"},
     "formats": {"convert_options.h", "gguf.h", "pipeline.h", "pskd.h", "pskd_dataset.h", "pt_writer.h", "safetensors.h", "tensordict.h"},

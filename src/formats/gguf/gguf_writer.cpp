@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "core/little_endian.h"
@@ -210,6 +211,25 @@ std::string TypedInteger(ValueType type, uint64_t value, unsigned bytes) {
   return out;
 }
 
+// general.file_type (llama.cpp's llama_ftype: which type the model's weights are) of tensors of
+// these dtypes: float32 alone is ALL_F32; otherwise the one other type, float32 tensors (norms,
+// biases) aside, when llama_ftype has a "mostly" value for it; none for a mix (Q4_K_M's Q4_K and
+// Q6_K, say): which mix it is cannot be told from the types. The values are the file format's.
+std::optional<uint32_t> FileTypeOf(const std::vector<NamedTensor>& tensors) {
+  static constexpr std::pair<DType, uint32_t> kMostly[] = {
+      {DType::kFloat16, 1},    {DType::kGgmlQ4_0, 2},    {DType::kGgmlQ4_1, 3},    {DType::kGgmlQ8_0, 7},
+      {DType::kGgmlQ5_0, 8},   {DType::kGgmlQ5_1, 9},    {DType::kGgmlQ6_K, 18},   {DType::kGgmlIQ4_NL, 25},
+      {DType::kGgmlIQ4_XS, 30}, {DType::kBFloat16, 32},  {DType::kGgmlTQ1_0, 36},  {DType::kGgmlTQ2_0, 37}};
+  std::set<DType> others;
+  for (const NamedTensor& t : tensors)
+    if (t.view->dtype != DType::kFloat32) others.insert(t.view->dtype);
+  if (others.empty()) return 0;
+  if (others.size() > 1) return std::nullopt;
+  for (const auto& [dtype, value] : kMostly)
+    if (dtype == *others.begin()) return value;
+  return std::nullopt;
+}
+
 // One GGUF file: the header (entries, then the tensor infos at their planned offsets), then each
 // tensor's bytes padded to the alignment, through a temporary renamed when whole.
 void WriteFile(const std::string& path, const std::vector<Entry>& entries, const std::vector<Planned>& plan, uint32_t alignment,
@@ -267,6 +287,14 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
   std::vector<Entry> entries;
   if (!options.source_gguf.empty()) entries = SourceEntries(options.source_gguf, options.source_size, options.split_keys_kept);
   ApplyEdits(entries, options.config_metadata);
+  // A source's general.file_type names the types it had: once --dtype converted tensors it is
+  // the written tensors' (FileTypeOf), or gone when no one value names them.
+  const auto file_type = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.key == "general.file_type"; });
+  const bool converted = std::any_of(doc.tensors.begin(), doc.tensors.end(), [](const NamedTensor& t) { return t.view->cast_source != nullptr; });
+  if (file_type != entries.end() && converted) {
+    if (const std::optional<uint32_t> value = FileTypeOf(doc.tensors)) file_type->typed_value = TypedInteger(ValueType::kU32, *value, 4);
+    else entries.erase(file_type);
+  }
   for (const auto& kv : options.metadata) {
     const std::string& key = kv.first;  // a named reference: clang 14 cannot capture a structured binding
     const std::string& value = kv.second;

@@ -937,16 +937,18 @@ class File:
     def __getitem__(self, key: str):
         return self.get_tensor(key)
 
-    def dequantize(self, key: str, dtype: str = "float32"):
+    def dequantize(self, key: str, dtype: str = "float32", out=None):
         """The values of the quantized tensor at `key` as a new array of `dtype` ("float32",
         "float16" or "float64"; a torch tensor with framework="pt"), shaped as its values: a
         GGUF block type (ggml_q4_k ...) dequantized bit for bit as ggml's reference does, a
-        torch quantized tensor as torch's dequantize(). The whole tensor's values are held."""
+        torch quantized tensor as torch's dequantize(). The whole tensor's values are held.
+        `out=` (as numpy's): an existing numpy array of `dtype`, that shape, C-contiguous and
+        writeable, to write the values into (no fresh array's page faults); it is returned."""
         doc = self._document()
         if key not in self:
             raise self._missing_key(key, _error("not-found", f"no tensor '{key}' in {self.path}"))
         with self._lock:
-            values = doc.dequantized(key, dtype)
+            values = doc.dequantized(key, dtype, out)
         if self.framework == "pt":
             return _pt().from_numpy(values)
         return values

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "core/ggml_blocks.h"
 #include "formats/gguf/gguf_format.h"
 #include "formats/gguf/gguf_layout.h"
+#include "trove/element_codec.h"
 #include "trove/tensor.h"
 
 namespace trove {
@@ -369,6 +371,48 @@ TEST(GgufLayout, ReadsTheDraftLayout) {
   const Document doc = Read(g.bytes());
   EXPECT_EQ(doc.FindTensor("t")->view->At<float>(1), 2.5f);
   EXPECT_NE(doc.Property("layout"), nullptr);
+}
+
+TEST(GgmlDequantize, HalfScaleIsHalfToDoubleForEveryBitPattern) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float want = static_cast<float>(HalfToDouble(static_cast<uint16_t>(h)));
+    const float got = HalfScale(static_cast<uint16_t>(h));
+    uint32_t a, b;
+    std::memcpy(&a, &want, 4);
+    std::memcpy(&b, &got, 4);
+    ASSERT_EQ(a, b) << "fp16 bits " << h;
+  }
+}
+
+// The run-time chosen kernels (AVX2 where the CPU has it) against the portable scalar code, bit
+// for bit, over random blocks: random fp16 scales include NaN, inf and subnormals (1 in 32 each),
+// and the first blocks get them for sure.
+TEST(GgmlDequantize, ChosenKernelsAreBitForBitThePortableCode) {
+  std::mt19937 random(27);
+  const uint16_t special[] = {0x7C00, 0xFC00, 0x7E01, 0xFD00, 0x0001, 0x83FF, 0x0000, 0x8000, 0x7BFF};
+  for (const DType dtype : {DType::kGgmlQ4_0, DType::kGgmlQ8_0, DType::kGgmlQ4_K, DType::kGgmlQ6_K, DType::kGgmlQ5_K,
+                            DType::kGgmlQ2_K, DType::kGgmlQ3_K, DType::kGgmlIQ4_XS}) {
+    const DTypeInfo& info = Info(dtype);
+    constexpr uint64_t kBlocks = 3000;
+    std::vector<uint8_t> blocks(kBlocks * info.block_bytes);
+    for (uint8_t& b : blocks) b = static_cast<uint8_t>(random());
+    // Where each type keeps its fp16 scales: Q4_0/Q8_0/Q4_K/Q5_K/IQ4_XS at 0 (and Q4_K/Q5_K's
+    // dmin at 2), Q6_K at 208, Q2_K at 80 and 82, Q3_K at 108.
+    const size_t at = dtype == DType::kGgmlQ6_K ? 208 : dtype == DType::kGgmlQ2_K ? 80 : dtype == DType::kGgmlQ3_K ? 108 : 0;
+    for (size_t i = 0; i < std::size(special); ++i) {
+      blocks[i * info.block_bytes + at] = static_cast<uint8_t>(special[i]);
+      blocks[i * info.block_bytes + at + 1] = static_cast<uint8_t>(special[i] >> 8);
+    }
+    std::vector<float> chosen(kBlocks * info.block_values), portable(chosen.size());
+    DequantizeBlocks(dtype, blocks.data(), kBlocks, chosen.data());
+    DequantizeBlocksPortable(dtype, blocks.data(), kBlocks, portable.data());
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      uint32_t a, b;
+      std::memcpy(&a, &chosen[i], 4);
+      std::memcpy(&b, &portable[i], 4);
+      ASSERT_EQ(a, b) << Name(dtype) << " value " << i << " of block " << i / info.block_values;
+    }
+  }
 }
 
 TEST(GgmlDequantize, Q8_0AndQ4_0ByHandAndOthersRefused) {
