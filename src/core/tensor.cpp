@@ -19,7 +19,11 @@ namespace {
 
 int64_t CheckedMul(int64_t a, int64_t b, const char* what) {
   int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) Fail(ErrorCode::kCorrupt, std::string(what) + " overflows 64 bits");
+  if (__builtin_mul_overflow(a, b, &r)) {
+    std::string message(what);  // appended, not operator+: GCC 12 warns of a false array-bounds overflow
+    message.append(" overflows 64 bits");
+    Fail(ErrorCode::kCorrupt, std::move(message));
+  }
   return r;
 }
 
