@@ -104,6 +104,7 @@ struct InfoOptions {
   std::vector<std::string> keys;  // globs: only matching tensors are listed
   std::string sort;               // "", key, size, dtype
   int depth = 0;                  // > 0: tensors grouped by their first `depth` key components
+  int precision = 0;              // significant digits of the float values shown; 0: every digit
 };
 
 // The tensors' totals: parameters count each stored view once (tied weights once), bytes as
@@ -273,7 +274,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     tensors.Print(std::cout, aligned);
   }
   std::cout << "values\n";
-  for (const auto& line : DescribeValues(doc.root, 40, /*summarize_lists=*/true)) std::cout << "  " << line << '\n';
+  for (const auto& line : DescribeValues(doc.root, 40, /*summarize_lists=*/true, o.precision)) std::cout << "  " << line << '\n';
   for (const auto& w : doc.warnings) std::cout << "warning: " << EscapeForDisplay(w, DisplayEscape::kLine) << '\n';
 }
 
@@ -643,12 +644,11 @@ void CatValue(const std::string& key, const Value& v, const CatOptions& o) {
   const bool container = v.kind == ValueKind::kDict || v.kind == ValueKind::kList || v.kind == ValueKind::kTuple ||
                          v.kind == ValueKind::kObject;
   if (!container) {
-    const bool rounded = o.precision > 0 && v.kind == ValueKind::kFloat && !StandsFor(v);
-    std::cout << ShownKey(key) << " = " << (rounded ? RoundedFloatText(v.real, o.precision) : ScalarText(v, 1 << 16)) << '\n';
+    std::cout << ShownKey(key) << " = " << ScalarText(v, 1 << 16, o.precision) << '\n';
     return;
   }
   std::cout << (key.empty() ? "(root)" : EscapeForDisplay(key)) << ":\n";
-  for (const auto& line : DescribeValues(&v, 200)) std::cout << "  " << line << '\n';
+  for (const auto& line : DescribeValues(&v, 200, false, o.precision)) std::cout << "  " << line << '\n';
 }
 
 // What one KEY argument of `cat` names: a tensor (exact key, or KEY[slice]), any other value by
@@ -728,6 +728,9 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"key", "size", "dtype"}));
   info->add_option("--depth", info_options.depth, "One row per key prefix of N components (split at / and .)")
       ->check(CLI::PositiveNumber);
+  info->add_option("--precision", info_options.precision,
+                   "Significant digits of the float values shown (1..17; default: every digit; --json stays exact)")
+      ->check(CLI::Range(1, 17));
   info->add_flag("--tsv", info_options.tsv, "Tables as tab-separated lines for scripts (else aligned, terminal or not)");
   AddPolicyFlags(info, info_policy);
   info->footer("Examples:\n  trove info model.pt\n  trove info model.pt --sort size --keys 'model/**'\n"

@@ -62,3 +62,16 @@ def test_precision(trove, vectors):
     assert json.loads(r.out)["data"] == obj["m"].tolist()
     for bad in ("0", "18"):
         assert trove("cat", path, "m", "--precision", bad).code == 2
+
+
+def test_info_and_cat_values_precision(trove, tmp_path):
+    path = str(tmp_path / "hp.pt")
+    torch.save({"w": torch.ones(2), "lr": 0.0012345678, "betas": (0.9, 0.99912345), "sched": {"gamma": 0.123456789}}, path)
+    plain = trove("info", path).text
+    assert "lr: 0.0012345678" in plain and "gamma: 0.123456789" in plain
+    r = trove("info", path, "--precision", "3")
+    assert r.code == 0, r
+    assert "lr: 0.00123" in r.text and "betas: (0.9, 0.999)" in r.text and "gamma: 0.123\n" in r.text
+    r = trove("cat", path, "sched", "--precision", "2")
+    assert "gamma: 0.12\n" in r.text
+    assert trove("info", path, "--precision", "0").code == 2
