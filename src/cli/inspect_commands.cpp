@@ -104,6 +104,7 @@ struct InfoOptions {
   std::vector<std::string> keys;  // globs: only matching tensors are listed
   std::string sort;               // "", key, size, dtype
   int depth = 0;                  // > 0: tensors grouped by their first `depth` key components
+  int precision = 0;              // significant digits of the float values shown; 0: every digit
 };
 
 // The tensors' totals: parameters count each stored view once (tied weights once), bytes as
@@ -273,7 +274,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     tensors.Print(std::cout, aligned);
   }
   std::cout << "values\n";
-  for (const auto& line : DescribeValues(doc.root, 40, /*summarize_lists=*/true)) std::cout << "  " << line << '\n';
+  for (const auto& line : DescribeValues(doc.root, 40, /*summarize_lists=*/true, o.precision)) std::cout << "  " << line << '\n';
   for (const auto& w : doc.warnings) std::cout << "warning: " << EscapeForDisplay(w, DisplayEscape::kLine) << '\n';
 }
 
@@ -300,12 +301,15 @@ std::vector<std::string> KeyPaths(const Document& doc) {
 }
 
 // One element as text (Python-like) or JSON (docs/json.md). Text is at the dtype's precision
-// (core/float_text.h: a float32 element prints as the float32 it is); JSON at the double's.
-void AppendNumber(std::string& out, const ElementValue& e, DType dtype, bool json) {
+// (core/float_text.h: a float32 element prints as the float32 it is), or to `precision`
+// significant digits when asked (cat --precision: for people); JSON at the double's, always.
+void AppendNumber(std::string& out, const ElementValue& e, DType dtype, bool json, int precision = 0) {
   const bool wide = dtype == DType::kFloat64 || dtype == DType::kComplex128;
   auto real = [&](double d) {
     if (json) {
       AppendJsonFloat(d, out);
+    } else if (precision > 0) {
+      out += RoundedFloatText(d, precision);
     } else {
       if (wide) AppendFloatText(d, out);
       else AppendFloatText(static_cast<float>(d), out);
@@ -348,7 +352,7 @@ void AppendNumber(std::string& out, const ElementValue& e, DType dtype, bool jso
 }
 
 // Streams the tensor's values as nested lists (JSON or Python-like), at most `limit` elements.
-void PrintNested(const TensorView& v, bool json, uint64_t limit, std::FILE* out) {
+void PrintNested(const TensorView& v, bool json, uint64_t limit, std::FILE* out, int precision = 0) {
   const size_t esize = ElementSize(v.dtype);
   const size_t rank = v.shape.size();
   std::vector<int64_t> index(rank, 0);
@@ -356,7 +360,7 @@ void PrintNested(const TensorView& v, bool json, uint64_t limit, std::FILE* out)
   uint64_t emitted = 0;
   bool truncated = false;
   if (rank == 0) {
-    v.ForEachChunk([&](const uint8_t* p, size_t) { AppendNumber(buf, DecodeElement(v.dtype, p), v.dtype, json); });
+    v.ForEachChunk([&](const uint8_t* p, size_t) { AppendNumber(buf, DecodeElement(v.dtype, p), v.dtype, json, precision); });
     std::fputs(buf.c_str(), out);
     return;
   }
@@ -404,7 +408,7 @@ void PrintNested(const TensorView& v, bool json, uint64_t limit, std::FILE* out)
           buf += ", ";
           buf.append(closed, '[');
         }
-        AppendNumber(buf, DecodeElement(v.dtype, elem), v.dtype, json);
+        AppendNumber(buf, DecodeElement(v.dtype, elem), v.dtype, json, precision);
         carry.clear();
         ++emitted;
         closed = 0;  // dimensions that wrap on the way to the next element
@@ -423,11 +427,13 @@ void PrintNested(const TensorView& v, bool json, uint64_t limit, std::FILE* out)
   std::fwrite(buf.data(), 1, buf.size(), out);
 }
 
-// One numpy-like text of a tensor: rows on their own lines; past kMaxHumanElements elements, only
-// the first and last `edge` items of each axis, with "..." between.
+// One numpy-like text of a tensor: rows on their own lines, a row longer than `width` columns
+// wrapped as numpy wraps it (continuation lines indented under the row's first element); past
+// kMaxHumanElements elements, only the first and last `edge` items of each axis, with "..." between.
 class TensorText {
  public:
-  TensorText(const TensorView& v, bool summarise) : v_(v), index_(v.shape.size(), 0) {
+  TensorText(const TensorView& v, bool summarise, size_t width, int precision)
+      : v_(v), index_(v.shape.size(), 0), width_(width), precision_(precision) {
     // Summarised, a tensor prints (2 edge)^rank elements: three per side as numpy does, fewer
     // for tensors of many axes, so that the text stays a screenful whatever the rank.
     edge_ = 3;
@@ -449,15 +455,48 @@ class TensorText {
       if ((r *= b) > kMaxSummaryElements) return kMaxSummaryElements + 1;
     return r;
   }
-  void Axis(size_t d, std::string& out) {
-    if (d == v_.shape.size()) {
-      AppendNumber(out, v_.Element(index_), v_.dtype, false);
-      return;
-    }
+  // The last axis: its items separated by ", ", a line broken before an item that would pass
+  // the width (an item wider than the width stays whole on its own line).
+  void Row(std::string& out) {
+    const size_t d = v_.shape.size() - 1;
     const int64_t n = v_.shape[d];
     const bool cut = summarise_ && n > 2 * edge_;
-    const std::string gap = d + 1 == v_.shape.size() ? ", " : "," + std::string(v_.shape.size() - d - 1, '\n') +
-                                                              std::string(d + 1, ' ');
+    const size_t line_start = out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1;
+    out += '[';
+    size_t column = DisplayWidth(out.substr(line_start));
+    std::string item;
+    for (int64_t i = 0; i < n; ++i) {
+      item.clear();
+      if (cut && i == edge_) {
+        item = "...";
+        i = n - edge_ - 1;
+      } else {
+        index_[d] = i;
+        AppendNumber(item, v_.Element(index_), v_.dtype, false, precision_);
+      }
+      if (i + 1 < n) item += ',';
+      if (column > d + 1 && column + 1 + item.size() > width_) {
+        out += '\n';
+        out.append(d + 1, ' ');
+        column = d + 1;
+      } else if (column > d + 1) {
+        out += ' ';
+        ++column;
+      }
+      out += item;
+      column += item.size();
+    }
+    out += ']';
+  }
+  void Axis(size_t d, std::string& out) {
+    if (d == v_.shape.size()) {
+      AppendNumber(out, v_.Element(index_), v_.dtype, false, precision_);
+      return;
+    }
+    if (d + 1 == v_.shape.size()) return Row(out);
+    const int64_t n = v_.shape[d];
+    const bool cut = summarise_ && n > 2 * edge_;
+    const std::string gap = "," + std::string(v_.shape.size() - d - 1, '\n') + std::string(d + 1, ' ');
     out += '[';
     for (int64_t i = 0; i < n; ++i) {
       if (cut && i == edge_) {
@@ -472,6 +511,8 @@ class TensorText {
   }
   const TensorView& v_;
   std::vector<int64_t> index_;
+  size_t width_;
+  int precision_;
   int64_t edge_ = 3;
   bool summarise_ = false;
 };
@@ -479,7 +520,14 @@ class TensorText {
 struct CatOptions {
   bool raw = false, json = false, allow_expand = false, full = false, dequantize = false;
   uint64_t head = 0;  // 0: not asked
+  int precision = 0;  // significant digits of floats shown to people; 0: every digit of the dtype
 };
+
+// The width cat wraps a row of a tensor at: the terminal's, else 80 (numpy's 75 plus its margin).
+size_t CatWidth() {
+  const size_t columns = TerminalColumns();
+  return columns > 0 ? columns : 80;
+}
 
 void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
                const TensorView* quantized = nullptr);
@@ -571,9 +619,9 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
     std::printf("%s: %s %s\n", ShownKey(key).c_str(), std::string(Name(v.dtype)).c_str(), ShapeString(v.shape).c_str());
   }
   if (o.head > 0 || v.numel() == 0 || v.shape.empty()) {
-    PrintNested(v, false, o.head > 0 ? o.head : kMaxHumanElements, stdout);
+    PrintNested(v, false, o.head > 0 ? o.head : kMaxHumanElements, stdout, o.precision);
   } else {
-    TensorText text(v, !o.full && static_cast<uint64_t>(v.numel()) > kMaxHumanElements);
+    TensorText text(v, !o.full && static_cast<uint64_t>(v.numel()) > kMaxHumanElements, CatWidth(), o.precision);
     if (!text.Printable()) {
       Fail(ErrorCode::kUsage, "'" + key + "' has " + std::to_string(v.shape.size()) +
                                   " axes, too many to summarise: use --head N, --full or --json");
@@ -596,11 +644,11 @@ void CatValue(const std::string& key, const Value& v, const CatOptions& o) {
   const bool container = v.kind == ValueKind::kDict || v.kind == ValueKind::kList || v.kind == ValueKind::kTuple ||
                          v.kind == ValueKind::kObject;
   if (!container) {
-    std::cout << ShownKey(key) << " = " << ScalarText(v, 1 << 16) << '\n';
+    std::cout << ShownKey(key) << " = " << ScalarText(v, 1 << 16, o.precision) << '\n';
     return;
   }
   std::cout << (key.empty() ? "(root)" : EscapeForDisplay(key)) << ":\n";
-  for (const auto& line : DescribeValues(&v, 200)) std::cout << "  " << line << '\n';
+  for (const auto& line : DescribeValues(&v, 200, false, o.precision)) std::cout << "  " << line << '\n';
 }
 
 // What one KEY argument of `cat` names: a tensor (exact key, or KEY[slice]), any other value by
@@ -680,6 +728,9 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"key", "size", "dtype"}));
   info->add_option("--depth", info_options.depth, "One row per key prefix of N components (split at / and .)")
       ->check(CLI::PositiveNumber);
+  info->add_option("--precision", info_options.precision,
+                   "Significant digits of the float values shown (1..17; default: every digit; --json stays exact)")
+      ->check(CLI::Range(1, 17));
   info->add_flag("--tsv", info_options.tsv, "Tables as tab-separated lines for scripts (else aligned, terminal or not)");
   AddPolicyFlags(info, info_policy);
   info->footer("Examples:\n  trove info model.pt\n  trove info model.pt --sort size --keys 'model/**'\n"
@@ -702,6 +753,10 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       ->excludes(raw_flag);
   auto* full_flag = cat->add_flag("--full", cat_options.full, "Every element (a large tensor is otherwise summarised: the edges of each axis)");
   cat->add_option("--head", cat_options.head, "The first N elements, in order")->excludes(full_flag);
+  cat->add_option("--precision", cat_options.precision,
+                  "Significant digits of the float values shown (1..17; default: every digit of the dtype; --json stays exact)")
+      ->check(CLI::Range(1, 17))
+      ->excludes(raw_flag);
   cat->add_flag("--dequantize", cat_options.dequantize,
                 "Quantized tensors: their values, (q - zero_point) * scale as float32 (else the stored integers)")
       ->excludes(raw_flag);

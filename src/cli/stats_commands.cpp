@@ -15,6 +15,7 @@
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
 #include "cli/stats_report.h"
+#include "cli/suggest.h"
 #include "cli/table.h"
 #include "core/display_escape.h"
 #include "core/float_text.h"
@@ -36,18 +37,37 @@ ViewIdentity IdentityOf(const TensorView& v) {
   return {v.storage.identity(), v.storage.size(), v.dtype, v.byte_order, v.storage_offset, v.shape, v.strides};
 }
 
+// `keys` as cat takes them: an exact key first, else a glob (* ** ?) that must match a tensor;
+// `globs` (--keys) filter together and must select one tensor at least.
 std::vector<const NamedTensor*> Select(const Document& doc, const std::vector<std::string>& keys,
                                        const std::vector<std::string>& globs) {
   std::vector<const NamedTensor*> out;
+  std::vector<std::string> patterns;  // positional keys that name no tensor but hold * or ?
   for (const auto& k : keys) {
-    const NamedTensor* t = doc.FindTensor(k);
-    if (!t) Fail(ErrorCode::kNotFound, doc.path + ": no tensor '" + EscapeForDisplay(k) + "' (trove info lists the keys)");
-    out.push_back(t);
+    if (const NamedTensor* t = doc.FindTensor(k)) {
+      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+      continue;
+    }
+    if (k.find_first_of("*?") == std::string::npos) {
+      std::vector<std::string> names;
+      for (const auto& t : doc.tensors) names.push_back(t.key);
+      const std::string hint = DidYouMean(Suggest(k, names));
+      Fail(ErrorCode::kNotFound, doc.path + ": no tensor '" + EscapeForDisplay(k) + "'" +
+                                     (hint.empty() ? " (trove info lists the keys)" : hint));
+    }
+    bool any = false;
+    for (const auto& t : doc.tensors) {
+      if (!KeyMatches(k, t.key)) continue;
+      any = true;
+      if (std::find(out.begin(), out.end(), &t) == out.end()) out.push_back(&t);
+    }
+    if (!any) Fail(ErrorCode::kNotFound, doc.path + ": no tensor matching '" + EscapeForDisplay(k) + "' (trove info lists the keys)");
   }
+  const size_t named = out.size();
   for (const auto& t : doc.tensors) {
     bool match = keys.empty() && globs.empty();
     for (const auto& g : globs) match = match || KeyMatches(g, t.key);
-    if (match && std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(keys.size()), &t) == out.begin() + static_cast<std::ptrdiff_t>(keys.size()))
+    if (match && std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(named), &t) == out.begin() + static_cast<std::ptrdiff_t>(named))
       out.push_back(&t);  // a key also named explicitly is listed once
   }
   if (out.empty() && !globs.empty()) Fail(ErrorCode::kUsage, NothingSelectedText(globs, {}, doc.tensors.size()));
@@ -163,10 +183,14 @@ Json StatsReportJson(const StatsReport& r, bool histograms) {
 
 namespace {
 
-// People get four significant digits; a pipe gets the shortest text that reads back exactly.
-std::string Number(const std::optional<double>& v, bool human) {
+// --precision's top: every digit a float64 needs to read back.
+constexpr int kEveryDigit = 17;
+
+// How the table writes a figure: `precision` significant digits (17: the shortest text that reads
+// back to the same float64, as --tsv and --json write it).
+std::string Number(const std::optional<double>& v, int precision) {
   if (!v) return "-";
-  return human ? RoundedFloatText(*v, 4) : FloatText(*v);
+  return precision >= kEveryDigit ? FloatText(*v) : RoundedFloatText(*v, precision);
 }
 
 // One row of block characters, each bin's height relative to the fullest bin (an empty bin is a
@@ -184,8 +208,11 @@ std::string Sparkline(const std::vector<uint64_t>& counts) {
   return s;
 }
 
-void PrintReport(const StatsReport& r, bool histograms) {
-  const bool tty = StdoutIsTerminal();
+// One table for people, on a terminal and in a pipe alike (4 significant digits unless asked);
+// `tsv`: tab-separated and exact, for scripts.
+void PrintReport(const StatsReport& r, bool histograms, int precision, bool tsv) {
+  const bool aligned = !tsv;
+  if (tsv) precision = kEveryDigit;
   std::cout << EscapeForDisplay(r.path) << ": " << EscapeForDisplay(r.format) << ", " << r.rows.size() << " tensor(s)\n";
   Table table({"key", "dtype", "shape", "min", "max", "mean", "std", "zeros", "nan", "inf"});
   for (const auto& row : r.rows) {
@@ -196,25 +223,25 @@ void PrintReport(const StatsReport& r, bool histograms) {
       continue;
     }
     const TensorStats& s = r.stats[row.stats];
-    table.Add({key, std::string(Name(v.dtype)), ShapeString(ValuesShape(v)), Number(s.min, tty), Number(s.max, tty),
-               Number(s.mean, tty), Number(s.std, tty), std::to_string(s.zeros), std::to_string(s.nan),
+    table.Add({key, std::string(Name(v.dtype)), ShapeString(ValuesShape(v)), Number(s.min, precision), Number(s.max, precision),
+               Number(s.mean, precision), Number(s.std, precision), std::to_string(s.zeros), std::to_string(s.nan),
                std::to_string(s.pos_inf + s.neg_inf)});
   }
-  table.Print(std::cout, tty);
+  table.Print(std::cout, aligned, aligned ? "  " : "");
   if (histograms) {
     std::cout << "histograms (linear between min and max; log10|x| of the nonzero values)\n";
     Table hist({"key", "linear", "range", "log10|x|", "range"});
     for (const auto& row : r.rows) {
       if (row.skipped || !row.first) continue;
       const TensorStats& s = r.stats[row.stats];
-      auto range = [](const Histogram& h) {
+      auto range = [precision](const Histogram& h) {
         return h.edges.empty() ? std::string("-")
-                               : "[" + RoundedFloatText(h.edges.front(), 4) + ", " + RoundedFloatText(h.edges.back(), 4) + "]";
+                               : "[" + Number(h.edges.front(), precision) + ", " + Number(h.edges.back(), precision) + "]";
       };
       hist.Add({row.key.empty() ? "\"\"" : row.key, Sparkline(s.histogram.counts), range(s.histogram),
                 Sparkline(s.log10_abs_histogram.counts), range(s.log10_abs_histogram)});
     }
-    hist.Print(std::cout, tty);
+    hist.Print(std::cout, aligned, aligned ? "  " : "");
   }
   std::cout << "summary\n";
   auto line = [](const std::string& label, const std::string& value) {
@@ -259,15 +286,21 @@ void PrintFiniteCheck(const StatsReport& r) {
 void AddStatsCommands(CLI::App& app, int* exit_code) {
   static std::string path;
   static std::vector<std::string> keys, globs;
-  static bool json = false, check_finite = false;
+  static bool json = false, check_finite = false, tsv = false;
+  static int precision = 4;
   static PolicyFlags policy;
   static uint32_t bins = 0, threads = 0;
 
   auto* stats = app.add_subcommand("stats", "Per-tensor min, max, mean, std, zeros, NaN and Inf counts; --check-finite");
   stats->add_option("path", path, "File or tensordict directory")->required();
-  stats->add_option("keys", keys, "Only these tensors (key paths as `trove info` lists them)");
+  stats->add_option("keys", keys, "Only these tensors: key paths as `trove info` lists them, or globs (* one component, ** any, ?)");
   stats->add_option("--keys", globs, "Only tensors whose key path matches (glob: * ** ?; repeatable)")->allow_extra_args(false);
-  stats->add_flag("--json", json, "One JSON object for scripts (schema_version 1)");
+  auto* json_flag = stats->add_flag("--json", json, "One JSON object for scripts (schema_version 1)");
+  auto* tsv_flag = stats->add_flag("--tsv", tsv, "The table tab-separated, numbers exact, for scripts")->excludes(json_flag);
+  stats->add_option("--precision", precision, "Significant digits of the table's numbers (default 4; 17: every digit)")
+      ->check(CLI::Range(1, kEveryDigit))
+      ->excludes(json_flag)
+      ->excludes(tsv_flag);
   stats->add_flag("--check-finite", check_finite, "Exit 1 when any tensor holds NaN or Inf (they are listed)");
   stats->add_option("--hist", bins, "Also N-bin histograms: linear between min and max, and of log10|x|")
       ->check(CLI::Range(1u, static_cast<uint32_t>(kMaxStatsHistogramBins)));
@@ -280,6 +313,8 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
       "Examples:\n"
       "  trove stats model.pt\n"
       "  trove stats model.pt --keys 'encoder/**' --hist 20\n"
+      "  trove stats model.pt 'blocks.*.attn.*' --precision 6\n"
+      "  trove stats model.pt --tsv > stats.tsv     (tab-separated, every digit: for scripts)\n"
       "  trove stats model.pt --json | jq '.summary.non_finite'\n"
       "  trove stats ckpt.pt --check-finite || echo 'NaN in the checkpoint'\n"
       "Exit status: 0, 1 with --check-finite when a tensor holds NaN or Inf, 2 error.");
@@ -299,7 +334,7 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
     });
     if (json) PrintJson(ExactStdout(), StatsReportJson(r, bins > 0));
     else if (check_finite) PrintFiniteCheck(r);
-    else PrintReport(r, bins > 0);
+    else PrintReport(r, bins > 0, precision, tsv);
     *exit_code = check_finite && !r.non_finite.empty() ? kExitFindings : kExitOk;
   });
 }

@@ -94,18 +94,18 @@ bool ScalarList(const Value& v) {
 }
 
 // "[0, 1, 2, 3, 4, ..., 75] (76 items)".
-std::string ListSummary(const Value& v) {
+std::string ListSummary(const Value& v, int precision) {
   const bool list = v.kind == ValueKind::kList;
   std::string s = list ? "[" : "(";
   const size_t n = v.items.size();
-  for (size_t i = 0; i < kSummaryHeadItems; ++i) s += ScalarText(*v.items[i], 24) + ", ";
+  for (size_t i = 0; i < kSummaryHeadItems; ++i) s += ScalarText(*v.items[i], 24, precision) + ", ";
   s += "...";
-  for (size_t i = n - kSummaryTailItems; i < n; ++i) s += ", " + ScalarText(*v.items[i], 24);
+  for (size_t i = n - kSummaryTailItems; i < n; ++i) s += ", " + ScalarText(*v.items[i], 24, precision);
   return s + (list ? "]" : ")") + " (" + std::to_string(n) + " items)";
 }
 
 void Describe(const Value* v, const std::string& label, int depth, std::vector<std::string>& out, size_t max_lines,
-              bool summarize_lists) {
+              bool summarize_lists, int precision) {
   if (out.size() >= max_lines) return;
   if (const Value* inner = StandsFor(*v)) v = inner;
   std::string indent(static_cast<size_t>(depth) * 2, ' ');
@@ -119,17 +119,17 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
     return;
   }
   if (IsInline(*v)) {
-    out.push_back(head + ScalarText(*v));
+    out.push_back(head + ScalarText(*v, 80, precision));
     return;
   }
   if (summarize_lists && v->items.size() > kSummaryHeadItems + kSummaryTailItems + 1 && ScalarList(*v)) {
-    out.push_back(head + ListSummary(*v));
+    out.push_back(head + ListSummary(*v, precision));
     return;
   }
   if (v->kind == ValueKind::kObject) {
     out.push_back(head + "<" + TypeName(*v) + ">");
-    if (v->args) Describe(v->args, "args", depth + 1, out, max_lines, summarize_lists);
-    if (v->state) Describe(v->state, "state", depth + 1, out, max_lines, summarize_lists);
+    if (v->args) Describe(v->args, "args", depth + 1, out, max_lines, summarize_lists, precision);
+    if (v->state) Describe(v->state, "state", depth + 1, out, max_lines, summarize_lists, precision);
     return;
   }
   size_t count = v->kind == ValueKind::kDict ? v->entries.size() : v->items.size();
@@ -177,7 +177,7 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
         }
         if (pass > 0) --containers_left;
         Describe(val, components.empty() ? EncodeKeyComponent(k->text) : components[i], depth + 1, out, limit,
-                 summarize_lists);
+                 summarize_lists, precision);
         if (limit < max_lines && out.size() >= limit) out.push_back(indent + "    ...");
       }
     }
@@ -187,16 +187,16 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
     for (size_t i = 0; i < v->items.size(); ++i) {
       if (v->items[i]->kind == ValueKind::kTensor) { ++skipped; continue; }
       if (out.size() >= max_lines) return;
-      Describe(v->items[i], std::to_string(i), depth + 1, out, max_lines, summarize_lists);
+      Describe(v->items[i], std::to_string(i), depth + 1, out, max_lines, summarize_lists, precision);
     }
     if (skipped && out.size() < max_lines) out.push_back(indent + "  (" + std::to_string(skipped) + (skipped == 1 ? " tensor)" : " tensors)"));
   }
-  if (v->state && out.size() < max_lines) Describe(v->state, "attributes", depth + 1, out, max_lines, summarize_lists);
+  if (v->state && out.size() < max_lines) Describe(v->state, "attributes", depth + 1, out, max_lines, summarize_lists, precision);
 }
 
 }  // namespace
 
-std::string ScalarText(const Value& wrapped, size_t max_chars) {
+std::string ScalarText(const Value& wrapped, size_t max_chars, int precision) {
   // A wrapper shows the value it stands for; wrappers of wrappers unwind in a loop.
   const Value* shown = &wrapped;
   for (int hops = 0; const Value* inner = StandsFor(*shown); ++hops) {
@@ -208,7 +208,7 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
     case ValueKind::kNone: return "None";
     case ValueKind::kBool: return v.boolean ? "True" : "False";
     case ValueKind::kInt: return v.IntToString();
-    case ValueKind::kFloat: return FloatText(v.real);
+    case ValueKind::kFloat: return precision > 0 ? RoundedFloatText(v.real, precision) : FloatText(v.real);
     case ValueKind::kComplex: return ComplexText(v.real, v.imag);
     case ValueKind::kStr: return Quote(v.text, max_chars);
     case ValueKind::kBytes: {
@@ -223,7 +223,7 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
     case ValueKind::kList: case ValueKind::kTuple: case ValueKind::kSet: case ValueKind::kFrozenSet: {
       if (v.kind == ValueKind::kTuple && v.type_name == "torch.Size") {
         std::string s = "torch.Size([";
-        for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + ScalarText(*v.items[i], max_chars);
+        for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + ScalarText(*v.items[i], max_chars, precision);
         return s + "])";
       }
       const char* open = v.kind == ValueKind::kList ? "[" : v.kind == ValueKind::kTuple ? "(" : "{";
@@ -233,7 +233,7 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
         if (i) s += ", ";
         if (s.size() > max_chars) { s += "..."; break; }
         const Value& item = *v.items[i];
-        s += item.is_container() ? std::string(KindName(item.kind)) + "(...)" : ScalarText(item, max_chars);
+        s += item.is_container() ? std::string(KindName(item.kind)) + "(...)" : ScalarText(item, max_chars, precision);
       }
       if (v.kind == ValueKind::kTuple && v.items.size() == 1) s += ",";
       return s + close;
@@ -243,9 +243,9 @@ std::string ScalarText(const Value& wrapped, size_t max_chars) {
   return "?";
 }
 
-std::vector<std::string> DescribeValues(const Value* root, size_t max_lines, bool summarize_lists) {
+std::vector<std::string> DescribeValues(const Value* root, size_t max_lines, bool summarize_lists, int precision) {
   std::vector<std::string> out;
-  if (root) Describe(root, "", 0, out, max_lines, summarize_lists);
+  if (root) Describe(root, "", 0, out, max_lines, summarize_lists, precision);
   if (out.size() >= max_lines) out.push_back("...");
   return out;
 }

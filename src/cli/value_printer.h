@@ -19,13 +19,16 @@ namespace trove::cli {
 inline constexpr int kMaxPrintDepth = 32;
 
 // One-line Python-like text of a scalar or small container ("0.001", "'adam'", "(0.9, 0.999)").
-std::string ScalarText(const Value& v, size_t max_chars = 80);
+// precision > 0: floats to that many significant digits (for people; 0: every digit).
+std::string ScalarText(const Value& v, size_t max_chars = 80, int precision = 0);
 
 // Indented lines describing the non-tensor structure: containers with their type and size,
 // scalars with their value, tensors summarised as counts. At most max_lines lines. With
 // `summarize_lists` (an overview: `trove info`), a list or tuple of scalars longer than a line
 // holds is one line of its first and last items and its length (`params: [0, 1, 2, 3, 4, ...,
 // 75] (76 items)`); without (`trove cat` of a value), one item per line.
-std::vector<std::string> DescribeValues(const Value* root, size_t max_lines, bool summarize_lists = false);
+// `precision` as ScalarText's.
+std::vector<std::string> DescribeValues(const Value* root, size_t max_lines, bool summarize_lists = false,
+                                        int precision = 0);
 
 }  // namespace trove::cli

@@ -138,17 +138,74 @@ def test_every_dtype_and_view_matches_numpy(trove, checkpoint):
     assert s["parameters"] == sum(t.numel() for t in distinct.values())
 
 
+def table_rows(text, n):
+    """The aligned table's header and rows (split at runs of two spaces or more)."""
+    import re
+    lines = text.splitlines()
+    split = lambda l: re.split(r"  +", l.strip())
+    return split(lines[1]), {split(l)[0]: split(l) for l in lines[2:2 + n]}
+
+
 def test_human_table_lists_every_tensor(trove, checkpoint):
     path, obj = checkpoint
-    r = trove("stats", path)
+    r = trove("stats", path)  # a pipe gets the table people see, aligned, 4 significant digits
     assert r.code == 0, r
-    lines = r.text.splitlines()
-    header = lines[1].split("\t")
+    assert "\t" not in r.text
+    header, rows = table_rows(r.text, len(obj))
     assert header == ["key", "dtype", "shape", "min", "max", "mean", "std", "zeros", "nan", "inf"]
-    rows = {l.split("\t")[0]: l.split("\t") for l in lines[2:2 + len(obj)]}
+    lines = r.text.splitlines()[1:2 + len(obj)]
+    at = lines[0].index("min")
+    assert all(l[at - 2:at] == "  " for l in lines)  # every row's min starts in one column
     assert rows["float32"][8] == "2" and rows["float32"][9] == "2"
     assert float(rows["scalar"][3]) == -2.5
+    ref, _ = reference(obj["float64_clean"])
+    assert rows["float64_clean"][5] == "%.4g" % ref["mean"]
     assert "non-finite   7" in r.text and "all zero     1: zeros" in r.text
+
+
+def test_tsv_is_exact_and_precision_is_asked(trove, checkpoint):
+    path, obj = checkpoint
+    _, got = stats(trove, path)
+    r = trove("stats", path, "--tsv")
+    assert r.code == 0, r
+    lines = r.text.splitlines()
+    assert lines[1].split("\t")[:4] == ["key", "dtype", "shape", "min"]
+    rows = {l.split("\t")[0]: l.split("\t") for l in lines[2:2 + len(obj)]}
+    for key in ("float64_clean", "float32", "bfloat16"):
+        assert [float(x) for x in rows[key][3:7]] == [got[key][k] for k in ("min", "max", "mean", "std")], key
+    for n, fmt in ((1, "%.1g"), (6, "%.6g")):
+        r = trove("stats", path, "--precision", str(n), "float64_clean")
+        assert r.code == 0, r
+        _, rows = table_rows(r.text, 1)
+        assert rows["float64_clean"][5] == fmt % got["float64_clean"]["mean"]
+    r = trove("stats", path, "--precision", "17", "float64_clean")
+    _, rows = table_rows(r.text, 1)
+    assert float(rows["float64_clean"][5]) == got["float64_clean"]["mean"]
+    for bad in ("0", "18"):
+        assert trove("stats", path, "--precision", bad).code == 2
+    assert trove("stats", path, "--precision", "5", "--tsv").code == 2
+
+
+def test_table_at_80_and_120_columns_on_a_terminal(trove, checkpoint):
+    import re
+    from test_diff_cli import on_terminal
+
+    path, obj = checkpoint
+    piped = trove("stats", path).text
+    for columns in (80, 120):
+        out = re.sub("\x1b\\[[0-9;]*m", "", on_terminal(["stats", path], columns))
+        header, rows = table_rows(out, len(obj))
+        assert (header, rows) == table_rows(piped, len(obj)), columns  # the same table as in a pipe
+        assert "\t" not in out
+    long_keys = str(checkpoint[0]) + ".long.pt"
+    torch.save({"model.layers.%d.self_attention.query_key_value.weight" % i: torch.randn(4, 3) for i in range(3)}, long_keys)
+    out = on_terminal(["stats", long_keys], 80)
+    table = out.splitlines()[1:5]
+    # Long keys cut in the middle (down to 20 columns, cli/table.h), each row one line.
+    assert all(len(l) < 90 and l.startswith("  ") for l in table), table
+    assert all(l.startswith("  model.lay\u2026lue.weight  float32  [4, 3]") for l in table[1:]), table
+    wide = on_terminal(["stats", long_keys], 120).splitlines()[1:5]
+    assert all("\u2026" not in l for l in wide) and all(len(l) <= 120 for l in wide), wide
 
 
 def test_large_tensor_precision_and_thread_count(trove, tmp_path):
@@ -166,7 +223,7 @@ def test_large_tensor_precision_and_thread_count(trove, tmp_path):
         check(outs[0][key], t, key)
 
 
-def test_keys_and_globs(trove, checkpoint):
+def test_keys_and_globs(trove, checkpoint, tmp_path):
     path, _ = checkpoint
     _, got = stats(trove, path, "float32", "int8")
     assert list(got) == ["float32", "int8"]
@@ -174,6 +231,16 @@ def test_keys_and_globs(trove, checkpoint):
     assert sorted(got) == sorted(["float32", "float32_clean", "float64", "float64_clean", "float16", "float16_clean"])
     r = trove("stats", path, "nope")
     assert r.code == 2 and "no tensor 'nope'" in r.errtext
+    r = trove("stats", path, "float23")
+    assert r.code == 2 and "did you mean" in r.errtext and "'float32'" in r.errtext, r
+    # Positional keys are globs as in cat, an exact key first.
+    _, got = stats(trove, path, "*_clean", "int8", "float32_clean")
+    assert list(got) == ["float32_clean", "float64_clean", "float16_clean", "bfloat16_clean", "int8"]
+    r = trove("stats", path, "nothing*")
+    assert r.code == 2 and "no tensor matching 'nothing*'" in r.errtext, r
+    starred = str(tmp_path / "starred.pt")
+    torch.save({"a*": torch.ones(2), "ab": torch.zeros(2)}, starred)
+    assert len(stats(trove, starred, "a*")[1]) == 2  # a glob over a key holding '*' (shown escaped)
 
 
 def test_check_finite_exit_codes(trove, checkpoint, tmp_path):
@@ -232,6 +299,9 @@ def test_histogram_text(trove, checkpoint):
     r = trove("stats", path, "--hist", "8", "--keys", "float64_clean")
     assert r.code == 0, r
     assert "histograms" in r.text
+    row = [l for l in r.text.splitlines() if l.startswith("  float64_clean ")][-1].split()
+    assert len(row[1]) == 8 and "█" in row[1]
+    r = trove("stats", path, "--hist", "8", "--keys", "float64_clean", "--tsv")
     row = [l for l in r.text.splitlines() if l.startswith("float64_clean\t")][-1].split("\t")
     assert len(row[1]) == 8 and "█" in row[1]
 
