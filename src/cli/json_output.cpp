@@ -60,7 +60,7 @@ struct Encoder {
   // A container encoded twice is a shared subtree (the pickle memo): its second and later
   // encodings count against RepeatedVisitsAllowed (trove/document.h) whatever `limits` allow, so no limit lets a
   // memo-built DAG spell its exponential expansion.
-  std::unordered_set<const Value*> encoded;
+  std::unordered_set<const Value*> encoded = {};
   size_t repeated_depth = 0;
   uint64_t repeated_nodes = 0;
 
@@ -101,7 +101,8 @@ struct Encoder {
     const bool container = !v->items.empty() || !v->entries.empty() || v->args || v->state;
     const bool again = container && !encoded.insert(v).second;
     if (repeated_depth + (again ? 1 : 0) > 0) {
-      if (++repeated_nodes > RepeatedVisitsAllowed(nodes - repeated_nodes)) return Elided();
+      ++repeated_nodes;  // before the comparison reads it: the two sides are unsequenced
+      if (repeated_nodes > RepeatedVisitsAllowed(nodes - repeated_nodes)) return Elided();
     }
     if (!again) return EncodeNode(v, depth);
     ++repeated_depth;
