@@ -199,7 +199,8 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     Fail(ErrorCode::kUsage, NothingSelectedText(o.keys, {}, doc.tensors.size()));
   }
   const TensorTotals totals = Totals(listed);
-  // Each tensor's name as the file spells it ("model/x" for the key path "model%2Fx"), for --json.
+  // Each tensor's name as the file spells it ("model/x" for the key path "model%2Fx"): the table's
+  // key column and --json's "name" (cat and Document::FindTensor take it back).
   std::unordered_map<const NamedTensor*, std::string> names;
   {
     std::vector<std::string> keys;
@@ -318,11 +319,14 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     }
     prefixes.Print(std::cout, aligned);
   } else {
-    Table tensors({"key", "dtype", "shape", "bytes", "storage", "shared", "view"});
+    // A sharded checkpoint names each tensor's storage by its shard (formats/safetensors/
+    // sharded_reader.h): the column says so.
+    const bool sharded = doc.format.starts_with("sharded ");
+    Table tensors({"key", "dtype", "shape", "bytes", sharded ? "shard" : "storage", "shared", "view"});
     for (const NamedTensor* t : listed) {
       const TensorView& v = *t->view;
       int share = v.storage_index >= 0 ? sharing[v.storage_index] : 0;
-      tensors.Add({t->key.empty() ? "\"\"" : t->key, std::string(Name(v.dtype)), ShapeString(v.shape), size(v.nbytes()),
+      tensors.Add({names[t].empty() ? "\"\"" : names[t], std::string(Name(v.dtype)), ShapeString(v.shape), size(v.nbytes()),
                    v.storage_key, share > 1 ? "x" + std::to_string(share) : "", ViewNote(v)});
     }
     tensors.Print(std::cout, aligned);

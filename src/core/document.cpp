@@ -24,6 +24,14 @@ const NamedTensor* Document::FindTensor(std::string_view key) const {
     for (const auto& t : tensors)
       if (t.key == whole) return &t;
   }
+  // Any name as info shows it (VerbatimNames: "a/b/c" for the key path "a/b%2Fc", a name with a
+  // '%' or '.' spelled as itself). Names are unique, so the one that matches is the tensor.
+  std::vector<std::string> keys;
+  keys.reserve(tensors.size());
+  for (const auto& t : tensors) keys.push_back(t.key);
+  const std::vector<std::string> names = VerbatimNames(keys);
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == key) return &tensors[i];
   return nullptr;
 }
 
