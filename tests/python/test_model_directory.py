@@ -75,3 +75,37 @@ def test_convert_says_what_it_wrote_on_a_terminal_only(tmp_path, model_dir, trov
     assert r.code == 0 and r.errtext == "" and r.text == "", r
     shown = on_terminal(["convert", model_dir / "pytorch_model.bin", out, "--json"], columns)
     assert "wrote " not in shown and json.loads(shown)["tensors"] == 3, shown
+
+
+def test_info_of_a_sharded_checkpoint_has_a_shard_column(tmp_path, model_dir, trove):
+    out = tmp_path / "out"
+    assert trove("convert", model_dir / "pytorch_model.bin", out, "--max-shard-size", "5KB").code == 0
+    text = trove("info", out).text
+    header = next(line for line in text.splitlines() if line.split()[:2] == ["key", "dtype"])
+    assert header.split() == ["key", "dtype", "shape", "bytes", "shard", "shared", "view"], text
+    rows = {line.split()[0]: line.split()[4] for line in text.splitlines() if line.startswith("  model.") or
+            line.startswith("  lm_head")}
+    index = json.loads((out / "model.safetensors.index.json").read_text())["weight_map"]
+    assert rows == index, text
+    # A single file keeps its storage column.
+    single = trove("info", model_dir / "pytorch_model.bin").text
+    assert any(line.split()[:5] == ["key", "dtype", "shape", "bytes", "storage"] for line in single.splitlines()), single
+
+
+def test_names_are_shown_verbatim_and_cat_takes_them_back(tmp_path, trove):
+    import safetensors_spec
+
+    st = tmp_path / "names.safetensors"
+    st.write_bytes(safetensors_spec.write({"model/x": ("U8", [1], b"\x05"), "rate%": ("U8", [1], b"\x06")}))
+    text = trove("info", st).text
+    assert "model/x" in text and "rate%" in text and "%2F" not in text and "%25" not in text, text
+    for name, value in (("model/x", 5), ("rate%", 6)):
+        r = trove("cat", st, name, "--json")
+        assert r.code == 0 and json.loads(r.text)["data"] == [value], r
+    # A nested .pt name holding '/': key path model/x%2Fy, shown and found as model/x/y.
+    pt = tmp_path / "nested.pt"
+    torch.save({"model": {"x/y": torch.tensor([7], dtype=torch.uint8)}}, pt)
+    text = trove("info", pt).text
+    assert "model/x/y" in text and "%2F" not in text, text
+    r = trove("cat", pt, "model/x/y", "--json")
+    assert r.code == 0 and json.loads(r.text)["data"] == [7], r
