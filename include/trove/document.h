@@ -110,6 +110,13 @@ std::string EncodeKeyComponent(std::string_view key);
 // as a format with only string keys would hold it. Throws Error(kUsage) on a
 // malformed escape.
 std::string DecodeKeyComponent(std::string_view encoded);
+// Each key path's name as the file spells it, for people and scripts: its components unescaped
+// and joined by '/' (the safetensors name "model/x", key path "model%2Fx", is "model/x"; a .pt
+// file's {"model": {"x": t}} is "model/x" too). A component that is no str key's (`%int:1`) or
+// whose text is not UTF-8 stays escaped; names two key paths would share keep their key paths,
+// which are unique. Python's keys() follow the same rule. Document::FindTensor finds a tensor
+// by either form.
+std::vector<std::string> VerbatimNames(const std::vector<std::string>& key_paths);
 // A dict's entries whose keys spell one component (int 1 and str "1", True and "True", None
 // and "None") get distinct components: a str key keeps the plain one, any other key is named
 // `%<kind>:<encoded text>` (`%int:1`, `%bool:True`, `%None:None`), and keys of one kind that

@@ -62,6 +62,11 @@ struct ShardedWriteOptions : SafetensorsWriteOptions {
   // The most bytes of tensors a shard holds (--max-shard-size); more than 0. The default is the
   // transformers library's ("5GB").
   uint64_t max_shard_bytes = 5'000'000'000;
+  // Files copied into the directory beside the shards (a model's config.json and
+  // generation_config.json: what loads the weights beside them), in the same commit as the shards.
+  // A file of that name already in the directory is left as it is (never replaced: trove did not
+  // write it); `note` says so when its bytes differ.
+  std::vector<std::string> carried_files;
 };
 void WriteShardedCheckpoint(const Document& doc, const std::string& directory, const ShardedWriteOptions& options = {});
 // "5GB" (10^9), "500MiB" (2^20), "1000" (bytes): the sizes --max-shard-size takes.

@@ -5,10 +5,13 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -145,6 +148,44 @@ std::string KeyPrefix(const std::string& key, int depth) {
   return key.substr(0, at - 1);
 }
 
+// A Hugging Face config.json is small; anything larger is not one and is not read.
+constexpr uintmax_t kMaxModelConfigBytes = 1 << 20;
+
+// The key facts of the config.json beside a model (in its directory, or the directory the file is
+// in), as label and value, in the order people look for them; none when there is no such file or
+// it is not a JSON object. Its values are the file's text: they are shown escaped.
+std::vector<std::pair<std::string, std::string>> ModelConfigFacts(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
+  const fs::path config = (dir.empty() ? fs::path(".") : dir) / "config.json";
+  if (!fs::is_regular_file(config, ec) || fs::file_size(config, ec) > kMaxModelConfigBytes || ec) return {};
+  std::ifstream in(config, std::ios::binary);
+  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return {};
+  // Multimodal configs keep the language model's numbers in text_config.
+  const Json* text = j.contains("text_config") && j["text_config"].is_object() ? &j["text_config"] : nullptr;
+  auto fact = [&](const char* key) -> std::string {
+    const Json* v = j.contains(key) ? &j[key] : text && text->contains(key) ? &(*text)[key] : nullptr;
+    if (v == nullptr || v->is_null()) return "";
+    if (v->is_string()) return v->get<std::string>();
+    if (v->is_array()) {
+      std::string list;
+      for (const auto& item : *v) list += (list.empty() ? "" : ", ") + (item.is_string() ? item.get<std::string>() : item.dump());
+      return list;
+    }
+    return v->dump();
+  };
+  std::vector<std::pair<std::string, std::string>> facts;
+  for (const auto& [label, key] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"architecture", "architectures"}, {"model type", "model_type"}, {"hidden size", "hidden_size"},
+           {"layers", "num_hidden_layers"}, {"heads", "num_attention_heads"}, {"kv heads", "num_key_value_heads"},
+           {"vocab", "vocab_size"}, {"dtype", "torch_dtype"}}) {
+    if (std::string v = fact(key); !v.empty()) facts.emplace_back(label, std::move(v));
+  }
+  return facts;
+}
+
 void PrintInfo(const Document& doc, const InfoOptions& o) {
   auto sharing = SharingCounts(doc);
   uint64_t total = 0;
@@ -159,6 +200,16 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     Fail(ErrorCode::kUsage, NothingSelectedText(o.keys, {}, doc.tensors.size()));
   }
   const TensorTotals totals = Totals(listed);
+  // Each tensor's name as the file spells it ("model/x" for the key path "model%2Fx"): the table's
+  // key column and --json's "name" (cat and Document::FindTensor take it back).
+  std::unordered_map<const NamedTensor*, std::string> names;
+  {
+    std::vector<std::string> keys;
+    keys.reserve(doc.tensors.size());
+    for (const auto& t : doc.tensors) keys.push_back(t.key);
+    std::vector<std::string> verbatim = VerbatimNames(keys);
+    for (size_t i = 0; i < doc.tensors.size(); ++i) names.emplace(&doc.tensors[i], std::move(verbatim[i]));
+  }
   if (o.json) {
     // Written as j.dump(2) would write the whole document, but one record and one tensor at a
     // time: the document of a wide tree would take ~6 kB per leaf, several times its index.
@@ -184,7 +235,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     out.BeginArray("tensors");
     for (const NamedTensor* t : listed) {
       const TensorView& v = *t->view;
-      Json tensor{{"key", t->key}, {"dtype", Name(v.dtype)}, {"shape", v.shape}, {"nbytes", v.nbytes()},
+      Json tensor{{"key", t->key}, {"name", names[t]}, {"dtype", Name(v.dtype)}, {"shape", v.shape}, {"nbytes", v.nbytes()},
                    {"strides", v.strides}, {"storage_offset", v.storage_offset}, {"storage", v.storage_key},
                    {"shared", v.storage_index >= 0 && sharing[v.storage_index] > 1}, {"contiguous", v.is_contiguous()},
                    {"byte_order", v.byte_order == ByteOrder::kBig ? "big" : "little"}, {"requires_grad", v.requires_grad},
@@ -205,6 +256,11 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
   auto size = [&](uint64_t n) { return tty ? HumanBytes(n) : std::to_string(n); };
   std::cout << EscapeForDisplay(doc.path) << ": " << EscapeForDisplay(doc.format) << ", " << Thousands(doc.file_size) << " bytes"
             << (tty && doc.file_size >= 1024 ? " (" + HumanBytes(doc.file_size) + ")" : std::string()) << '\n';
+  if (const auto facts = ModelConfigFacts(doc.path); !facts.empty()) {
+    std::cout << "config.json\n";
+    for (const auto& [label, value] : facts)
+      std::cout << "  " << fmt::format("{:<18} ", label) << EscapeForDisplay(value, DisplayEscape::kLine) << '\n';
+  }
   {
     std::string dtypes;
     for (const auto& [d, c] : totals.by_dtype) {
@@ -264,11 +320,14 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     }
     prefixes.Print(std::cout, aligned);
   } else {
-    Table tensors({"key", "dtype", "shape", "bytes", "storage", "shared", "view"});
+    // A sharded checkpoint names each tensor's storage by its shard (formats/safetensors/
+    // sharded_reader.h): the column says so.
+    const bool sharded = doc.format.starts_with("sharded ");
+    Table tensors({"key", "dtype", "shape", "bytes", sharded ? "shard" : "storage", "shared", "view"});
     for (const NamedTensor* t : listed) {
       const TensorView& v = *t->view;
       int share = v.storage_index >= 0 ? sharing[v.storage_index] : 0;
-      tensors.Add({t->key.empty() ? "\"\"" : t->key, std::string(Name(v.dtype)), ShapeString(v.shape), size(v.nbytes()),
+      tensors.Add({names[t].empty() ? "\"\"" : names[t], std::string(Name(v.dtype)), ShapeString(v.shape), size(v.nbytes()),
                    v.storage_key, share > 1 ? "x" + std::to_string(share) : "", ViewNote(v)});
     }
     tensors.Print(std::cout, aligned);

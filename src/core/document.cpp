@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -23,6 +24,14 @@ const NamedTensor* Document::FindTensor(std::string_view key) const {
     for (const auto& t : tensors)
       if (t.key == whole) return &t;
   }
+  // Any name as info shows it (VerbatimNames: "a/b/c" for the key path "a/b%2Fc", a name with a
+  // '%' or '.' spelled as itself). Names are unique, so the one that matches is the tensor.
+  std::vector<std::string> keys;
+  keys.reserve(tensors.size());
+  for (const auto& t : tensors) keys.push_back(t.key);
+  const std::vector<std::string> names = VerbatimNames(keys);
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == key) return &tensors[i];
   return nullptr;
 }
 
@@ -170,6 +179,66 @@ std::string DecodeKeyComponent(std::string_view encoded) {
     out += static_cast<char>(hi * 16 + lo);
     i += 2;
   }
+  return out;
+}
+
+namespace {
+
+// A key path component as its str key spells it, or null when it is no plain str key's (a
+// typed component, `%int:1`) or its text is not UTF-8 (a bytes key, a lone surrogate).
+std::optional<std::string> VerbatimComponent(std::string_view component) {
+  if (component.find('%') == std::string_view::npos) return std::string(component);
+  if (TypedPrefixLength(component)) return std::nullopt;
+  std::string text;
+  try {
+    text = DecodeKeyComponent(component);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < text.size();) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    const size_t n = Utf8SequenceLength(text, i);
+    if (n == 0) return std::nullopt;
+    i += n;
+  }
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> VerbatimNames(const std::vector<std::string>& key_paths) {
+  std::vector<std::string> names;
+  names.reserve(key_paths.size());
+  for (const std::string& key : key_paths) {
+    std::string name;
+    bool verbatim = true;
+    for (size_t at = 0;;) {
+      const size_t slash = key.find('/', at);
+      const std::string_view component = std::string_view(key).substr(at, slash == std::string::npos ? std::string::npos : slash - at);
+      auto text = VerbatimComponent(component);
+      if (!text) {
+        verbatim = false;
+        break;
+      }
+      if (at) name += '/';
+      name += *text;
+      if (slash == std::string::npos) break;
+      at = slash + 1;
+    }
+    names.push_back(verbatim ? std::move(name) : key);
+  }
+  // Names two key paths would share (a file holding both {"a/b": t} and {"a": {"b": u}}) keep
+  // their key paths, which are unique; if even that collides with another's name, all do.
+  std::unordered_map<std::string_view, size_t> counts;
+  for (const auto& n : names) ++counts[n];
+  std::vector<std::string> out(names.size());
+  for (size_t i = 0; i < names.size(); ++i) out[i] = counts[names[i]] == 1 ? names[i] : key_paths[i];
+  std::unordered_set<std::string_view> seen;
+  for (const auto& n : out)
+    if (!seen.insert(n).second) return key_paths;
   return out;
 }
 

@@ -30,6 +30,23 @@ bool IsCastable(DType d) {
   return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 || d == DType::kBFloat16;
 }
 
+// The files beside a model's weights that say how to load them (transformers' from_pretrained
+// reads them from the same directory): carried into a directory of shards. The tokenizer, README
+// and the rest describe more than the weights and are left to the user.
+constexpr const char* kModelSideFiles[] = {"config.json", "generation_config.json"};
+
+std::vector<std::string> ModelSideFiles(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::vector<std::string> found;
+  for (const char* name : kModelSideFiles) {
+    if (fs::is_regular_file(dir / name, ec)) found.push_back((dir / name).string());
+  }
+  return found;
+}
+
 }  // namespace
 
 Format TargetFormat(const std::string& destination, const std::string& to) {
@@ -494,6 +511,7 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
       static_cast<SafetensorsWriteOptions&>(sharded) = SafetensorsPartOf(doc, options);
       sharded.shard_format = target;
       sharded.max_shard_bytes = *options.max_shard_bytes;
+      sharded.carried_files = ModelSideFiles(doc.path);
       WriteShardedCheckpoint(doc, destination, sharded);
       return;
     }

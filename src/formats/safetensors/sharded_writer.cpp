@@ -6,6 +6,7 @@
 // written as model.safetensors / pytorch_model.bin without an index, as they do.
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -38,6 +39,36 @@ uint64_t ParseShardSize(const std::string& text) {
 }
 
 namespace {
+
+bool SameBytes(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::ifstream x(a, std::ios::binary), y(b, std::ios::binary);
+  char bx[1 << 14], by[1 << 14];
+  while (x && y) {
+    x.read(bx, sizeof bx);
+    y.read(by, sizeof by);
+    if (x.gcount() != y.gcount() || std::memcmp(bx, by, static_cast<size_t>(x.gcount())) != 0) return false;
+  }
+  return x.eof() && y.eof();
+}
+
+// ShardedWriteOptions::carried_files into the temporary tree, which Commit moves in with the shards.
+void CarryFiles(const ShardedWriteOptions& options, const std::string& directory, const std::string& tree) {
+  namespace fs = std::filesystem;
+  for (const std::string& source : options.carried_files) {
+    std::error_code ec;
+    const fs::path name = fs::path(source).filename();
+    const fs::path existing = fs::path(directory) / name;
+    if (fs::exists(fs::symlink_status(existing, ec))) {
+      // Never replaced: the user's own file (or the same one, converted into its own directory).
+      if (options.note && !(fs::is_regular_file(existing, ec) && SameBytes(source, existing))) {
+        options.note(existing.string() + " differs from " + source + " and was not written by trove: left as it is");
+      }
+      continue;
+    }
+    fs::copy_file(source, fs::path(tree) / name, fs::copy_options::none, ec);
+    if (ec) Fail(ErrorCode::kIo, "copying " + source + " beside the shards: " + ec.message());
+  }
+}
 
 // model-00002-of-00003.safetensors, or model.safetensors for a single shard, as the Hugging Face
 // tools name them.
@@ -160,6 +191,7 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
     });
     before += share;
   }
+  CarryFiles(options, directory, out.path());
   std::set<std::string> written;
   for (size_t s = 0; s < shards.size(); ++s) written.insert(ShardFileName(stem, ext, s, shards.size()));
   if (shards.size() > 1) {
