@@ -52,9 +52,12 @@ std::vector<std::vector<ZeroPiece>> ZeroStage12Pieces(const std::vector<std::vec
   }
   std::vector<std::vector<ZeroPiece>> out;
   for (size_t g = 0; g < groups.size(); ++g) {
+    // DeepSpeed saves each partition without its alignment padding, which lies at the flat
+    // buffer's end: every rank's partition holds per_rank elements but the last rank's, which may
+    // hold fewer (the bf16 optimizer and older files keep the padding: all equal).
     const uint64_t per_rank = partitions[0][g];
     for (size_t r = 1; r < world; ++r) {
-      if (partitions[r][g] != per_rank) {
+      if (partitions[r][g] != per_rank && !(r + 1 == world && partitions[r][g] < per_rank)) {
         Fail(ErrorCode::kCorrupt, "param group " + std::to_string(g) + ": rank " + std::to_string(r) +
                                       "'s partition holds " + std::to_string(partitions[r][g]) +
                                       " elements, rank 0's " + std::to_string(per_rank));
@@ -62,15 +65,16 @@ std::vector<std::vector<ZeroPiece>> ZeroStage12Pieces(const std::vector<std::vec
     }
     uint64_t declared = 0;
     for (const ZeroParam& p : groups[g]) declared = AddSaturating(declared, p.numel);
-    const uint64_t flat = per_rank * world;  // per_rank is a tensor's numel: bounded by its file
+    // Each size is a tensor's numel, bounded by its file: the sum cannot overflow.
+    const uint64_t flat = per_rank * (world - 1) + partitions[world - 1][g];
     // zero_to_fp32's check: the flat buffer is the params padded to a multiple of 2 * world
     // (older DeepSpeed: of world; the aligned comparison accepts both).
     const uint64_t align = 2 * world;
     if (declared > flat || AlignUp(declared, align) != AlignUp(flat, align)) {
       Fail(ErrorCode::kCorrupt, "param group " + std::to_string(g) + ": its params' shapes declare " +
                                     (declared >= kSaturated ? std::string("more than 2^62") : std::to_string(declared)) +
-                                    " elements, its " + std::to_string(world) + " partitions of " +
-                                    std::to_string(per_rank) + " hold " + std::to_string(flat) +
+                                    " elements, its " + std::to_string(world) + " partitions (rank 0's of " +
+                                    std::to_string(per_rank) + ") hold " + std::to_string(flat) +
                                     " (padding to a multiple of " + std::to_string(align) + " at most)");
     }
     uint64_t offset = 0;

@@ -33,7 +33,8 @@ struct ZeroPiece {
 
 // Stage 1/2. `groups[g]`: group g's params in param_shapes order; `partitions[r][g]`: the
 // elements of rank r's partition of group g. Returns every param's pieces, in the params' order
-// (group by group), their elements in order. Throws Error(kCorrupt) naming the group, rank or
+// (group by group), their elements in order. The last rank's partition may be shorter (DeepSpeed
+// strips the alignment padding before saving). Throws Error(kCorrupt) naming the group, rank or
 // param when a rank's group count differs, ranks' partitions of a group differ in size, or the
 // group's params do not fill its flat buffer up to its alignment padding.
 std::vector<std::vector<ZeroPiece>> ZeroStage12Pieces(const std::vector<std::vector<ZeroParam>>& groups,

@@ -25,8 +25,19 @@ TEST(DeepSpeedZeroStage12, ParamsCrossRankBoundariesAndPaddingIsAllowed) {
   EXPECT_EQ(q[2], (Pieces{{1, 1, 1, 1}}));
 }
 
+TEST(DeepSpeedZeroStage12, TheLastPartitionWithoutItsPadding) {
+  // 5 + 4 = 9 elements over 3 ranks: partitions of 4, the last saved without its 3 of padding.
+  const auto p = ZeroStage12Pieces({{{"a", 5}, {"b", 4}}}, {{4}, {4}, {1}});
+  EXPECT_EQ(p[1], (Pieces{{1, 0, 1, 3}, {2, 0, 0, 1}}));
+  // Only the last may be shorter, and never longer.
+  ExpectError([] { ZeroStage12Pieces({{{"a", 9}}}, {{4}, {1}, {4}}); }, ErrorCode::kCorrupt, "rank 1");
+  ExpectError([] { ZeroStage12Pieces({{{"a", 9}}}, {{4}, {4}, {5}}); }, ErrorCode::kCorrupt, "rank 2");
+  // Short of what the shapes declare.
+  ExpectError([] { ZeroStage12Pieces({{{"a", 9}}}, {{4}, {4}, {0}}); }, ErrorCode::kCorrupt, "declare 9");
+}
+
 TEST(DeepSpeedZeroStage12, DisagreeingSizesAreNamed) {
-  ExpectError([] { ZeroStage12Pieces({{{"a", 5}}}, {{4}, {3}}); }, ErrorCode::kCorrupt, "rank 1");
+  ExpectError([] { ZeroStage12Pieces({{{"a", 5}}}, {{4}, {3}, {4}}); }, ErrorCode::kCorrupt, "rank 1");
   ExpectError([] { ZeroStage12Pieces({{{"a", 9}}}, {{4}, {4}}); }, ErrorCode::kCorrupt, "param group 0");
   // More padding than the alignment allows: the shapes and partitions disagree.
   ExpectError([] { ZeroStage12Pieces({{{"a", 3}}}, {{4}, {4}}); }, ErrorCode::kCorrupt, "declare 3");
