@@ -64,7 +64,14 @@ struct Document {
   std::vector<std::pair<std::string, PropertyValue>> properties;
   std::vector<ContainerRecord> records;
   std::vector<std::string> warnings;
+  // Key-path prefixes (ending in '/') of tensors a document holds beside what it stands for: they
+  // are listed (info, cat, FindTensor) but convert, diff, stats and Python's keys() leave them out
+  // unless --keys (or a name) asks for them: a DeepSpeed checkpoint's 16-bit module weights and
+  // optimizer moments beside its fp32 master weights (docs/deepspeed.md). Empty for most formats.
+  std::vector<std::string> opt_in_prefixes;
 
+  // True for a key path under one of opt_in_prefixes.
+  bool IsOptIn(std::string_view key_path) const;
   // By key path; a path holding '/' that names no tensor is also tried as one component (a
   // flat file's name with '/' in it, asked for by that name).
   const NamedTensor* FindTensor(std::string_view key) const;

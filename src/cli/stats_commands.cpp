@@ -65,7 +65,7 @@ std::vector<const NamedTensor*> Select(const Document& doc, const std::vector<st
   }
   const size_t named = out.size();
   for (const auto& t : doc.tensors) {
-    bool match = keys.empty() && globs.empty();
+    bool match = keys.empty() && globs.empty() && !doc.IsOptIn(t.key);  // opt-in tensors when asked for
     for (const auto& g : globs) match = match || KeyMatches(g, t.key);
     if (match && std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(named), &t) == out.begin() + static_cast<std::ptrdiff_t>(named))
       out.push_back(&t);  // a key also named explicitly is listed once

@@ -212,7 +212,8 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
     std::unordered_map<std::string, std::string> original;
     for (const auto& t : doc.tensors) {
       std::string key = StripPrefix(t.key, prefixes);
-      if (options.select && !options.select(key)) {
+      // A tensor the document holds beside what it stands for is compared only when selected.
+      if (options.select ? !options.select(key) : doc.IsOptIn(t.key)) {
         ++r.tensors_skipped;
         continue;
       }

@@ -44,6 +44,13 @@ std::string_view PicklePolicyName(PicklePolicy policy) {
   return "?";
 }
 
+bool Document::IsOptIn(std::string_view key_path) const {
+  for (const std::string& prefix : opt_in_prefixes) {
+    if (key_path.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
 const std::string* Document::Property(std::string_view name) const {
   for (const auto& [k, v] : properties)
     if (k == name) return &v.text;

@@ -368,6 +368,16 @@ std::string NothingSelectedText(const std::vector<std::string>& keys, const std:
 size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
   TorchScriptModulesAsDicts(doc, options.note);
   if (options.drop_unknown) DropUnknownObjects(doc, options);
+  if (!doc.opt_in_prefixes.empty()) {
+    // Tensors the document holds beside what it stands for are written only when --keys names them.
+    std::unordered_set<const Value*> left_out;
+    ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
+      if (leaf.kind == ValueKind::kTensor && doc.IsOptIn(path) && !(!options.keys.empty() && MatchesAny(options.keys, path))) {
+        left_out.insert(&leaf);
+      }
+    });
+    if (!left_out.empty()) DropValues(doc, [&](const Value* v) { return left_out.count(v) > 0; });
+  }
   if (!options.keys.empty() || !options.exclude.empty()) {
     std::unordered_set<const Value*> keep;
     size_t tensors = 0;

@@ -1373,7 +1373,9 @@ PYBIND11_MODULE(_trove, m) {
       .def_property_readonly("format", [](const PyDocument& d) { return d.doc().format; })
       .def("keys", [](PyDocument& d) {
         py::list out;
-        for (const auto& t : d.doc().tensors) out.append(Text(t.key));
+        for (const auto& t : d.doc().tensors) {
+          if (!d.doc().IsOptIn(t.key)) out.append(Text(t.key));  // opt-in tensors: by name
+        }
         return out;
       })
       .def("contains", [](PyDocument& d, const std::string& key) { return d.doc().FindTensor(key) != nullptr; })
