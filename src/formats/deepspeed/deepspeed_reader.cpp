@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <functional>
 #include <regex>
+#include <set>
 
 #include "core/confined_directory.h"
 #include "formats/deepspeed/zero_layout.h"
@@ -65,11 +67,17 @@ std::string Join(const std::string& tag, std::string_view name) { return tag.emp
 struct RankFiles {
   std::string model_states;            // relative to the root
   std::map<uint64_t, std::string> optim;  // rank -> name relative to the root
+  std::map<uint64_t, std::string> rank_model_states;  // stage 3: rank -> its model-states file
+  // Files of model-parallel ranks past 00 and of pipeline stages: what trove does not read.
+  std::vector<std::string> model_parallel, pipeline;
 };
 
 // The checkpoint's files by name (listed only; each is opened by the rule when read).
 RankFiles ListFiles(const std::string& root, const std::string& tag) {
-  static const std::regex optim_name(R"((bf16_)?zero_pp_rank_([0-9]{1,9})_mp_rank_00_optim_states\.pt)");
+  static const std::regex optim_name(R"((bf16_)?zero_pp_rank_([0-9]{1,9})_mp_rank_([0-9]{2,9})_optim_states\.pt)");
+  static const std::regex rank_model_name(R"(zero_pp_rank_([0-9]{1,9})_mp_rank_([0-9]{2,9})_model_states\.pt)");
+  static const std::regex model_name(R"(mp_rank_([0-9]{2,9})_model_states\.pt)");
+  static const std::regex layer_name(R"(layer_[0-9]+-model_[0-9]+-model_states\.pt)");
   RankFiles out;
   const fs::path dir = fs::path(root) / tag;
   std::error_code ec;
@@ -80,7 +88,20 @@ RankFiles ListFiles(const std::string& root, const std::string& tag) {
     std::smatch m;
     if (name == kModelStates) has_model = true;
     if (name == kStage3ModelStates) has_stage3_model = true;
+    if (std::regex_match(name, layer_name)) out.pipeline.push_back(name);
+    if (std::regex_match(name, m, model_name) && m[1].str() != "00") out.model_parallel.push_back(name);
+    if (std::regex_match(name, m, rank_model_name)) {
+      if (m[2].str() != "00") {
+        out.model_parallel.push_back(name);
+      } else if (const uint64_t rank = std::stoull(m[1].str()); rank < kMaxZeroRanks) {
+        out.rank_model_states.emplace(rank, Join(tag, name));
+      }
+    }
     if (!std::regex_match(name, m, optim_name)) continue;
+    if (m[3].str() != "00") {
+      out.model_parallel.push_back(name);
+      continue;
+    }
     if (!out.optim.empty() && m[1].str() != prefix) {
       Fail(ErrorCode::kCorrupt, "both bf16_ and plain optimizer-state files in '" + dir.string() + "'");
     }
@@ -91,6 +112,16 @@ RankFiles ListFiles(const std::string& root, const std::string& tag) {
   }
   if (has_model) out.model_states = Join(tag, kModelStates);
   else if (has_stage3_model) out.model_states = Join(tag, kStage3ModelStates);
+  std::sort(out.model_parallel.begin(), out.model_parallel.end());
+  std::sort(out.pipeline.begin(), out.pipeline.end());
+  return out;
+}
+
+// Names a few of `names` ("'a', 'b' and 3 more").
+std::string SomeOf(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) out += std::string(i ? ", " : "") + "'" + names[i] + "'";
+  if (names.size() > 3) out += " and " + std::to_string(names.size() - 3) + " more";
   return out;
 }
 
@@ -224,10 +255,69 @@ TensorView Contiguous(DType dtype, const std::vector<int64_t>& shape) {
   return view;
 }
 
+using PartTable = std::vector<std::vector<const TensorView*>>;  // [rank][group]
+
+// A tensor of `dims` made of `pieces` of `parts`: a view into one piece's mapping, or assembled
+// when read (ZeroAssembly) when it spans several. `keep` keeps the parts' documents alive.
+TensorView PlacedTensor(const std::shared_ptr<const std::vector<ReadFile>>& keep,
+                        const std::shared_ptr<const PartTable>& parts, const std::vector<std::string>& file_names,
+                        const std::vector<ZeroPiece>& pieces, DType dtype, const std::vector<int64_t>& dims,
+                        uint64_t numel, uint64_t& assembled) {
+  TensorView view = Contiguous(dtype, dims);
+  if (pieces.size() == 1) {
+    const ZeroPiece& one = pieces[0];
+    const TensorView& t = *(*parts)[one.rank][one.group];
+    view.storage = t.storage;
+    view.storage_offset = t.storage_offset + static_cast<int64_t>(one.offset);
+    view.storage_key = file_names[one.rank] + ":" + t.storage_key;
+  } else {
+    view.storage = pieces.empty() ? SharedBytes::FromVector({})
+                                  : SharedBytes::Deferred(std::make_shared<ZeroAssembly>(keep, parts, pieces, dtype),
+                                                          numel * ElementSize(dtype));
+    view.storage_key = "(" + std::to_string(pieces.size()) + " pieces)";
+    ++assembled;
+  }
+  return view;
+}
+
+// A flat (1-D, contiguous, little-endian) tensor with its bytes, or null.
+const TensorView* FlatTensor(const Value* v) {
+  if (v == nullptr || v->kind != ValueKind::kTensor) return nullptr;
+  const TensorView& t = *v->tensor;
+  if (t.shape.size() != 1 || !t.is_contiguous() || t.byte_order != ByteOrder::kLittle || !t.has_data || t.quantizer) {
+    return nullptr;
+  }
+  return &t;
+}
+
+// A dict's entry under int key `index` (torch's optimizer state is keyed by param index).
+const Value* FindIndex(const Value* dict, int64_t index) {
+  if (dict == nullptr || dict->kind != ValueKind::kDict) return nullptr;
+  for (const auto& [k, v] : dict->entries) {
+    if (k->kind == ValueKind::kInt && !k->is_big_int() && k->integer == index) return v;
+  }
+  return nullptr;
+}
+
+// Rank file `f`'s optimizer state of its fp32 partition `g`: a dict of per-element tensors
+// (exp_avg, exp_avg_sq) and scalars (step). Stages 1/2 keep it in base_optimizer_state (torch's
+// state_dict, or a list per group in elastic checkpoints); stage 3 in the optimizer_state_dict
+// inside the ZeRO one.
+const Value* GroupState(const Value* osd, int64_t stage, size_t g) {
+  const Value* base = osd->Find(stage >= 3 ? "optimizer_state_dict" : "base_optimizer_state");
+  if (base == nullptr) return nullptr;
+  if (base->kind == ValueKind::kList || base->kind == ValueKind::kTuple) {
+    return g < base->items.size() ? base->items[g] : nullptr;
+  }
+  if (base->kind != ValueKind::kDict) return nullptr;
+  return FindIndex(base->Find("state"), static_cast<int64_t>(g));
+}
+
 struct Opened {
   std::shared_ptr<const ConfinedDirectory> root;
   std::string tag;
   std::shared_ptr<std::vector<ReadFile>> files;  // [0]: model states, then rank 0, 1, ...
+  std::map<uint64_t, std::string> rank_model_states;  // stage 3: read when frozen params need them
 };
 
 Opened OpenCheckpoint(const std::string& directory, const ReadOptions& options) {
@@ -239,9 +329,23 @@ Opened OpenCheckpoint(const std::string& directory, const ReadOptions& options) 
   if (names.model_states.empty()) {
     FailIn(where, ErrorCode::kNotFound, "holds no " + std::string(kModelStates));
   }
+  // Tensor and pipeline parallelism split the tensors further than the data-parallel ranks do:
+  // reading mp_rank_00 alone would give pieces of them as if whole.
+  if (!names.model_parallel.empty()) {
+    FailIn(where, ErrorCode::kUnsupported,
+           "holds files of model-parallel ranks past mp_rank_00 (tensor parallelism: " + SomeOf(names.model_parallel) +
+               "); trove reads the ZeRO checkpoint of one model-parallel rank only and does not join tensor-parallel "
+               "slices");
+  }
+  if (!names.pipeline.empty()) {
+    FailIn(where, ErrorCode::kUnsupported,
+           "holds pipeline-parallel layer files (" + SomeOf(names.pipeline) +
+               "); trove does not read DeepSpeed pipeline checkpoints (their weights are in these per-layer files)");
+  }
   if (names.optim.empty()) {
     FailIn(where, ErrorCode::kNotFound, "holds no zero_pp_rank_<R>_mp_rank_00_optim_states.pt");
   }
+  o.rank_model_states = names.rank_model_states;
   o.files = std::make_shared<std::vector<ReadFile>>();
   o.files->push_back(ReadCheckpointFile(*o.root, names.model_states, options));
   const uint64_t listed = names.optim.rbegin()->first + 1;
@@ -254,6 +358,160 @@ Opened OpenCheckpoint(const std::string& directory, const ReadOptions& options) 
     o.files->push_back(ReadCheckpointFile(*o.root, it->second, options));
   }
   return o;
+}
+
+// Frozen params (requires_grad=False) are not in the optimizer: frozen_param_shapes names them and
+// frozen_param_fragments holds their 16-bit weights, each whole in rank 0's model states (stages
+// 1/2), or each rank's ceil(numel / world) elements of it in that rank's model states (stage 3,
+// the last ranks' tails padding), joined as zero_to_fp32 joins them. Calls `add` for each, in
+// frozen_param_shapes' order; `extra` keeps the further files read (stage 3). Returns how many.
+size_t AddFrozenParams(const Opened& o, const ReadOptions& options, int64_t stage, size_t world,
+                       const std::map<std::string, std::vector<int64_t>>& trainable,
+                       const std::function<void(const std::string&, TensorView)>& add, uint64_t& assembled,
+                       std::shared_ptr<std::vector<ReadFile>>& extra) {
+  const ReadFile& model = (*o.files)[0];
+  const Value* shapes = model.doc.root->Find("frozen_param_shapes");
+  if (shapes == nullptr || shapes->kind == ValueKind::kNone) return 0;
+  if (shapes->kind != ValueKind::kDict) FailIn(model.path, ErrorCode::kCorrupt, "frozen_param_shapes is not a dict");
+  if (shapes->entries.empty()) return 0;
+  struct Frozen {
+    std::string name;
+    std::vector<int64_t> dims;
+    uint64_t numel = 0;
+  };
+  std::vector<Frozen> frozen;
+  std::set<std::string> seen;
+  for (const auto& [k, v] : shapes->entries) {
+    if (k->kind != ValueKind::kStr) FailIn(model.path, ErrorCode::kCorrupt, "frozen_param_shapes has a non-str name");
+    if (trainable.count(k->text)) {
+      FailIn(model.path, ErrorCode::kCorrupt, "'" + k->text + "' is in both param_shapes and frozen_param_shapes");
+    }
+    if (!seen.insert(k->text).second) FailIn(model.path, ErrorCode::kCorrupt, "frozen_param_shapes names '" + k->text + "' twice");
+    Frozen f;
+    f.name = k->text;
+    f.numel = NumelOf(model, k->text, v, f.dims);
+    frozen.push_back(std::move(f));
+  }
+  extra = std::make_shared<std::vector<ReadFile>>();
+  const std::string where = (fs::path(o.root->path()) / o.tag).string();
+  if (stage < 3) {
+    const Value* fragments = model.doc.root->Find("frozen_param_fragments");
+    for (const Frozen& f : frozen) {
+      const Value* v = fragments && fragments->kind == ValueKind::kDict ? fragments->Find(f.name) : nullptr;
+      if (v == nullptr || v->kind != ValueKind::kTensor || !v->tensor->is_contiguous() || !v->tensor->has_data ||
+          v->tensor->quantizer) {
+        FailIn(model.path, ErrorCode::kCorrupt, "frozen_param_fragments has no whole tensor for frozen parameter '" + f.name + "'");
+      }
+      if (static_cast<uint64_t>(v->tensor->numel()) != f.numel) {
+        FailIn(model.path, ErrorCode::kCorrupt,
+               "frozen parameter '" + f.name + "': its fragment holds " + std::to_string(v->tensor->numel()) +
+                   " elements, frozen_param_shapes declares " +
+                   (f.numel >= (uint64_t{1} << 62) ? std::string("more than 2^62") : std::to_string(f.numel)));
+      }
+      TensorView view = Contiguous(v->tensor->dtype, f.dims);
+      view.storage = v->tensor->storage;
+      view.storage_offset = v->tensor->storage_offset;
+      view.byte_order = v->tensor->byte_order;
+      view.storage_key = model.name + ":" + v->tensor->storage_key;
+      add(f.name, std::move(view));
+    }
+    return frozen.size();
+  }
+  // Stage 3: every rank's model states (rank 0's read again: the assembled tensors keep one list
+  // of documents alive).
+  extra->reserve(world);
+  for (size_t r = 0; r < world; ++r) {
+    auto it = o.rank_model_states.find(r);
+    if (it == o.rank_model_states.end()) {
+      FailIn(where, ErrorCode::kNotFound, "rank " + std::to_string(r) + "'s model-states file (zero_pp_rank_" +
+                                              std::to_string(r) + "_mp_rank_00_model_states.pt) is missing: it holds the rank's "
+                                              "fragments of the frozen parameters");
+    }
+    extra->push_back(ReadCheckpointFile(*o.root, it->second, options));
+  }
+  std::vector<std::string> names;
+  for (const ReadFile& f : *extra) names.push_back(f.name);
+  auto parts = std::make_shared<PartTable>(world);
+  std::vector<DType> dtypes(frozen.size());
+  for (size_t r = 0; r < world; ++r) {
+    const ReadFile& file = (*extra)[r];
+    const Value* fragments = file.doc.root->Find("frozen_param_fragments");
+    for (size_t k = 0; k < frozen.size(); ++k) {
+      const Frozen& f = frozen[k];
+      const TensorView* t = FlatTensor(fragments && fragments->kind == ValueKind::kDict ? fragments->Find(f.name) : nullptr);
+      if (t == nullptr) {
+        FailIn(file.path, ErrorCode::kCorrupt, "frozen_param_fragments has no flat tensor for frozen parameter '" + f.name + "'");
+      }
+      // Each rank holds ceil(numel / world) elements: fragments of any other size leave a hole or
+      // overlap their neighbours'.
+      const uint64_t share = (std::min(f.numel, uint64_t{1} << 62) + world - 1) / world;
+      if (static_cast<uint64_t>(t->numel()) != share) {
+        FailIn(file.path, ErrorCode::kCorrupt,
+               "frozen parameter '" + f.name + "': rank " + std::to_string(r) + "'s fragment holds " +
+                   std::to_string(t->numel()) + " elements, its shape needs ceil(numel / " + std::to_string(world) +
+                   ") = " + (share >= (uint64_t{1} << 60) ? std::string("more than 2^60") : std::to_string(share)) +
+                   " per rank");
+      }
+      if (r > 0 && t->dtype != dtypes[k]) {
+        FailIn(file.path, ErrorCode::kCorrupt, "frozen parameter '" + f.name + "': rank " + std::to_string(r) + "'s fragment is " +
+                                                   std::string(Name(t->dtype)) + ", rank 0's " + std::string(Name(dtypes[k])));
+      }
+      dtypes[k] = t->dtype;
+      (*parts)[r].push_back(t);
+    }
+  }
+  for (size_t k = 0; k < frozen.size(); ++k) {
+    const Frozen& f = frozen[k];
+    const uint64_t share = (f.numel + world - 1) / world;
+    std::vector<ZeroPiece> pieces;
+    for (size_t r = 0; r < world && r * share < f.numel; ++r) pieces.push_back({r, k, 0, std::min(share, f.numel - r * share)});
+    add(f.name, PlacedTensor(extra, parts, names, pieces, dtypes[k], f.dims, f.numel, assembled));
+  }
+  return frozen.size();
+}
+
+// The optimizer state keys every rank holds for every fp32 partition as a flat tensor (Adam's
+// exp_avg, exp_avg_sq; not the scalar step): `emit(key, parts, dtype)` for each, in rank 0's
+// order, its parts laid out as the masters' (`sizes[r][g]`). A rank's state of a partition holds
+// the partition's elements, or up to rank 0's partition size (stages 1/2 save the state with the
+// alignment padding the masters were saved without). A key some partition lacks is not offered.
+void AddOptimizerState(const Opened& o, int64_t stage, const std::vector<std::vector<uint64_t>>& sizes,
+                       const std::function<void(const std::string&, const std::shared_ptr<const PartTable>&, DType)>& emit) {
+  const std::vector<ReadFile>& files = *o.files;
+  const size_t world = sizes.size();
+  if (world == 0 || sizes[0].empty()) return;
+  const Value* first = GroupState(files[1].doc.root->Find("optimizer_state_dict"), stage, 0);
+  if (first == nullptr || first->kind != ValueKind::kDict) return;
+  for (const auto& [k, v] : first->entries) {
+    if (k->kind != ValueKind::kStr || FlatTensor(v) == nullptr) continue;
+    auto table = std::make_shared<PartTable>(world);
+    bool complete = true;
+    for (size_t r = 0; r < world && complete; ++r) {
+      const ReadFile& f = files[r + 1];
+      const Value* osd = f.doc.root->Find("optimizer_state_dict");
+      for (size_t g = 0; g < sizes[r].size() && complete; ++g) {
+        const Value* state = GroupState(osd, stage, g);
+        const TensorView* t = FlatTensor(state && state->kind == ValueKind::kDict ? state->Find(k->text) : nullptr);
+        if (t == nullptr) {
+          complete = false;
+          break;
+        }
+        const uint64_t n = static_cast<uint64_t>(t->numel());
+        if (n < sizes[r][g] || n > sizes[0][g]) {
+          FailIn(f.path, ErrorCode::kCorrupt, "optimizer state '" + k->text + "' of fp32 partition " + std::to_string(g) +
+                                                  " holds " + std::to_string(n) + " elements, the partition " +
+                                                  std::to_string(sizes[r][g]));
+        }
+        if (t->dtype != FlatTensor(v)->dtype) {
+          FailIn(f.path, ErrorCode::kCorrupt, "optimizer state '" + k->text + "' of fp32 partition " + std::to_string(g) +
+                                                  " is " + std::string(Name(t->dtype)) + ", rank 0's " +
+                                                  std::string(Name(FlatTensor(v)->dtype)));
+        }
+        (*table)[r].push_back(t);
+      }
+    }
+    if (complete) emit(k->text, table, FlatTensor(v)->dtype);
+  }
 }
 
 }  // namespace
@@ -356,29 +614,24 @@ Document ReadDeepSpeedCheckpoint(const std::string& directory, const ReadOptions
   int64_t storage_index = 0;
   uint64_t assembled = 0;
   const DType out_dtype = dtype.value_or(DType::kFloat32);
+  std::vector<std::string> rank_names;
+  for (size_t r = 0; r < world; ++r) rank_names.push_back(files[r + 1].name);
+  const std::shared_ptr<const PartTable> master_parts = parts;
+  auto list_tensor = [&](Value* dict, const std::string& name, TensorView view) {
+    view.storage_index = storage_index++;
+    WithContext("parameter '" + name + "'", [&] { view.Validate(); });
+    Value* value = doc.arena->Tensor(std::move(view));
+    dict->entries.emplace_back(doc.arena->Str(name), value);
+    return value;
+  };
   for (size_t i = 0; i < params.size(); ++i) {
     const ZeroParam& p = params[i];
-    TensorView view = Contiguous(out_dtype, dims[p.name]);
-    if (pieces[i].size() == 1) {
-      // Within one rank's partition: a view of it, into the mapping.
-      const ZeroPiece& one = pieces[i][0];
-      const TensorView& t = *(*parts)[one.rank][one.group];
-      view.storage = t.storage;
-      view.storage_offset = t.storage_offset + static_cast<int64_t>(one.offset);
-      view.storage_key = files[one.rank + 1].name + ":" + t.storage_key;
-    } else {
-      const uint64_t nbytes = p.numel * ElementSize(out_dtype);
-      view.storage = pieces[i].empty() ? SharedBytes::FromVector({})
-                                       : SharedBytes::Deferred(std::make_shared<ZeroAssembly>(o.files, parts, pieces[i], out_dtype), nbytes);
-      view.storage_key = "(" + std::to_string(pieces[i].size()) + " pieces)";
-      ++assembled;
-    }
-    view.storage_index = storage_index++;
-    WithContext("parameter '" + p.name + "'", [&] { view.Validate(); });
-    Value* value = doc.arena->Tensor(std::move(view));
-    by_name[p.name] = value;
-    root->entries.emplace_back(doc.arena->Str(p.name), value);
+    by_name[p.name] = list_tensor(root, p.name, PlacedTensor(o.files, master_parts, rank_names, pieces[i], out_dtype, dims[p.name], p.numel, assembled));
   }
+  std::shared_ptr<std::vector<ReadFile>> frozen_files;
+  const size_t frozen = AddFrozenParams(
+      o, options, stage, world, dims, [&](const std::string& name, TensorView view) { by_name[name] = list_tensor(root, name, std::move(view)); },
+      assembled, frozen_files);
   // Buffers: the module's own, named by buffer_names (zero_to_fp32 takes them from the module).
   size_t buffers = 0;
   const Value* module = mroot->Find("module");
@@ -438,9 +691,83 @@ Document ReadDeepSpeedCheckpoint(const std::string& directory, const ReadOptions
       }
     }
   }
+  // The module's 16-bit weights, under "module/" (opt-in: the fp32 masters are what the checkpoint
+  // stands for). Stages 1/2 save them whole; stage 3 saves placeholders (its params' 0-element
+  // stand-ins), so then none are listed and the property says so.
+  std::string module_weights = "none saved";
+  if (module != nullptr && module->kind == ValueKind::kDict && !module->entries.empty()) {
+    std::string placeholder;
+    for (const auto& [k, v] : module->entries) {
+      if (k->kind != ValueKind::kStr || v->kind != ValueKind::kTensor || !placeholder.empty()) continue;
+      auto it = by_name.find(k->text);
+      if (it != by_name.end() && it->second->tensor->shape != v->tensor->shape) placeholder = k->text;
+    }
+    if (!placeholder.empty()) {
+      module_weights = "placeholders ('" + placeholder + "' is " + std::to_string(module->Find(placeholder)->tensor->numel()) +
+                       " elements): the 16-bit weights are not saved whole, only the fp32 masters";
+    } else if (by_name.count("module")) {
+      doc.warnings.push_back("a parameter is named 'module': the module's 16-bit weights are not listed");
+    } else {
+      Value* dict = doc.arena->Dict("dict");
+      std::map<std::pair<const void*, uint64_t>, int64_t> index_of;  // tied entries (one storage) keep one storage index
+      std::optional<DType> seen;
+      bool mixed = false;
+      for (const auto& [k, v] : module->entries) {
+        if (k->kind != ValueKind::kStr || v->kind != ValueKind::kTensor) continue;
+        TensorView view = *v->tensor;
+        view.storage_key = model.name + ":" + view.storage_key;
+        auto [at, fresh] = index_of.emplace(view.storage.identity(), storage_index);
+        const int64_t index = at->second;
+        WithContext("module entry '" + k->text + "'", [&] { view.Validate(); });
+        view.storage_index = index;
+        if (fresh) ++storage_index;
+        if (Info(view.dtype).kind == DTypeKind::kFloat) {
+          mixed |= seen && *seen != view.dtype;
+          seen = view.dtype;
+        }
+        dict->entries.emplace_back(doc.arena->Str(k->text), doc.arena->Tensor(std::move(view)));
+      }
+      if (!dict->entries.empty()) {
+        root->entries.emplace_back(doc.arena->Str("module"), dict);
+        doc.opt_in_prefixes.push_back("module/");
+        module_weights = (mixed || !seen ? std::string("mixed dtypes") : std::string(Name(*seen))) + ", " +
+                         std::to_string(dict->entries.size()) + " tensors under module/ (convert --keys 'module/**')";
+      }
+    }
+  }
+  // The optimizer's per-element state (Adam's exp_avg and exp_avg_sq), flat per rank like the
+  // masters, under "optimizer/<state>/<param>" (opt-in).
+  std::string moments;
+  if (by_name.count("optimizer")) {
+    doc.warnings.push_back("a parameter is named 'optimizer': the optimizer state is not listed");
+  } else {
+    Value* dict = doc.arena->Dict("dict");
+    AddOptimizerState(o, stage, sizes, [&](const std::string& key, const std::shared_ptr<const PartTable>& table, DType state_dtype) {
+      Value* per_key = doc.arena->Dict("dict");
+      for (size_t i = 0; i < params.size(); ++i) {
+        const ZeroParam& p = params[i];
+        list_tensor(per_key, p.name, PlacedTensor(o.files, table, rank_names, pieces[i], state_dtype, dims[p.name], p.numel, assembled));
+      }
+      dict->entries.emplace_back(doc.arena->Str(key), per_key);
+      moments += (moments.empty() ? "" : ", ") + key;
+    });
+    if (!dict->entries.empty()) {
+      root->entries.emplace_back(doc.arena->Str("optimizer"), dict);
+      doc.opt_in_prefixes.push_back("optimizer/");
+      moments += " under optimizer/<state>/ (convert --keys 'optimizer/**')";
+    }
+  }
   doc.root = root;
   doc.tensors = CollectTensors(root);
-  for (const ReadFile& f : files) {
+  std::vector<const ReadFile*> read(1, &files[0]);
+  for (size_t r = 0; r < world; ++r) read.push_back(&files[r + 1]);
+  if (frozen_files) {
+    for (const ReadFile& f : *frozen_files) {
+      if (f.name != model.name) read.push_back(&f);
+    }
+  }
+  for (const ReadFile* fp : read) {
+    const ReadFile& f = *fp;
     for (const auto& w : f.doc.warnings) doc.warnings.push_back(f.name + ": " + w);
     ContainerRecord rec;
     rec.name = f.name;
@@ -454,10 +781,13 @@ Document ReadDeepSpeedCheckpoint(const std::string& directory, const ReadOptions
   doc.properties.emplace_back("world_size", PropertyValue::Integer(static_cast<int64_t>(world)));
   doc.properties.emplace_back("param_groups", PropertyValue::Integer(static_cast<int64_t>(groups.size())));
   doc.properties.emplace_back("params", PropertyValue::Integer(static_cast<int64_t>(params.size())));
+  doc.properties.emplace_back("frozen_params", PropertyValue::Integer(static_cast<int64_t>(frozen)));
   doc.properties.emplace_back("buffers", PropertyValue::Integer(static_cast<int64_t>(buffers)));
   doc.properties.emplace_back("shared_params", PropertyValue::Integer(static_cast<int64_t>(shared)));
   doc.properties.emplace_back("assembled_tensors", PropertyValue::Integer(static_cast<int64_t>(assembled)));
-  doc.properties.emplace_back("files", PropertyValue::Integer(static_cast<int64_t>(files.size())));
+  doc.properties.emplace_back("files", PropertyValue::Integer(static_cast<int64_t>(read.size())));
+  doc.properties.emplace_back("module_weights", module_weights);
+  if (!moments.empty()) doc.properties.emplace_back("optimizer_state", moments);
   return doc;
 }
 
@@ -490,6 +820,9 @@ void ScanDeepSpeedCheckpoint(const std::string& directory, CheckReport& report) 
     const std::string tag = *FindTag(*root);
     RankFiles listed = ListFiles(root->path(), tag);
     if (!listed.model_states.empty()) names.push_back(listed.model_states);
+    for (const auto& [rank, name] : listed.rank_model_states) {
+      if (name != listed.model_states) names.push_back(name);  // stage 3: read for frozen params
+    }
     for (const auto& [rank, name] : listed.optim) names.push_back(name);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kIo) throw;

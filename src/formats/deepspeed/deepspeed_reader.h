@@ -1,5 +1,8 @@
 // formats/deepspeed/deepspeed_reader.h: a DeepSpeed ZeRO (stage 1, 2 or 3) checkpoint directory
-// as one checkpoint: the fp32 master weights by parameter name with their shapes.
+// as one checkpoint: the fp32 master weights by parameter name with their shapes, the frozen
+// parameters, buffers and tied names; opt-in beside them (Document::opt_in_prefixes) the module's
+// 16-bit weights under "module/" and the optimizer's per-element state under "optimizer/<state>/".
+// Tensor- and pipeline-parallel directories (mp_rank_01 and up, layer_* files) are refused.
 //
 // The directory is a checkpoint root whose `latest` file names a tag (a subdirectory), or the
 // tag directory (`global_stepN/`) itself. It holds `mp_rank_00_model_states.pt` (stage 3:
