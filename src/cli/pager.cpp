@@ -117,13 +117,18 @@ struct OutputPager::State {
       return false;
     }
     pager_input = fds[1];
+    // As git: Ctrl-C belongs to the pager while it runs (less stops its search or scrolling);
+    // the command ends when the pager does (below). Only read-only commands page.
+    ::signal(SIGINT, SIG_IGN);
+    ::signal(SIGQUIT, SIG_IGN);
     return true;
   }
 
   // The reader thread: holds the output until it is taller than the terminal, then pages it.
   void Read() {
-    // A pager quit before the end makes writes to it fail (EPIPE) instead of ending the process:
-    // the rest is read and dropped, so that the command finishes as it would have.
+    // A pager quit before the end makes writes to it fail (EPIPE) instead of ending this thread;
+    // the pipe is then closed, so that the command's next write ends it (SIGPIPE), as git ends
+    // when its pager is quit. A terminal that fails is read to the end and dropped instead.
     sigset_t pipe_signal;
     sigemptyset(&pipe_signal);
     sigaddset(&pipe_signal, SIGPIPE);
@@ -165,6 +170,11 @@ struct OutputPager::State {
         held.shrink_to_fit();
       } else if (mode != kDropping) {
         if (!WriteAll(mode == kPaging ? pager_input : tty, data, size)) mode = kDropping;
+      }
+      if (mode == kDropping && pager_input >= 0) {
+        ::close(captured);
+        captured = -1;
+        break;
       }
     }
     if (mode == kHolding) WriteAll(tty, held.data(), held.size());
@@ -228,7 +238,7 @@ void OutputPager::End() {
   std::fflush(stdout);
   ::dup2(state_->tty, STDOUT_FILENO);  // closes the pipe's last write end: the reader sees its end
   state_->reader.join();
-  ::close(state_->captured);
+  if (state_->captured >= 0) ::close(state_->captured);
   if (state_->pager > 0) {
     int status = 0;
     while (::waitpid(state_->pager, &status, 0) < 0 && errno == EINTR) {
