@@ -906,16 +906,16 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     Json files = Json::array();
     for (const auto& p : paths) {
       CheckReport r;
+      std::vector<FileDigest> digests;
       {
         Progress progress(!json);  // erased before the file's lines
         VerifyOptions options;
         options.progress = progress.Callback();
         r = Verify(p, options);
+        if (sha256) digests = Sha256Files(p, progress.Callback());
       }
       const size_t problems = Problems(r);
       any_problem |= problems > 0;
-      std::vector<FileDigest> digests;
-      if (sha256) digests = Sha256Files(p);
       if (json) {
         Json j{{"path", r.path}, {"format", r.format}, {"ok", problems == 0}, {"entries_checked", r.entries_checked},
                {"bytes_checked", r.bytes_checked}, {"bytes_without_checksum", r.bytes_without_checksum},

@@ -1,14 +1,16 @@
-// The progress callbacks of the reading work (Verify's CRC-32s, Diff, ComputeStats), which the
+// The progress callbacks of the reading work (Verify's CRC-32s, Sha256Files, Diff, ComputeStats), which the
 // command line's progress line shows: as WriteOptions::progress, the first argument never
 // decreases nor exceeds the total, intermediate calls come at most once per kProgressStepBytes,
 // and the last call is (total, total) with the total the bytes the work streams.
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 
 #include "core/progress.h"
 #include "ops_fixtures.h"
 #include "trove/checks.h"
 #include "trove/diff.h"
+#include "trove/file_digests.h"
 #include "trove/open.h"
 #include "trove/pt_writer.h"
 #include "trove/tensor_stats.h"
@@ -39,7 +41,9 @@ void ExpectWellFormed(const Calls& calls, uint64_t total) {
   for (size_t i = 0; i < calls.size(); ++i) {
     EXPECT_EQ(calls[i].second, total);
     EXPECT_LE(calls[i].first, total);
-    if (i > 0) EXPECT_GE(calls[i].first, calls[i - 1].first);
+    if (i > 0) {
+      EXPECT_GE(calls[i].first, calls[i - 1].first);
+    }
   }
 }
 
@@ -58,6 +62,21 @@ TEST_F(ProgressTest, VerifyCountsTheZipBytesItChecks) {
   ExpectWellFormed(calls, compressed);
   // Without a callback, the same report.
   EXPECT_EQ(Verify(P("large.pt")).bytes_checked, report.bytes_checked);
+}
+
+TEST_F(ProgressTest, Sha256CountsTheBytesOfEveryFileItHashes) {
+  std::filesystem::create_directories(P("model"));
+  WritePt(MakeDocument(LargeLeaves()), P("model/a.pt"));
+  WritePt(MakeDocument(LargeLeaves(1)), P("model/b.pt"));
+  const uint64_t one = std::filesystem::file_size(P("model/a.pt"));
+  const uint64_t both = one + std::filesystem::file_size(P("model/b.pt"));
+  Calls calls;
+  auto record = [&](uint64_t done, uint64_t total) { calls.emplace_back(done, total); };
+  EXPECT_EQ(Sha256Files(P("model/a.pt"), record)[0].sha256, Sha256Files(P("model/a.pt"))[0].sha256);
+  ExpectWellFormed(calls, one);
+  calls.clear();
+  EXPECT_EQ(Sha256Files(P("model"), record).size(), 2u);
+  ExpectWellFormed(calls, both);
 }
 
 TEST_F(ProgressTest, DiffCountsTheBytesOfAItCompares) {
