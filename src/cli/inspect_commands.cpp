@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -614,6 +616,8 @@ struct CatOptions {
   bool raw = false, json = false, allow_expand = false, full = false, dequantize = false;
   uint64_t head = 0;  // 0: not asked
   int precision = 0;  // significant digits of floats shown to people; 0: every digit of the dtype
+  // --raw: told the bytes of each piece written (the progress line of a large file).
+  std::function<void(uint64_t bytes)> raw_written;
 };
 
 // The width cat wraps a row of a tensor at: the terminal's, else 80 (numpy's 75 plus its margin).
@@ -675,6 +679,7 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
         if (!truncated.empty()) FailChangedWhileRead(truncated);
         Fail(ErrorCode::kIo, "writing to stdout failed");
       }
+      if (o.raw_written) o.raw_written(n);
     });
     if (std::fflush(stdout) != 0) Fail(ErrorCode::kIo, "writing to stdout failed");
     return;
@@ -879,8 +884,23 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       for (CatItem& item : ResolveCatKey(doc, k)) items.push_back(std::move(item));
     }
     OutputPager pager(!cat_options.json && !cat_options.raw && !no_pager);
+    // --raw streams whole tensors (to a file or a pipe): their bytes are the progress line's.
+    std::optional<Progress> progress;
+    uint64_t raw_total = 0, raw_done = 0;
+    std::function<void(uint64_t, uint64_t)> shown;
+    if (cat_options.raw) {
+      for (const CatItem& item : items) raw_total += item.tensor ? item.tensor->nbytes() : 0;
+      progress.emplace();
+      shown = progress->Callback();
+    }
     for (const CatItem& item : items) {
       CatOptions o = cat_options;
+      if (shown) {
+        o.raw_written = [&](uint64_t bytes) {
+          raw_done += bytes;
+          shown(raw_done, raw_total);
+        };
+      }
       // --dequantize names what to do with quantized tensors; a glob's other tensors print as they are.
       if (item.from_glob && item.tensor && Info(item.tensor->dtype).readable) o.dequantize = false;
       if (item.tensor) CatTensor(item.key, *item.tensor, o);

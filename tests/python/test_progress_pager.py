@@ -1,6 +1,6 @@
 """Long commands are never silent, long output pages (issue 29).
 
-On a terminal, verify, diff, stats and report show a progress line once their work lasts a
+On a terminal, verify, diff, stats, report and cat --raw show a progress line once their work lasts a
 second (erased at the end) and report, which prints nothing else, says what it wrote; in a pipe
 and with --json nothing extra appears on either stream. Output taller than the terminal goes
 through $TROVE_PAGER, else $PAGER (else less), as git's does: a small pager script records what it
@@ -88,6 +88,65 @@ def test_json_on_a_terminal_has_no_progress(large):
     a, b = large
     out = on_terminal(["diff", a, b, "--threads", "1", "--json"], 120)
     assert "MB/s" not in out and "\r" not in out and json.loads(out)["command"] == "diff", out[-600:]
+
+
+def stderr_on_terminal(args):
+    """Runs trove with stdout into a pipe read at most 1 MiB a millisecond (so that 2 GiB take two
+    seconds at least) and stderr on a pseudo-terminal; returns (bytes read from stdout, stderr)."""
+    import pty
+    import subprocess
+    import threading
+    import time
+
+    import conftest
+
+    master, slave = pty.openpty()
+    p = subprocess.Popen([os.path.join(conftest.BIN_DIR, "trove")] + [str(x) for x in args], stdout=subprocess.PIPE,
+                         stderr=slave)
+    os.close(slave)
+    try:
+        import fcntl
+        fcntl.fcntl(p.stdout.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: fewer, larger reads
+    except OSError:
+        pass
+    read = [0]
+
+    def drain():
+        unpaused = 0
+        while True:
+            chunk = p.stdout.read1(1 << 20)
+            if not chunk:
+                return
+            read[0] += len(chunk)
+            unpaused += len(chunk)
+            if unpaused >= 1 << 20:
+                unpaused -= 1 << 20
+                time.sleep(0.001)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    reader.join()
+    p.wait(timeout=120)
+    os.close(master)
+    assert p.returncode == 0, got
+    return read[0], got.decode("utf-8")
+
+
+def test_cat_raw_into_a_pipe_shows_progress_on_the_terminal(large, tmp_path, trove):
+    a, b = large
+    size, err = stderr_on_terminal(["cat", a, "w", "--raw"])
+    assert size == 2 << 30 and PROGRESS.search(err) and err.endswith("\r\x1b[K"), err[-400:]
+    r = trove("cat", sparse_safetensors(tmp_path / "s.safetensors", "F32", 4), "w", "--raw")
+    assert r.err == b"" and r.out == bytes(16), r
 
 
 def test_report_says_what_it_wrote_on_a_terminal_only(tmp_path, trove):
