@@ -88,7 +88,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const trove::Error& e) {
     MustNotQuote(e.message());
   }
-  for (auto* check : {&trove::Verify, &trove::Scan}) {
+  using Check = trove::CheckReport (*)(const std::string&);
+  for (Check check : {static_cast<Check>(&trove::Verify), static_cast<Check>(&trove::Scan)}) {
     try {
       CheckReportText(check(dir.string()));
     } catch (const trove::Error& e) {

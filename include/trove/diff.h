@@ -34,6 +34,10 @@ struct DiffOptions {
   std::function<bool(const std::string& key)> select;
   // A dtype change alone does not make the documents differ (their values still must agree).
   bool ignore_dtype = false;
+  // Called with (bytes of A compared so far, bytes of A to compare) as the comparisons stream,
+  // as WriteOptions::progress is (core/progress.h: at most once per 4 MiB and once at the end,
+  // never two calls at once); empty: never. The command line's progress line is this callback.
+  std::function<void(uint64_t, uint64_t)> progress;
 };
 
 struct TensorDiff {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,5 +30,9 @@ struct FileDigest {
 // Throws Error(kNotFound/kIo) naming the path when it cannot be read, Error(kLimit) beyond
 // kMaxDigestFiles.
 std::vector<FileDigest> Sha256Files(const std::string& path);
+// The same, calling `progress` with (bytes hashed, bytes of the files to hash) as the reads go,
+// as WriteOptions::progress is called (at most once per 4 MiB and once at the end, never two
+// calls at once).
+std::vector<FileDigest> Sha256Files(const std::string& path, const std::function<void(uint64_t, uint64_t)>& progress);
 
 }  // namespace trove

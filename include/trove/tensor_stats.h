@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -54,6 +55,10 @@ struct StatsOptions {
   // Run each worker's reads under RunGuardingTruncation (trove/shared_bytes.h): a file truncated
   // meanwhile becomes an Error instead of SIGBUS. For short-lived programs only (see there).
   bool guard_truncation = false;
+  // Called with (bytes swept so far, bytes to sweep: each tensor's walked bytes, twice with exact
+  // histograms) as chunks complete, as WriteOptions::progress is (core/progress.h: at most once
+  // per 4 MiB and once at the end, never two calls at once); empty: never.
+  std::function<void(uint64_t, uint64_t)> progress;
 };
 
 struct Histogram {

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -126,7 +127,10 @@ class ZipReader {
     bool matches = false;
     std::exception_ptr error;  // what CheckCrc would have thrown
   };
-  std::vector<CrcCheck> CheckCrcs(const std::vector<ZipEntry>& entries) const;
+  // `checked` (when given) is told the compressed bytes of each piece as it is done, from the
+  // worker threads, possibly at once.
+  std::vector<CrcCheck> CheckCrcs(const std::vector<ZipEntry>& entries,
+                                  const std::function<void(uint64_t bytes)>& checked = {}) const;
   // Everything the constructor tolerated but a scanner should report (data-descriptor flags, local
   // headers with zero sizes, extra bytes between entries, a comment, ...).
   const std::vector<ZipProblem>& anomalies() const { return anomalies_; }

@@ -79,7 +79,11 @@ void AddIoOption(CLI::App* command);
 // inert data), one line on stderr naming the classes: "trove: warning: PATH: ...".
 Document OpenWarning(const std::string& path, const ReadOptions& options);
 
+// `--no-pager`: the command's output is not paged (cli/pager.h) even when taller than the terminal.
+void AddNoPagerFlag(CLI::App* command, bool& no_pager);
+
 // True when stdout is a terminal (aligned, coloured-free tables); false for pipes and files.
+// While a pager captures stdout (cli/pager.h), true of the terminal it pages to.
 bool StdoutIsTerminal();
 
 }  // namespace trove::cli

@@ -18,6 +18,7 @@
 #include "formats/format_registry.h"
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
+#include "cli/pager.h"
 #include "cli/progress.h"
 #include "cli/table.h"
 #include "core/display_escape.h"
@@ -267,7 +268,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static std::string sort = "change";
   static uint64_t top = 0;
   static std::vector<std::string> diff_keys, diff_exclude, strip_both, strip_a, strip_b;
-  static bool ignore_dtype = false, diff_stat = false, name_only = false, diff_tsv = false;
+  static bool ignore_dtype = false, diff_stat = false, name_only = false, diff_tsv = false, no_pager = false;
   auto* diff = app.add_subcommand("diff", "Compare two files in any formats (exit 1 when they differ)");
   diff->add_option("a", a_path, "First file")->required();
   diff->add_option("b", b_path, "Second file")->required();
@@ -287,6 +288,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   names_flag->excludes(tsv_flag);
   AddThreadsOption(diff);
   AddIoOption(diff);
+  AddNoPagerFlag(diff, no_pager);
   diff->add_option("--top", top, "Show only the first N rows after sorting (and say how many were left out)");
   diff->add_option("--keys", diff_keys, "Compare only tensors whose key path matches (glob; repeatable)");
   diff->add_option("--exclude", diff_exclude, "Leave out the tensors whose key path matches (glob; repeatable)");
@@ -324,10 +326,14 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       };
     }
     DiffReport r;
-    RunGuardingTruncation([&] {
-      Document a = OpenWarning(a_path, o.read), b = OpenWarning(b_path, o.read);
-      r = Diff(a, b, o);
-    });
+    {
+      Progress progress(!json);  // erased before the table
+      o.progress = progress.Callback();
+      RunGuardingTruncation([&] {
+        Document a = OpenWarning(a_path, o.read), b = OpenWarning(b_path, o.read);
+        r = Diff(a, b, o);
+      });
+    }
     if (r.tensors_skipped > 0 && r.tensors.empty() && r.only_in_a.empty() && r.only_in_b.empty())
       Fail(ErrorCode::kUsage, NothingSelectedText(diff_keys, diff_exclude, r.tensors_skipped) + " in either file");
     // Categories, one per common tensor.
@@ -389,6 +395,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
       if (t.l2 == 0) return 0.0;
       return t.l2_a > 0 ? Json(t.l2 / t.l2_a) : Json(nullptr);
     };
+    OutputPager pager(!json && !no_pager);
     if (json) {
       Json j = Envelope("diff");
       j["a"] = a_path;

@@ -8,16 +8,21 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "core/count_text.h"
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
+#include "cli/pager.h"
+#include "cli/progress.h"
 #include "cli/suggest.h"
 #include "cli/table.h"
 #include "cli/tensor_slice.h"
@@ -151,39 +156,65 @@ std::string KeyPrefix(const std::string& key, int depth) {
 // A Hugging Face config.json is small; anything larger is not one and is not read.
 constexpr uintmax_t kMaxModelConfigBytes = 1 << 20;
 
+// The config.json keys that info shows first, in the order people look for them, with their
+// labels for the text output.
+constexpr std::pair<const char*, const char*> kModelConfigKeys[] = {
+    {"architecture", "architectures"}, {"model type", "model_type"},   {"hidden size", "hidden_size"},
+    {"layers", "num_hidden_layers"},   {"heads", "num_attention_heads"}, {"kv heads", "num_key_value_heads"},
+    {"vocab", "vocab_size"},           {"dtype", "torch_dtype"}};
+
 // The key facts of the config.json beside a model (in its directory, or the directory the file is
-// in), as label and value, in the order people look for them; none when there is no such file or
-// it is not a JSON object. Its values are the file's text: they are shown escaped.
-std::vector<std::pair<std::string, std::string>> ModelConfigFacts(const std::string& model_path) {
+// in), under the file's own key names with the file's values (a multimodal config's text_config
+// supplying those it holds alone); null when there is no such file or it is not a JSON object,
+// and a fact the file lacks (or gives as null) is left out. info --json's "config".
+Json ModelConfigJson(const std::string& model_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
   const fs::path config = (dir.empty() ? fs::path(".") : dir) / "config.json";
-  if (!fs::is_regular_file(config, ec) || fs::file_size(config, ec) > kMaxModelConfigBytes || ec) return {};
+  if (!fs::is_regular_file(config, ec) || fs::file_size(config, ec) > kMaxModelConfigBytes || ec) return nullptr;
   std::ifstream in(config, std::ios::binary);
   const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return {};
+  if (!j.is_object()) return nullptr;
   // Multimodal configs keep the language model's numbers in text_config.
   const Json* text = j.contains("text_config") && j["text_config"].is_object() ? &j["text_config"] : nullptr;
-  auto fact = [&](const char* key) -> std::string {
+  Json facts = Json::object();
+  for (const auto& [label, key] : kModelConfigKeys) {
     const Json* v = j.contains(key) ? &j[key] : text && text->contains(key) ? &(*text)[key] : nullptr;
-    if (v == nullptr || v->is_null()) return "";
-    if (v->is_string()) return v->get<std::string>();
-    if (v->is_array()) {
-      std::string list;
-      for (const auto& item : *v) list += (list.empty() ? "" : ", ") + (item.is_string() ? item.get<std::string>() : item.dump());
-      return list;
-    }
-    return v->dump();
-  };
-  std::vector<std::pair<std::string, std::string>> facts;
-  for (const auto& [label, key] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"architecture", "architectures"}, {"model type", "model_type"}, {"hidden size", "hidden_size"},
-           {"layers", "num_hidden_layers"}, {"heads", "num_attention_heads"}, {"kv heads", "num_key_value_heads"},
-           {"vocab", "vocab_size"}, {"dtype", "torch_dtype"}}) {
-    if (std::string v = fact(key); !v.empty()) facts.emplace_back(label, std::move(v));
+    if (v != nullptr && !v->is_null()) facts[key] = *v;
   }
   return facts;
+}
+
+// The same facts as label and value for the text output; none without a config.json. Its values
+// are the file's text: they are shown escaped.
+std::vector<std::pair<std::string, std::string>> ModelConfigFacts(const Json& config) {
+  std::vector<std::pair<std::string, std::string>> facts;
+  if (!config.is_object()) return facts;
+  for (const auto& [label, key] : kModelConfigKeys) {
+    if (!config.contains(key)) continue;
+    const Json& v = config[key];
+    std::string text;
+    if (v.is_string()) {
+      text = v.get<std::string>();
+    } else if (v.is_array()) {
+      for (const auto& item : v) text += (text.empty() ? "" : ", ") + (item.is_string() ? item.get<std::string>() : item.dump());
+    } else {
+      text = v.dump();
+    }
+    if (!text.empty()) facts.emplace_back(label, std::move(text));
+  }
+  return facts;
+}
+
+// The shard file holding a tensor of a sharded checkpoint: its storage key is the shard's name
+// (a .safetensors shard) or the shard's name, ':' and the storage's record (a .bin shard);
+// `shards` are the document's records, one per shard.
+std::string ShardOf(const std::unordered_set<std::string>& shards, const TensorView& v) {
+  if (shards.count(v.storage_key)) return v.storage_key;
+  const size_t colon = v.storage_key.rfind(':');
+  if (colon != std::string::npos && shards.count(v.storage_key.substr(0, colon))) return v.storage_key.substr(0, colon);
+  return v.storage_key;
 }
 
 void PrintInfo(const Document& doc, const InfoOptions& o) {
@@ -210,6 +241,12 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     std::vector<std::string> verbatim = VerbatimNames(keys);
     for (size_t i = 0; i < doc.tensors.size(); ++i) names.emplace(&doc.tensors[i], std::move(verbatim[i]));
   }
+  // A sharded checkpoint names each tensor's storage by its shard (formats/safetensors/
+  // sharded_reader.h): the table's column and --json's "shard" say so.
+  const bool sharded = doc.format.starts_with("sharded ");
+  std::unordered_set<std::string> shards;
+  if (sharded)
+    for (const auto& r : doc.records) shards.insert(r.name);
   if (o.json) {
     // Written as j.dump(2) would write the whole document, but one record and one tensor at a
     // time: the document of a wide tree would take ~6 kB per leaf, several times its index.
@@ -219,6 +256,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     out.Member("format", doc.format);
     out.Member("path", doc.path);
     out.Member("file_size", doc.file_size);
+    out.Member("config", ModelConfigJson(doc.path));
     Json props = Json::object();
     for (const auto& [k, v] : doc.properties) props[k] = PropertyJson(v);
     out.Member("properties", props);
@@ -241,6 +279,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
                    {"byte_order", v.byte_order == ByteOrder::kBig ? "big" : "little"}, {"requires_grad", v.requires_grad},
                    {"parameter", v.is_parameter}, {"has_data", v.has_data}, {"readable", Info(v.dtype).readable}};
       if (v.quantizer) tensor["quantizer"] = QuantizerJson(*v.quantizer, false);
+      if (sharded) tensor["shard"] = ShardOf(shards, v);
       out.Element(tensor);
     }
     out.EndArray();
@@ -256,7 +295,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
   auto size = [&](uint64_t n) { return tty ? HumanBytes(n) : std::to_string(n); };
   std::cout << EscapeForDisplay(doc.path) << ": " << EscapeForDisplay(doc.format) << ", " << Thousands(doc.file_size) << " bytes"
             << (tty && doc.file_size >= 1024 ? " (" + HumanBytes(doc.file_size) + ")" : std::string()) << '\n';
-  if (const auto facts = ModelConfigFacts(doc.path); !facts.empty()) {
+  if (const auto facts = ModelConfigFacts(ModelConfigJson(doc.path)); !facts.empty()) {
     std::cout << "config.json\n";
     for (const auto& [label, value] : facts)
       std::cout << "  " << fmt::format("{:<18} ", label) << EscapeForDisplay(value, DisplayEscape::kLine) << '\n';
@@ -320,9 +359,6 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     }
     prefixes.Print(std::cout, aligned);
   } else {
-    // A sharded checkpoint names each tensor's storage by its shard (formats/safetensors/
-    // sharded_reader.h): the column says so.
-    const bool sharded = doc.format.starts_with("sharded ");
     Table tensors({"key", "dtype", "shape", "bytes", sharded ? "shard" : "storage", "shared", "view"});
     for (const NamedTensor* t : listed) {
       const TensorView& v = *t->view;
@@ -580,6 +616,8 @@ struct CatOptions {
   bool raw = false, json = false, allow_expand = false, full = false, dequantize = false;
   uint64_t head = 0;  // 0: not asked
   int precision = 0;  // significant digits of floats shown to people; 0: every digit of the dtype
+  // --raw: told the bytes of each piece written (the progress line of a large file).
+  std::function<void(uint64_t bytes)> raw_written;
 };
 
 // The width cat wraps a row of a tensor at: the terminal's, else 80 (numpy's 75 plus its margin).
@@ -641,6 +679,7 @@ void CatTensor(const std::string& key, const TensorView& v, const CatOptions& o,
         if (!truncated.empty()) FailChangedWhileRead(truncated);
         Fail(ErrorCode::kIo, "writing to stdout failed");
       }
+      if (o.raw_written) o.raw_written(n);
     });
     if (std::fflush(stdout) != 0) Fail(ErrorCode::kIo, "writing to stdout failed");
     return;
@@ -776,6 +815,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   static bool json = false;
   static PolicyFlags info_policy, cat_policy;
   static std::vector<std::string> paths;
+  static bool no_pager = false;
 
   auto* info = app.add_subcommand("info", "Show a file's format, records, tensors and values (metadata only)");
   info->add_option("path", path, "File or tensordict directory")->required();
@@ -792,12 +832,15 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 17));
   info->add_flag("--tsv", info_options.tsv, "Tables as tab-separated lines for scripts (else aligned, terminal or not)");
   AddPolicyFlags(info, info_policy);
+  AddNoPagerFlag(info, no_pager);
   info->footer("Examples:\n  trove info model.pt\n  trove info model.pt --sort size --keys 'model/**'\n"
                "  trove info model.pt --depth 2\n  trove info model.pt --json | jq '.tensors[].key'");
   info->callback([exit_code] {
     ReadOptions opts;
     opts.pickle_policy = info_policy.policy();
-    PrintInfo(OpenWarning(path, opts), info_options);
+    const Document doc = OpenWarning(path, opts);
+    OutputPager pager(!info_options.json && !no_pager);
+    PrintInfo(doc, info_options);
     *exit_code = kExitOk;
   });
 
@@ -822,6 +865,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   cat->add_flag("--force", force, "--raw: write binary bytes to a terminal anyway");
   AddPolicyFlags(cat, cat_policy);
   AddIoOption(cat);
+  AddNoPagerFlag(cat, no_pager);
   cat->add_flag("--allow-expand", cat_options.allow_expand,
                 "--raw/--json/--full: print views far larger than their stored bytes (stride 0, or a compressed storage inflating like a bomb) whole");
   cat->footer("Examples:\n  trove cat model.pt lin.weight\n  trove cat ck.pt epoch optimizer/param_groups/0/lr config\n"
@@ -839,8 +883,24 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     for (const auto& k : keys) {  // every key resolved before any output
       for (CatItem& item : ResolveCatKey(doc, k)) items.push_back(std::move(item));
     }
+    OutputPager pager(!cat_options.json && !cat_options.raw && !no_pager);
+    // --raw streams whole tensors (to a file or a pipe): their bytes are the progress line's.
+    std::optional<Progress> progress;
+    uint64_t raw_total = 0, raw_done = 0;
+    std::function<void(uint64_t, uint64_t)> shown;
+    if (cat_options.raw) {
+      for (const CatItem& item : items) raw_total += item.tensor ? item.tensor->nbytes() : 0;
+      progress.emplace();
+      shown = progress->Callback();
+    }
     for (const CatItem& item : items) {
       CatOptions o = cat_options;
+      if (shown) {
+        o.raw_written = [&](uint64_t bytes) {
+          raw_done += bytes;
+          shown(raw_done, raw_total);
+        };
+      }
       // --dequantize names what to do with quantized tensors; a glob's other tensors print as they are.
       if (item.from_glob && item.tensor && Info(item.tensor->dtype).readable) o.dequantize = false;
       if (item.tensor) CatTensor(item.key, *item.tensor, o);
@@ -865,11 +925,17 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     bool any_problem = false;
     Json files = Json::array();
     for (const auto& p : paths) {
-      CheckReport r = Verify(p);
+      CheckReport r;
+      std::vector<FileDigest> digests;
+      {
+        Progress progress(!json);  // erased before the file's lines
+        VerifyOptions options;
+        options.progress = progress.Callback();
+        r = Verify(p, options);
+        if (sha256) digests = Sha256Files(p, progress.Callback());
+      }
       const size_t problems = Problems(r);
       any_problem |= problems > 0;
-      std::vector<FileDigest> digests;
-      if (sha256) digests = Sha256Files(p);
       if (json) {
         Json j{{"path", r.path}, {"format", r.format}, {"ok", problems == 0}, {"entries_checked", r.entries_checked},
                {"bytes_checked", r.bytes_checked}, {"bytes_without_checksum", r.bytes_without_checksum},

@@ -3,23 +3,35 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iostream>
 
 #include "cli/escaped_output.h"
 
 namespace trove::cli {
 
-Progress::Progress() {
-  if (::isatty(STDERR_FILENO)) thread_ = std::thread([this] { Run(); });
+Progress::Progress(bool shown) {
+  if (shown && ::isatty(STDERR_FILENO)) thread_ = std::thread([this] { Run(); });
 }
 
-Progress::~Progress() {
+Progress::~Progress() { End(); }
+
+void Progress::End() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+double Progress::Seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+}
+
+void PrintClosingLine(const std::string& text, double seconds) {
+  if (::isatty(STDERR_FILENO)) std::cerr << text << fmt::format(" in {:.1f} s", seconds) << '\n';
 }
 
 std::function<void(uint64_t, uint64_t)> Progress::Callback() {
@@ -31,13 +43,21 @@ std::function<void(uint64_t, uint64_t)> Progress::Callback() {
 
 void Progress::Run() {
   using namespace std::chrono;
-  const auto t0 = steady_clock::now();
+  // A command of several steps (report: statistics, then the comparison) starts each with a new
+  // total: the rate and time left are of the current step.
+  auto step_start = started_;
+  uint64_t step_total = 0;
   bool shown = false;
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, milliseconds(250), [this] { return stop_; })) {
-    const double secs = duration<double>(steady_clock::now() - t0).count();
+    const auto now = steady_clock::now();
     const uint64_t total = total_.load(std::memory_order_relaxed);
-    if (secs < 1.0 || total == 0) continue;
+    if (total != step_total) {
+      if (step_total != 0) step_start = now;
+      step_total = total;
+    }
+    if (duration<double>(now - started_).count() < 1.0 || total == 0) continue;
+    const double secs = std::max(duration<double>(now - step_start).count(), 0.25);
     const uint64_t done = std::min(done_.load(std::memory_order_relaxed), total);
     const double rate = done / secs;
     const double left = rate > 0 ? (total - done) / rate : 0;

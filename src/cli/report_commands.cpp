@@ -14,9 +14,12 @@
 #include <string_view>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/report_page.h"
 #include "cli/stats_report.h"
 #include "cli/json_output.h"
+#include "core/count_text.h"
+#include "core/display_escape.h"
 #include "trove/diff.h"
 #include "trove/error.h"
 #include "trove/open.h"
@@ -146,15 +149,23 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
     options.threads = threads;
     options.guard_truncation = true;
     Json data{{"schema_version", 1}, {"generator", std::string("trove ") + kVersion}};
+    Progress progress;  // erased before the closing line
+    options.progress = progress.Callback();
+    size_t tensors = 0;
+    uint64_t bytes = 0;
     RunGuardingTruncation([&] {
       Document a = OpenWarning(a_path, read);
       std::vector<const NamedTensor*> all;
       for (const auto& t : a.tensors) all.push_back(&t);
-      data["a"] = FileJson(a, ComputeStatsReport(a, all, options));
+      const StatsReport stats = ComputeStatsReport(a, all, options);
+      tensors = a.tensors.size();
+      for (const auto& [dtype, n] : stats.bytes_by_dtype) bytes += n;
+      data["a"] = FileJson(a, stats);
       if (!b_path.empty()) {
         Document b = OpenWarning(b_path, read);
         DiffOptions diff;
         diff.read = read;
+        diff.progress = progress.Callback();
         data["diff"] = DiffJson(b, Diff(a, b, diff));
       }
     });
@@ -166,6 +177,10 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
     const size_t rest = mark + kReportDataMark.size();
     out.Write(page.data() + rest, page.size() - rest);
     out.Commit();
+    progress.End();
+    PrintClosingLine("wrote " + EscapeForDisplay(output) + ": " + Thousands(tensors) + (tensors == 1 ? " tensor, " : " tensors, ") +
+                         HumanBytes(bytes) + (b_path.empty() ? "" : " compared with " + EscapeForDisplay(b_path)),
+                     progress.Seconds());
     *exit_code = kExitOk;
   });
 }

@@ -14,6 +14,8 @@
 #include "core/count_text.h"
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
+#include "cli/pager.h"
+#include "cli/progress.h"
 #include "cli/stats_report.h"
 #include "cli/suggest.h"
 #include "cli/table.h"
@@ -286,7 +288,7 @@ void PrintFiniteCheck(const StatsReport& r) {
 void AddStatsCommands(CLI::App& app, int* exit_code) {
   static std::string path;
   static std::vector<std::string> keys, globs;
-  static bool json = false, check_finite = false, tsv = false;
+  static bool json = false, check_finite = false, tsv = false, no_pager = false;
   static int precision = 4;
   static PolicyFlags policy;
   static uint32_t bins = 0, threads = 0;
@@ -307,6 +309,7 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
   stats->add_option("--threads", threads, "Threads to use (default 0: every core)")->check(ThreadCountCheck());
   AddIoOption(stats);
   AddPolicyFlags(stats, policy);
+  AddNoPagerFlag(stats, no_pager);
   stats->footer(
       "Figures are float64 over the finite values (complex: magnitudes; bool: 0/1) and match numpy's;\n"
       "NaN and Inf are counted, never averaged. Tensors shared by several keys are read once.\n"
@@ -327,11 +330,16 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
     options.guard_truncation = true;
     Document doc;  // the rows' views live in it
     StatsReport r;
-    // A file truncated by another program while we read it: an error, not a SIGBUS death.
-    RunGuardingTruncation([&] {
-      doc = OpenWarning(path, read);
-      r = ComputeStatsReport(doc, Select(doc, keys, globs), options);
-    });
+    {
+      Progress progress(!json);  // erased before the table
+      options.progress = progress.Callback();
+      // A file truncated by another program while we read it: an error, not a SIGBUS death.
+      RunGuardingTruncation([&] {
+        doc = OpenWarning(path, read);
+        r = ComputeStatsReport(doc, Select(doc, keys, globs), options);
+      });
+    }
+    OutputPager pager(!json && !no_pager);
     if (json) PrintJson(ExactStdout(), StatsReportJson(r, bins > 0));
     else if (check_finite) PrintFiniteCheck(r);
     else PrintReport(r, bins > 0, precision, tsv);

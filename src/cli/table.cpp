@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "cli/pager.h"
 #include "core/display_escape.h"
 
 namespace trove::cli {
@@ -30,7 +31,7 @@ std::string ElideMiddle(const std::string& s, size_t width) {
 
 size_t TerminalColumns() {
   struct winsize size {};
-  if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (::isatty(StdoutTerminalFd()) && ::ioctl(StdoutTerminalFd(), TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
   if (const char* columns = std::getenv("COLUMNS")) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(columns, &end, 10);
@@ -40,7 +41,7 @@ size_t TerminalColumns() {
 }
 
 bool StdoutTakesColour() {
-  if (!::isatty(STDOUT_FILENO)) return false;
+  if (!::isatty(StdoutTerminalFd())) return false;
   const char* no_colour = std::getenv("NO_COLOR");
   if (no_colour != nullptr && *no_colour != '\0') return false;
   const char* term = std::getenv("TERM");

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/escaped_output.h"
+#include "cli/pager.h"
 #include "cli/suggest.h"
 #include "core/display_escape.h"
 #include "trove/threads.h"
@@ -20,7 +21,7 @@
 
 namespace trove::cli {
 
-bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
+bool StdoutIsTerminal() { return ::isatty(StdoutTerminalFd()) == 1; }
 
 void SetUpProcess() {
   InstallWriteSignalHandlers();
@@ -32,6 +33,12 @@ void SetUpProcess() {
     limit.rlim_cur = limit.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &limit);
   }
+}
+
+void AddNoPagerFlag(CLI::App* command, bool& no_pager) {
+  command->add_flag("--no-pager", no_pager,
+                    "Print to the terminal directly (output taller than the terminal otherwise goes through "
+                    "$TROVE_PAGER, $PAGER or less)");
 }
 
 void AddPolicyFlags(CLI::App* command, PolicyFlags& flags) {

@@ -4,11 +4,13 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "core/display_escape.h"
 #include "core/float_text.h"
+#include "core/progress.h"
 #include "core/worker_pool.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
@@ -139,7 +141,9 @@ bool SameElements(const TensorView& a, const TensorView& b) {
   return true;
 }
 
-void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, TensorDiff& d) {
+// `progress` gets `weight` bytes (A's stored bytes) in all, spread over the windows compared.
+void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, TensorDiff& d, ProgressReporter& progress,
+             uint64_t weight) {
   const size_t es = ElementSize(a.dtype), es_b = ElementSize(b.dtype);
   const uint64_t n = static_cast<uint64_t>(a.numel());
   const bool same_dtype = a.dtype == b.dtype;
@@ -147,6 +151,7 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
   std::vector<uint8_t> wb(static_cast<size_t>(std::min(n, kDiffWindowElements) * es_b));
   d.identical = same_dtype && SameElements(a, b);
   if (d.identical || n == 0) {
+    progress.Add(weight);
     d.within_tolerance = true;
     // ||a||_2 is still reported for relative figures: zero difference needs no pass over a.
     return;
@@ -163,6 +168,9 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
       const uint64_t count = std::min(kDiffWindowElements, n - i);
       ra.Read(count, wa.data());
       rb.Read(count, wb.data());
+      if (progress.active()) {
+        progress.Add(static_cast<uint64_t>(static_cast<double>(weight) * static_cast<double>(count) / static_cast<double>(n)));
+      }
     }
     const uint64_t w = i % kDiffWindowElements;
     ElementValue x = DecodeElement(a.dtype, wa.data() + w * es), y = DecodeElement(b.dtype, wb.data() + w * es_b);
@@ -231,6 +239,7 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
   for (const auto& [key, view] : tensors_b) in_b.emplace(key, view);
   std::unordered_map<std::string, bool> seen_in_a;
   std::vector<std::pair<size_t, std::function<void()>>> comparisons;  // (tensor, its comparison)
+  std::optional<ProgressReporter> reporter;  // made once bytes_compared is known, before any comparison runs
   for (const auto& [key, view] : tensors_a) {
     seen_in_a.emplace(key, true);
     auto it = in_b.find(key);
@@ -262,18 +271,23 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
       d.comparable = fa.shape == fb.shape;
       d.elements = static_cast<uint64_t>(fa.numel());
       if (d.comparable) {
-        comparisons.push_back({index, [&r, &options, index, same_blocks, pa = &va, pb = &vb, fa = std::move(fa), fb = std::move(fb)] {
+        comparisons.push_back({index, [&r, &options, &reporter, index, same_blocks, pa = &va, pb = &vb, fa = std::move(fa), fb = std::move(fb)] {
           TensorDiff& t = r.tensors[index];
-          if (same_blocks && SameElements(*pa, *pb)) t.identical = t.within_tolerance = true;
-          else Compare(fa, fb, options, t);
+          if (same_blocks && SameElements(*pa, *pb)) {
+            t.identical = t.within_tolerance = true;
+            reporter->Add(pa->nbytes());
+          } else {
+            Compare(fa, fb, options, t, *reporter, pa->nbytes());
+          }
         }});
         r.bytes_compared += va.nbytes();
       }
     } else if (d.comparable && same_blocks) {
       // Blocks trove does not dequantize: the same blocks or not.
-      comparisons.push_back({index, [&r, index, pa = &va, pb = &vb] {
+      comparisons.push_back({index, [&r, &reporter, index, pa = &va, pb = &vb] {
         TensorDiff& t = r.tensors[index];
         t.identical = t.within_tolerance = SameElements(*pa, *pb);
+        reporter->Add(pa->nbytes());
       }});
       r.bytes_compared += va.nbytes();
     } else if (d.comparable) {
@@ -281,15 +295,19 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
         d.within_tolerance = !va.has_data && !vb.has_data;
         d.identical = d.within_tolerance && va.dtype == vb.dtype;
       } else {
-        comparisons.push_back({index, [&r, &options, index, pa = &va, pb = &vb] { Compare(*pa, *pb, options, r.tensors[index]); }});
+        comparisons.push_back({index, [&r, &options, &reporter, index, pa = &va, pb = &vb] {
+          Compare(*pa, *pb, options, r.tensors[index], *reporter, pa->nbytes());
+        }});
         r.bytes_compared += va.nbytes();
       }
     }
     r.tensors.push_back(std::move(d));
   }
+  reporter.emplace(options.progress, r.bytes_compared);
   RunPieces(comparisons.size(), [&](uint64_t k) {
     WithContext("tensor '" + r.tensors[comparisons[k].first].key + "'", comparisons[k].second);
   });
+  reporter->Finish();
   for (const auto& [key, view] : tensors_b)
     if (!seen_in_a.count(key)) r.only_in_b.push_back(key);
   auto la = ValueLeaves(a.root, options.strip_prefix_a), lb = ValueLeaves(b.root, options.strip_prefix_b);

@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/progress.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
 
@@ -1100,6 +1101,21 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, 
   auto tensor_of = [&](uint64_t item) {
     return static_cast<size_t>(std::upper_bound(first_item.begin(), first_item.end(), item) - first_item.begin() - 1);
   };
+  // The bytes a chunk of a tensor's walk covers (a serial walk is one chunk of everything).
+  auto chunk_bytes = [&](size_t t, uint64_t chunk) -> uint64_t {
+    const Walk& w = accs[t].walk;
+    if (w.serial) return w.elements * w.esize;
+    const uint64_t first = chunk * w.chunk_elements;
+    return first >= w.elements ? 0 : std::min(w.chunk_elements, w.elements - first) * w.esize;
+  };
+  uint64_t sweep_bytes = 0;
+  if (options.progress) {
+    for (size_t t = 0; t < views.size(); ++t) {
+      const uint64_t sweeps = (first_item[t + 1] - first_item[t]) / std::max<uint64_t>(1, accs[t].walk.chunks);
+      sweep_bytes += accs[t].walk.elements * accs[t].walk.esize * sweeps;
+    }
+  }
+  ProgressReporter progress(options.progress, sweep_bytes);
   std::mutex merge_mutex;
   thread_local std::vector<double> values;
   thread_local std::vector<uint32_t> bucket_table;  // a chunk's bucket counts (zero between chunks)
@@ -1116,6 +1132,13 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, 
     const size_t t = tensor_of(item);
     Accumulator& acc = accs[t];
     uint64_t chunk = item - first_item[t];
+    struct Reported {  // the chunk's bytes, once it is done however it ends
+      ProgressReporter& progress;
+      uint64_t bytes;
+      ~Reported() noexcept(false) {  // the callback may throw, as a writer's may
+        if (progress.active() && std::uncaught_exceptions() == 0) progress.Add(bytes);
+      }
+    } reported{progress, progress.active() ? chunk_bytes(t, chunk % std::max<uint64_t>(1, acc.walk.chunks)) : 0};
     values.resize(kBlockValues);
     if (chunk < acc.walk.chunks) {
       Extremes e;
@@ -1175,6 +1198,7 @@ std::vector<TensorStats> ComputeStats(std::span<const TensorView* const> given, 
     binned.notify_all();
   });
 
+  progress.Finish();
   std::vector<TensorStats> out(views.size());
   for (size_t i = 0; i < views.size(); ++i) {
     const Accumulator& acc = accs[i];

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/confined_directory.h"
+#include "core/progress.h"
 #include "formats/format_registry.h"
 #include "formats/pt/legacy_tar.h"
 #include "formats/pt/pt_checks.h"
@@ -21,7 +22,7 @@
 
 namespace trove {
 
-CheckReport VerifyDetected(const ops::Detection& d);
+CheckReport VerifyDetected(const ops::Detection& d, const VerifyOptions& options);
 CheckReport ScanDetected(const ops::Detection& d);
 
 namespace {
@@ -53,7 +54,7 @@ void CheckStructure(CheckReport& report, const ops::Detection& d,
 // opened by the rule for files a file names (core/confined_directory.h), each file once however
 // many names reach it, and a shard must be a .safetensors or torch.save file by content: an index
 // naming an index (itself, a cycle, a graph of them) is a finding, never a walk.
-CheckReport CheckShards(const ops::Detection& d, CheckReport (*check)(const ops::Detection&)) {
+CheckReport CheckShards(const ops::Detection& d, const std::function<CheckReport(const ops::Detection&)>& check) {
   CheckReport report;
   report.path = d.path;
   report.format = std::string(FormatName(Format::kShardedIndex));
@@ -138,12 +139,14 @@ bool IsZipContainer(Format format) {
 
 }  // namespace
 
-CheckReport VerifyDetected(const ops::Detection& d) {
+CheckReport VerifyDetected(const ops::Detection& d, const VerifyOptions& options) {
   CheckReport report;
   report.path = d.path;
   const Format format = d.format;
   report.format = std::string(FormatName(format));
-  if (format == Format::kShardedIndex) return CheckShards(d, VerifyDetected);
+  if (format == Format::kShardedIndex) {
+    return CheckShards(d, [&](const ops::Detection& shard) { return VerifyDetected(shard, options); });
+  }
   if (format == Format::kUnknown) ops::OpenDetected(d, {});  // throws what the file is instead
   if (CodeFileNotZip(report, d)) return report;
   const FormatDriver* driver = FindFormatDriver(format);
@@ -158,7 +161,13 @@ CheckReport VerifyDetected(const ops::Detection& d) {
       report.Add(Severity::kHigh, p.entry, p.offset, "zip readers disagree: " + p.message);
     }
     for (const auto& r : zip->refused_entries()) report.Add(Severity::kHigh, r.entry, r.offset, r.message);
-    const std::vector<ZipReader::CrcCheck> crcs = zip->CheckCrcs(zip->entries());
+    uint64_t crc_bytes = 0;
+    for (const ZipEntry& e : zip->entries()) crc_bytes += e.compressed_size;
+    ProgressReporter progress(options.progress, crc_bytes);
+    std::function<void(uint64_t)> checked;
+    if (progress.active()) checked = [&](uint64_t bytes) { progress.Add(bytes); };
+    const std::vector<ZipReader::CrcCheck> crcs = zip->CheckCrcs(zip->entries(), checked);
+    progress.Finish();
     for (size_t i = 0; i < crcs.size(); ++i) {
       const ZipEntry& e = zip->entries()[i];
       report.entries_checked++;
@@ -339,7 +348,11 @@ CheckReport ScanDetected(const ops::Detection& d) {
   return report;
 }
 
-CheckReport Verify(const std::string& path) { return VerifyDetected(ops::Detect(path)); }
+CheckReport Verify(const std::string& path) { return VerifyDetected(ops::Detect(path), {}); }
+
+CheckReport Verify(const std::string& path, const VerifyOptions& options) {
+  return VerifyDetected(ops::Detect(path), options);
+}
 
 CheckReport Scan(const std::string& path) { return ScanDetected(ops::Detect(path)); }
 

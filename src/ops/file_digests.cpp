@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/confined_directory.h"
+#include "core/progress.h"
 #include "core/worker_pool.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -36,7 +37,7 @@ std::string Hex(const unsigned char* digest, unsigned int size) {
   return out;
 }
 
-FileDigest DigestOf(ConfinedFile file, std::string shown) {
+FileDigest DigestOf(ConfinedFile file, std::string shown, ProgressReporter& progress) {
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
     throw Error(ErrorCode::kIo, "sha256: OpenSSL could not start a digest").SetFile(shown);
@@ -56,6 +57,7 @@ FileDigest DigestOf(ConfinedFile file, std::string shown) {
     }
     EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(n));
     done += static_cast<uint64_t>(n);
+    progress.Add(static_cast<uint64_t>(n));
   }
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
@@ -96,33 +98,48 @@ void ListDirectory(const std::string& path, std::vector<PendingFile>& out) {
 // The files of a directory (and its subdirectories) in name order, hashed on the worker threads
 // (one file each at a time: a digest is sequential); a file is opened only when hashed, so the
 // descriptors in use are one per thread however many files there are.
-void DigestDirectory(const std::string& path, std::vector<FileDigest>& out) {
+void DigestDirectory(const std::string& path, std::vector<FileDigest>& out, const ProgressReporter::Callback& callback) {
   std::vector<PendingFile> files;
   ListDirectory(path, files);
+  uint64_t total = 0;
+  if (callback) {
+    std::error_code ec;
+    for (const PendingFile& f : files) {
+      const uint64_t size = fs::is_regular_file(f.shown, ec) ? fs::file_size(f.shown, ec) : 0;
+      total += ec ? 0 : size;
+    }
+  }
+  ProgressReporter progress(callback, total);
   std::vector<std::optional<FileDigest>> digests(files.size());
   RunPieces(files.size(), [&](uint64_t k) {
     const PendingFile& f = files[k];
     try {
       std::optional<ConfinedFile> file = f.dir->OpenFile(f.name);
-      if (file) digests[k] = DigestOf(std::move(*file), f.shown);
+      if (file) digests[k] = DigestOf(std::move(*file), f.shown, progress);
     } catch (const Error& e) {
       // A link leading out of the directory, a FIFO, a socket: named, not read.
       digests[k] = FileDigest{f.shown, "", 0, e.message()};
     }
   });
+  progress.Finish();
   for (auto& d : digests)
     if (d) out.push_back(std::move(*d));
 }
 
 }  // namespace
 
-std::vector<FileDigest> Sha256Files(const std::string& path) {
+std::vector<FileDigest> Sha256Files(const std::string& path) { return Sha256Files(path, {}); }
+
+std::vector<FileDigest> Sha256Files(const std::string& path, const std::function<void(uint64_t, uint64_t)>& progress) {
   std::vector<FileDigest> out;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    DigestDirectory(path, out);
+    DigestDirectory(path, out, progress);
   } else {
-    out.push_back(DigestOf(OpenUserFile(path), path));
+    ConfinedFile file = OpenUserFile(path);
+    ProgressReporter reporter(progress, file.size);
+    out.push_back(DigestOf(std::move(file), path, reporter));
+    reporter.Finish();
   }
   return out;
 }

@@ -851,7 +851,8 @@ bool ZipReader::CheckCrc(const ZipEntry& entry) const {
 // entry of a few hundred MB splits across every thread.
 constexpr uint64_t kCrcPieceBytes = uint64_t{16} << 20;
 
-std::vector<ZipReader::CrcCheck> ZipReader::CheckCrcs(const std::vector<ZipEntry>& entries) const {
+std::vector<ZipReader::CrcCheck> ZipReader::CheckCrcs(const std::vector<ZipEntry>& entries,
+                                                      const std::function<void(uint64_t bytes)>& checked) const {
   struct Piece {
     size_t entry;
     uint64_t begin, length;
@@ -876,14 +877,15 @@ std::vector<ZipReader::CrcCheck> ZipReader::CheckCrcs(const std::vector<ZipEntry
     try {
       if (piece.length == 0) {
         out[piece.entry].matches = CheckCrc(e);
-        return;
+      } else {
+        uint32_t crc = 0;
+        Read(e).Slice(piece.begin, piece.length).Stream([&](const uint8_t* p, size_t n) { crc = Crc32(p, n, crc); });
+        piece.crc = crc;
       }
-      uint32_t crc = 0;
-      Read(e).Slice(piece.begin, piece.length).Stream([&](const uint8_t* p, size_t n) { crc = Crc32(p, n, crc); });
-      piece.crc = crc;
     } catch (const Error&) {
       errors[k] = std::current_exception();
     }
+    if (checked) checked(piece.length == 0 ? e.compressed_size : piece.length);
   });
   // Each split entry's CRC from its pieces, in order; the first error of an entry is its error.
   for (size_t k = 0; k < pieces.size();) {

@@ -202,7 +202,9 @@ def test_stat_and_name_only(trove, finetuned):
 
 
 def on_terminal(args, columns, env_extra=None):
-    """Runs trove on a pseudo-terminal of `columns` columns, as a person sees it."""
+    """Runs trove on a pseudo-terminal of `columns` columns and 50 rows, as a person sees it.
+    Output taller than that would start a pager: none unless `env_extra` names one (PAGER or
+    TROVE_PAGER), so that nothing waits for a key."""
     import fcntl
     import os
     import pty
@@ -214,8 +216,9 @@ def on_terminal(args, columns, env_extra=None):
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR", "PAGER", "TROVE_PAGER", "LESS")}
     env["TERM"] = "xterm-256color"
+    env["PAGER"] = "cat"
     env.update(env_extra or {})
     p = subprocess.Popen([os.path.join(conftest.BIN_DIR, "trove")] + [str(x) for x in args], stdout=slave,
                          stderr=slave, env=env)

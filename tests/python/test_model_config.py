@@ -50,3 +50,25 @@ def test_no_config_no_section(tmp_path, trove):
     write_model(tmp_path)
     r = trove("info", tmp_path / "model.safetensors")
     assert r.code == 0 and "config.json" not in r.text, r
+
+
+def test_info_json_has_the_config_facts(tmp_path, trove):
+    write_model(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
+    r = trove("info", tmp_path / "model.safetensors", "--json")
+    assert r.code == 0, r
+    facts = json.loads(r.out)["config"]
+    # The file's own keys and values (numbers stay numbers, architectures a list); what info
+    # does not show (rope_theta) is left out.
+    assert facts == {k: v for k, v in CONFIG.items() if k != "rope_theta"}, facts
+    # A multimodal config's language-model numbers come from text_config; exact text, not escaped.
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "x\x1b", "text_config": {"hidden_size": 8}}))
+    facts = json.loads(trove("info", tmp_path / "model.safetensors", "--json").out)["config"]
+    assert facts == {"model_type": "x\x1b", "hidden_size": 8}, facts
+
+
+def test_info_json_config_is_null_without_one(tmp_path, trove):
+    write_model(tmp_path)
+    assert json.loads(trove("info", tmp_path / "model.safetensors", "--json").out)["config"] is None
+    (tmp_path / "config.json").write_bytes(b"[1, 2]")
+    assert json.loads(trove("info", tmp_path / "model.safetensors", "--json").out)["config"] is None

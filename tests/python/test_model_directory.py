@@ -91,6 +91,23 @@ def test_info_of_a_sharded_checkpoint_has_a_shard_column(tmp_path, model_dir, tr
     assert any(line.split()[:5] == ["key", "dtype", "shape", "bytes", "storage"] for line in single.splitlines()), single
 
 
+def test_info_json_names_each_tensors_shard(tmp_path, model_dir, trove):
+    out = tmp_path / "out"
+    assert trove("convert", model_dir / "pytorch_model.bin", out, "--max-shard-size", "5KB").code == 0
+    info = json.loads(trove("info", out, "--json").out)
+    index = json.loads((out / "model.safetensors.index.json").read_text())["weight_map"]
+    assert {t["name"]: t["shard"] for t in info["tensors"]} == index and len(set(index.values())) > 1, info["tensors"]
+    # .bin shards: the shard file, not the storage record inside it.
+    bins = tmp_path / "bins"
+    assert trove("convert", model_dir / "pytorch_model.bin", bins, "--max-shard-size", "5KB", "--to", "pt").code == 0
+    info = json.loads(trove("info", bins, "--json").out)
+    index = json.loads(next(bins.glob("*.index.json")).read_text())["weight_map"]
+    assert {t["name"]: t["shard"] for t in info["tensors"]} == index, info["tensors"]
+    # A single file has no shards.
+    single = json.loads(trove("info", model_dir / "pytorch_model.bin", "--json").out)
+    assert all("shard" not in t for t in single["tensors"])
+
+
 def test_names_are_shown_verbatim_and_cat_takes_them_back(tmp_path, trove):
     import safetensors_spec
 
