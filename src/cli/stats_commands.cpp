@@ -308,13 +308,13 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
   AddIoOption(stats);
   AddPolicyFlags(stats, policy);
   stats->footer(
-      "Figures are float64 over the finite values (complex: magnitudes; bool: 0/1) and match numpy's;\n"
+      "Figures are float64 over the finite values (complex: magnitudes; bool: 0/1) and match numpy's; "
       "NaN and Inf are counted, never averaged. Tensors shared by several keys are read once.\n"
       "Examples:\n"
       "  trove stats model.pt\n"
       "  trove stats model.pt --keys 'encoder/**' --hist 20\n"
       "  trove stats model.pt 'blocks.*.attn.*' --precision 6\n"
-      "  trove stats model.pt --tsv > stats.tsv     (tab-separated, every digit: for scripts)\n"
+      "  trove stats model.pt --tsv > stats.tsv   (every digit, for scripts)\n"
       "  trove stats model.pt --json | jq '.summary.non_finite'\n"
       "  trove stats ckpt.pt --check-finite || echo 'NaN in the checkpoint'\n"
       "Exit status: 0, 1 with --check-finite when a tensor holds NaN or Inf, 2 error.");

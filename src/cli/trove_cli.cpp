@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/escaped_output.h"
+#include "cli/help_text.h"
 #include "cli/suggest.h"
 #include "core/display_escape.h"
 #include "trove/threads.h"
@@ -141,6 +143,8 @@ int TroveMain(int argc, char** argv) {
                "(PyTorch .pt/.pth/.bin/.ckpt, tensordict directories and .tdz archives, .psk.d files).\n"
                "Nothing in a file is ever executed."};
   app.name("trove");
+  // Before the commands are added: each takes its parent's formatter.
+  app.formatter(std::make_shared<HelpFormatter>());
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("trove ") + kVersion);
   app.footer(
