@@ -478,18 +478,22 @@ int Batches(const std::vector<std::string>& words) {
   Dataset data = Dataset::Open(args.positional);
   uint64_t samples = data.count();
   if (args.Has("--stride") && !args.Has("--windows")) Fail(ErrorCode::kUsage, "batches: --stride needs --windows");
+  uint64_t seq = 0, stride = 0;  // the windows view's T and S; 0: the stored samples
   if (args.Has("--windows")) {
     // The windows view of a token stream (docs/pskd.md, "Windows of a token stream"): window k
     // starts at token kS and needs T + 1 tokens, as lm-windows cuts them.
-    const uint64_t seq = Number("batches", "--windows", args.Get("--windows"));
-    const uint64_t stride = args.Has("--stride") ? Number("batches", "--stride", args.Get("--stride")) : seq;
+    seq = Number("batches", "--windows", args.Get("--windows"));
+    stride = args.Has("--stride") ? Number("batches", "--stride", args.Get("--stride")) : seq;
     if (seq == 0 || stride == 0) Fail(ErrorCode::kUsage, "batches: --windows and --stride must be at least 1");
     const SampleType& type = data.type();
     if (type.leaves.size() != 1 || type.leaves[0].kind != LeafKind::kIndex || !type.leaves[0].dims.empty()) {
       Fail(ErrorCode::kUsage, "batches: --windows reads a token stream, one idx[V][] sample a token (presk data tokens), "
                               "not samples of " + Shown(type.text));
     }
-    if (args.flags.count("--read")) Fail(ErrorCode::kUsage, "batches: --read loads stored samples; --windows indexes windows");
+    if (seq > kMaxWindowTokens) {
+      Fail(ErrorCode::kLimit, "batches: --windows " + std::to_string(seq) + " is above the cap of " +
+                                  std::to_string(kMaxWindowTokens) + " tokens a window (kMaxWindowTokens)");
+    }
     samples = samples <= seq ? 0 : (samples - seq - 1) / stride + 1;
   }
   Pipeline pipeline(samples, spec);
@@ -512,14 +516,32 @@ int Batches(const std::vector<std::string>& words) {
     BatchLoader loader(data);
     Batch batch;
     uint64_t bytes = 0, checksum = 0;
+    std::vector<uint64_t> tokens;  // the windows view: the batch's windows' tokens, T + 1 a window
     for (uint64_t start = 0; start < order.size(); start += spec.batch) {
       const std::span<const uint64_t> all(order);
       const uint64_t next = start + spec.batch;
-      loader.Load(all.subspan(start, spec.batch), batch, next < all.size() ? all.subspan(next, spec.batch) : all.subspan(0, 0));
-      for (const auto& leaf : batch.leaves) {
-        bytes += leaf.size();
-        if (!leaf.empty()) checksum += leaf.front() + leaf.back();
+      if (seq == 0) {
+        loader.Load(all.subspan(start, spec.batch), batch, next < all.size() ? all.subspan(next, spec.batch) : all.subspan(0, 0));
+        for (const auto& leaf : batch.leaves) {
+          bytes += leaf.size();
+          if (!leaf.empty()) checksum += leaf.front() + leaf.back();
+        }
+        continue;
       }
+      // Each window's T + 1 tokens are read once (as trove.data's windows view reads them); its
+      // inputs are the first T, its targets the last T: the summary is the one the file
+      // lm-windows would have written gives.
+      tokens.clear();
+      for (const uint64_t k : all.subspan(start, spec.batch))
+        for (uint64_t j = 0; j <= seq; ++j) tokens.push_back(k * stride + j);
+      loader.Load(tokens, batch);
+      const std::vector<uint8_t>& flat = batch.leaves.at(0);
+      const uint64_t item = flat.size() / tokens.size();  // bytes a token
+      const uint64_t half = spec.batch * seq * item;      // the inputs' bytes, and the targets'
+      bytes += 2 * half;
+      const uint64_t last_window = (spec.batch - 1) * (seq + 1) * item;
+      checksum += flat.front() + flat[last_window + seq * item - 1];   // inputs: tokens 0 and T - 1
+      checksum += flat[item] + flat.back();                           // targets: tokens 1 and T
     }
     Print("read " + Plural(order.size() / spec.batch, "batch", "batches") + " of " +
           Plural(spec.batch, "sample", "samples") + " (" + std::to_string(bytes) + " bytes, checksum " +
