@@ -139,7 +139,7 @@ int TroveMain(int argc, char** argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     return RunPreskData(args);
   }
-  CLI::App app{"trove: inspect, read, verify, convert and write ML tensor containers\n"
+  CLI::App app{"trove: inspect, read, verify, convert and write ML tensor containers "
                "(PyTorch .pt/.pth/.bin/.ckpt, tensordict directories and .tdz archives, .psk.d files).\n"
                "Nothing in a file is ever executed."};
   app.name("trove");
