@@ -245,6 +245,9 @@ namespace trove {
 struct PskdWriteOptions : WriteOptions {
   // The bound N of every integer leaf; unset: each leaf's max + 1.
   std::optional<uint64_t> vocab;
+  // Nonzero: shards PATH-00000.psk.d... of at most this many bytes and a manifest PATH.json, as
+  // `presk data ... --shard-size` writes them (`trove convert --max-shard-size`); PATH must end in .psk.d.
+  uint64_t max_shard_bytes = 0;
 };
 
 void WritePskd(const Document& doc, const std::string& path, const PskdWriteOptions& options = {});

@@ -153,20 +153,22 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_flag("--allow-expand", allow_expand,
                     "Write what expands far beyond its stored bytes anyway: stride-0 views and storages shared by many keys, written whole into .tdz, tensordict, .safetensors or .psk.d; compressed storages inflating like a decompression bomb (kMaxInflateRatio)");
   convert->add_option("--metadata", metadata, ".safetensors: KEY=VALUE for the header's __metadata__ (repeatable)");
-  convert->add_option("--max-shard-size", max_shard_size,
+  convert->add_option("--max-shard-size,--shard-size", max_shard_size,
                       "Write DST as a directory of shards and an index, e.g. 5GB, 500MiB: safetensors shards, or .pt "
-                      "shards with --to pt; for DST.gguf, a split model DST-00001-of-0000N.gguf... as llama.cpp's gguf-split");
+                      "shards with --to pt; for DST.gguf, a split model DST-00001-of-0000N.gguf... as llama.cpp's "
+                      "gguf-split; for DST.psk.d, shards DST-00000.psk.d... and a manifest DST.json, as presk data's "
+                      "--shard-size");
   convert->add_flag("--drop-values", drop_values, ".safetensors: leave out values other than tensors (else an error lists them)");
   static bool convert_json = false;
   convert->add_flag("--json", convert_json, "What was written, as one JSON object on stdout (docs/json.md)");
   AddThreadsOption(convert);
   AddIoOption(convert);
-  convert->footer("The output appears only when complete. An existing output is replaced (atomically) only when\n"
-                  "it is what convert writes there: a file for a file format (DST may be SRC: converted in place),\n"
-                  "a directory of a tensordict's files (or an empty one) for --to tensordict. --max-shard-size\n"
-                  "writes its shards and index into DST, with the source's config.json and generation_config.json\n"
-                  "unless DST has its own, and leaves every other file there (tokenizer, README...).\n"
-                  "trove never deletes a file it did not write. Examples:\n"
+  convert->footer("The output appears only when complete. An existing output is replaced (atomically) only when "
+                  "it is what convert writes there: a file for a file format (DST may be SRC: converted in place), "
+                  "a directory of a tensordict's files (or an empty one) for --to tensordict. --max-shard-size "
+                  "writes its shards and index into DST, with the source's config.json and generation_config.json "
+                  "unless DST has its own, and leaves every other file there (tokenizer, README...). "
+                  "trove never deletes a file it did not write.\nExamples:\n"
                   "  trove convert model.pt model.tdz\n"
                   "  trove convert model.pt out --to tensordict --keys 'encoder/**'\n"
                   "  trove convert model.pt half.pt --dtype bfloat16\n"
@@ -204,7 +206,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     if (!max_shard_size.empty()) {
       const FormatDriver* chosen = FindFormatDriver(TargetFormat(dst, target_name));
       if (target_name != "safetensors" && target_name != "pt" && !(chosen != nullptr && chosen->writes_own_parts)) {
-        Fail(ErrorCode::kUsage, "--max-shard-size writes safetensors or pt shards, or a split GGUF model, not --to " + target_name);
+        Fail(ErrorCode::kUsage, "--max-shard-size writes safetensors or pt shards, a split GGUF model or .psk.d shards, "
+                                "not --to " + target_name);
       }
       opts.max_shard_bytes = ParseShardSize(max_shard_size);
     }
@@ -300,10 +303,10 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   AddPolicyFlags(diff, diff_policy);
   diff->add_flag("--ignore-dtype", ignore_dtype,
                  "A dtype change alone is not a difference: equal when the values agree (within the tolerances)");
-  diff->footer("Tensors are compared by value in float64, across dtypes too (float32 against its bfloat16 cast:\n"
-               "the error of the cast); only a shape change or real against complex/quantized is not comparable.\n"
-               "Rows are ranked by rel. L2 = ||a-b||/||a||; tensors that were all zeros (a zero-initialised bias\n"
-               "or LoRA B, whose relative change is infinite) come after them, marked 'from 0', by ||b||.\n"
+  diff->footer("Tensors are compared by value in float64, across dtypes too (float32 against its bfloat16 cast: "
+               "the error of the cast); only a shape change or real against complex/quantized is not comparable. "
+               "Rows are ranked by rel. L2 = ||a-b||/||a||; tensors that were all zeros (a zero-initialised bias "
+               "or LoRA B, whose relative change is infinite) come after them, marked 'from 0', by ||b||. "
                "--keys/--exclude see the keys after --strip-prefix.\n"
                "Exit status: 0 equal (within tolerances), 1 different, 2 error.\nExamples:\n"
                "  trove diff run1.pt run2.tdz --rtol 1e-6\n"

@@ -918,7 +918,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
                    "digests the Hugging Face Hub lists");
   AddThreadsOption(verify);
   AddIoOption(verify);
-  verify->footer("Bytes no checksum covers (formats without checksums: tensordict directories, .psk.d, .safetensors,\n"
+  verify->footer("Bytes no checksum covers (formats without checksums: tensordict directories, .psk.d, .safetensors, "
                  "legacy .pt) are read and bounds-checked, and counted apart.\n"
                  "Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");
   verify->callback([exit_code] {

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/escaped_output.h"
+#include "cli/help_text.h"
 #include "cli/json_output.h"
 #include "cli/suggest.h"
 #include "core/display_escape.h"
@@ -49,7 +50,7 @@ constexpr CommandHelp kCommands[] = {
      "  --vocab VOCAB.json        a vocabulary made by chars\n"
      "  -o, --output TOKENS.txt   the tokens (- for stdout)\n"},
     {"pack", "pack --type TYPE INPUT.txt -o OUT.psk.d [--encoding f64|f32|bf16[,...]] [--shard-size SIZE]",
-     "One sample per line of text, values in leaf order (indices as integers, reals as decimals);\n"
+     "One sample per line of text, values in leaf order (indices as integers, reals as decimals); "
      "empty lines and lines starting with -- are skipped.\n"
      "  --type TYPE               a closed data type: (idx[64][seq: 8], R[4]); R or real spells ℝ\n"
      "  --encoding E[,E...]       how real leaves are stored: one for all, or one per real leaf\n"
@@ -57,18 +58,18 @@ constexpr CommandHelp kCommands[] = {
      "  --shard-size SIZE         shards OUT-00000.psk.d... of at most SIZE (500MB, 64MiB) and a manifest OUT.json\n"},
     {"lm-windows", "lm-windows [--vocab V] --seq T [--stride S] TOKENS... -o OUT.psk.d [--token-dtype D] [--shard-size SIZE]",
      "Language-modelling windows of a token stream: window k is (tokens[kS .. kS+T], tokens[kS+1 .. kS+T+1]).\n"
-     "TOKENS: token ids as a .npy (uint16, uint32, int32, int64, 1-D), a raw .bin (--token-dtype) or text\n"
+     "TOKENS: token ids as a .npy (uint16, uint32, int32, int64, 1-D), a raw .bin (--token-dtype) or text "
      "(whitespace-separated, as encode writes); several files are one stream, in the order given.\n"
-     "  --vocab V, --vocab-size V the vocabulary size: every id is checked below it (default: largest id + 1)\n"
+     "  --vocab V, --vocab-size V  the vocabulary size: every id is checked below it (default: largest id + 1)\n"
      "  --seq T                   the window length\n"
      "  --stride S                tokens between window starts (default T: no overlap)\n"
      "  --token-dtype uint16|uint32  the ids of a raw .bin file (nanoGPT's train.bin is uint16)\n"
      "  -o, --output OUT.psk.d    the sample file\n"
      "  --shard-size SIZE         shards OUT-00000.psk.d... of at most SIZE (500MB, 64MiB) and a manifest OUT.json\n"},
     {"tokens", "tokens [--vocab V] TOKENS... -o OUT.psk.d [--token-dtype D] [--shard-size SIZE]",
-     "The token stream stored once, one idx[V][] sample a token: trove.data reads it as windows\n"
+     "The token stream stored once, one idx[V][] sample a token: trove.data reads it as windows "
      "(open(..., windows=T)) without storing inputs and targets twice. TOKENS as for lm-windows.\n"
-     "  --vocab V, --vocab-size V the vocabulary size: every id is checked below it (default: largest id + 1)\n"
+     "  --vocab V, --vocab-size V  the vocabulary size: every id is checked below it (default: largest id + 1)\n"
      "  --token-dtype uint16|uint32  the ids of a raw .bin file\n"
      "  -o, --output OUT.psk.d    the token file\n"
      "  --shard-size SIZE         shards OUT-00000.psk.d... of at most SIZE and a manifest OUT.json\n"},
@@ -77,25 +78,26 @@ constexpr CommandHelp kCommands[] = {
      "  --samples N               samples shown (default 3)\n"
      "  --json                    one JSON object for scripts (docs/json.md)\n"},
     {"diff", "diff A.psk.d B.psk.d",
-     "Two files of the same type compared value for value: ||a - b||_2 over the real leaves, relative to\n"
+     "Two files of the same type compared value for value: ||a - b||_2 over the real leaves, relative to "
      "||a||_2, and how many indices differ. Exit status 1 when they differ.\n"},
     {"export", "export FILE.psk.d -o OUT.json",
      "Every sample as JSON (tensors as nested lists, tuples as lists), for the PyTorch side.\n"
      "  -o, --output OUT.json     the JSON file (- for stdout)\n"},
     {"batches", "batches DATA... --batch B [--shuffle SEED] [--epoch E] [--take K] [--rank R --world-size W] [--worker K --workers N] [--windows T [--stride S]] [--read]",
-     "The sample indices of each batch of an epoch, one batch a line, as training draws them\n"
-     "(an incomplete last batch is dropped). DATA: .psk.d files of one type, shard manifests or\n"
+     "The sample indices of each batch of an epoch, one batch a line, as training draws them "
+     "(an incomplete last batch is dropped). DATA: .psk.d files of one type, shard manifests or "
      "quoted patterns such as 'train-*.psk.d', read as one dataset in the order given.\n"
      "  --batch B                 samples per batch\n"
      "  --shuffle SEED            a permutation redrawn every epoch from SEED and the epoch\n"
      "  --epoch E                 the epoch (default 0)\n"
      "  --take K                  only the first K batches\n"
-     "  --rank R --world-size W   one rank's share: batch i of the epoch goes to rank i mod W, and the\n"
-     "                            epoch's last batches that not every rank would get go to none\n"
+     "  --rank R --world-size W   one rank's share: batch i of the epoch goes to rank i mod W, and the "
+     "epoch's last batches that not every rank would get go to none\n"
      "  --worker K --workers N    a loader worker's share of its rank's batches (its j-th to worker j mod N)\n"
-     "  --windows T [--stride S]  DATA is a token stream (presk data tokens): the indices of its windows, as\n"
-     "                            lm-windows --seq T --stride S would have stored them (trove.data's windows=)\n"
-     "  --read                    load every batch through the batch loader and print a summary\n"},
+     "  --windows T [--stride S]  DATA is a token stream (presk data tokens): the indices of its windows, as "
+     "lm-windows --seq T --stride S would have stored them (trove.data's windows=)\n"
+     "  --read                    load every batch through the batch loader and print a summary (with "
+     "--windows: each window's tokens read once, as trove.data reads them)\n"},
 };
 
 const CommandHelp* FindCommand(std::string_view name) {
@@ -108,11 +110,11 @@ std::string Usage() {
   std::string out = "usage: presk data COMMAND ...\n";
   for (const CommandHelp& c : kCommands) out += "  " + std::string(c.usage) + "\n";
   out += "(presk data COMMAND --help for one command's help)\n";
-  return out;
+  return WrapHelpText(out);
 }
 
 std::string CommandUsage(const CommandHelp& c) {
-  return "usage: presk data " + std::string(c.usage) + "\n" + std::string(c.help);
+  return WrapHelpText("usage: presk data " + std::string(c.usage) + "\n" + std::string(c.help));
 }
 
 // Samples `info` prints when --samples is not given.
@@ -476,18 +478,22 @@ int Batches(const std::vector<std::string>& words) {
   Dataset data = Dataset::Open(args.positional);
   uint64_t samples = data.count();
   if (args.Has("--stride") && !args.Has("--windows")) Fail(ErrorCode::kUsage, "batches: --stride needs --windows");
+  uint64_t seq = 0, stride = 0;  // the windows view's T and S; 0: the stored samples
   if (args.Has("--windows")) {
     // The windows view of a token stream (docs/pskd.md, "Windows of a token stream"): window k
     // starts at token kS and needs T + 1 tokens, as lm-windows cuts them.
-    const uint64_t seq = Number("batches", "--windows", args.Get("--windows"));
-    const uint64_t stride = args.Has("--stride") ? Number("batches", "--stride", args.Get("--stride")) : seq;
+    seq = Number("batches", "--windows", args.Get("--windows"));
+    stride = args.Has("--stride") ? Number("batches", "--stride", args.Get("--stride")) : seq;
     if (seq == 0 || stride == 0) Fail(ErrorCode::kUsage, "batches: --windows and --stride must be at least 1");
     const SampleType& type = data.type();
     if (type.leaves.size() != 1 || type.leaves[0].kind != LeafKind::kIndex || !type.leaves[0].dims.empty()) {
       Fail(ErrorCode::kUsage, "batches: --windows reads a token stream, one idx[V][] sample a token (presk data tokens), "
                               "not samples of " + Shown(type.text));
     }
-    if (args.flags.count("--read")) Fail(ErrorCode::kUsage, "batches: --read loads stored samples; --windows indexes windows");
+    if (seq > kMaxWindowTokens) {
+      Fail(ErrorCode::kLimit, "batches: --windows " + std::to_string(seq) + " is above the cap of " +
+                                  std::to_string(kMaxWindowTokens) + " tokens a window (kMaxWindowTokens)");
+    }
     samples = samples <= seq ? 0 : (samples - seq - 1) / stride + 1;
   }
   Pipeline pipeline(samples, spec);
@@ -510,14 +516,32 @@ int Batches(const std::vector<std::string>& words) {
     BatchLoader loader(data);
     Batch batch;
     uint64_t bytes = 0, checksum = 0;
+    std::vector<uint64_t> tokens;  // the windows view: the batch's windows' tokens, T + 1 a window
     for (uint64_t start = 0; start < order.size(); start += spec.batch) {
       const std::span<const uint64_t> all(order);
       const uint64_t next = start + spec.batch;
-      loader.Load(all.subspan(start, spec.batch), batch, next < all.size() ? all.subspan(next, spec.batch) : all.subspan(0, 0));
-      for (const auto& leaf : batch.leaves) {
-        bytes += leaf.size();
-        if (!leaf.empty()) checksum += leaf.front() + leaf.back();
+      if (seq == 0) {
+        loader.Load(all.subspan(start, spec.batch), batch, next < all.size() ? all.subspan(next, spec.batch) : all.subspan(0, 0));
+        for (const auto& leaf : batch.leaves) {
+          bytes += leaf.size();
+          if (!leaf.empty()) checksum += leaf.front() + leaf.back();
+        }
+        continue;
       }
+      // Each window's T + 1 tokens are read once (as trove.data's windows view reads them); its
+      // inputs are the first T, its targets the last T: the summary is the one the file
+      // lm-windows would have written gives.
+      tokens.clear();
+      for (const uint64_t k : all.subspan(start, spec.batch))
+        for (uint64_t j = 0; j <= seq; ++j) tokens.push_back(k * stride + j);
+      loader.Load(tokens, batch);
+      const std::vector<uint8_t>& flat = batch.leaves.at(0);
+      const uint64_t item = flat.size() / tokens.size();  // bytes a token
+      const uint64_t half = spec.batch * seq * item;      // the inputs' bytes, and the targets'
+      bytes += 2 * half;
+      const uint64_t last_window = (spec.batch - 1) * (seq + 1) * item;
+      checksum += flat.front() + flat[last_window + seq * item - 1];   // inputs: tokens 0 and T - 1
+      checksum += flat[item] + flat.back();                           // targets: tokens 1 and T
     }
     Print("read " + Plural(order.size() / spec.batch, "batch", "batches") + " of " +
           Plural(spec.batch, "sample", "samples") + " (" + std::to_string(bytes) + " bytes, checksum " +

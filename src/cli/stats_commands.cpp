@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
+#include <unordered_map>
 
 #include "cli/commands.h"
 #include "core/count_text.h"
@@ -85,9 +86,20 @@ StatsReport ComputeStatsReport(const Document& doc, const std::vector<const Name
   r.format = doc.format;
   std::map<ViewIdentity, size_t> seen;  // -> index into views (the same for every key of one view)
   std::vector<const TensorView*> views;
+  // Names are unique over the whole document (VerbatimNames), not only over the selected keys.
+  std::unordered_map<const NamedTensor*, std::string> names_of;
+  {
+    std::vector<std::string> keys;
+    keys.reserve(doc.tensors.size());
+    for (const auto& t : doc.tensors) keys.push_back(t.key);
+    std::vector<std::string> verbatim = VerbatimNames(keys);
+    for (size_t i = 0; i < doc.tensors.size(); ++i) names_of.emplace(&doc.tensors[i], std::move(verbatim[i]));
+  }
   for (const NamedTensor* t : selected) {
     StatsRow row;
     row.key = t->key;
+    const auto named = names_of.find(t);
+    row.name = named != names_of.end() ? named->second : t->key;
     row.view = t->view;
     row.skipped = StatsUnsupportedReason(*t->view);
     auto [it, inserted] = seen.emplace(IdentityOf(*t->view), views.size());
@@ -103,7 +115,7 @@ StatsReport ComputeStatsReport(const Document& doc, const std::vector<const Name
   r.distinct = seen.size();
   std::vector<std::string> names;
   for (const auto& row : r.rows)
-    if (row.first && !row.skipped) names.push_back(row.key.empty() ? "\"\"" : row.key);
+    if (row.first && !row.skipped) names.push_back(row.name.empty() ? "\"\"" : row.name);
   try {
     r.stats = ComputeStats(std::span<const TensorView* const>(views), options, names);
   } catch (Error& e) {
@@ -144,7 +156,7 @@ Json StatsReportJson(const StatsReport& r, bool histograms) {
   Json tensors = Json::array();
   for (const auto& row : r.rows) {
     const TensorView& v = *row.view;
-    Json t{{"key", row.key}, {"dtype", Name(v.dtype)}, {"shape", ValuesShape(v)}};
+    Json t{{"key", row.key}, {"name", row.name}, {"dtype", Name(v.dtype)}, {"shape", ValuesShape(v)}};
     if (row.skipped) {
       t["skipped"] = *row.skipped;
       tensors.push_back(std::move(t));
@@ -210,24 +222,44 @@ std::string Sparkline(const std::vector<uint64_t>& counts) {
   return s;
 }
 
+// A row's name for people: as the file spells it, "" shown as a pair of quotes.
+const std::string& Shown(const StatsRow& row) {
+  static const std::string kEmpty = "\"\"";
+  return row.name.empty() ? kEmpty : row.name;
+}
+
 // One table for people, on a terminal and in a pipe alike (4 significant digits unless asked);
 // `tsv`: tab-separated and exact, for scripts.
 void PrintReport(const StatsReport& r, bool histograms, int precision, bool tsv) {
   const bool aligned = !tsv;
   if (tsv) precision = kEveryDigit;
   std::cout << EscapeForDisplay(r.path) << ": " << EscapeForDisplay(r.format) << ", " << r.rows.size() << " tensor(s)\n";
-  Table table({"key", "dtype", "shape", "min", "max", "mean", "std", "zeros", "nan", "inf"});
+  // For people, the nan and inf columns only when a tensor holds one (the summary's non-finite
+  // line says so either way): a healthy checkpoint's table then fits 80 columns. --tsv keeps both.
+  bool nan_column = tsv, inf_column = tsv;
+  for (const auto& row : r.rows) {
+    if (row.skipped) continue;
+    nan_column |= r.stats[row.stats].nan > 0;
+    inf_column |= r.stats[row.stats].pos_inf + r.stats[row.stats].neg_inf > 0;
+  }
+  std::vector<std::string> header{"key", "dtype", "shape", "min", "max", "mean", "std", "zeros"};
+  if (nan_column) header.push_back("nan");
+  if (inf_column) header.push_back("inf");
+  Table table(std::move(header));
   for (const auto& row : r.rows) {
     const TensorView& v = *row.view;
-    const std::string key = row.key.empty() ? "\"\"" : row.key;
+    const std::string key = Shown(row);
     if (row.skipped) {
       table.Add({key, std::string(Name(v.dtype)), ShapeString(v.shape), "skipped: " + *row.skipped});
       continue;
     }
     const TensorStats& s = r.stats[row.stats];
-    table.Add({key, std::string(Name(v.dtype)), ShapeString(ValuesShape(v)), Number(s.min, precision), Number(s.max, precision),
-               Number(s.mean, precision), Number(s.std, precision), std::to_string(s.zeros), std::to_string(s.nan),
-               std::to_string(s.pos_inf + s.neg_inf)});
+    std::vector<std::string> cells{key, std::string(Name(v.dtype)), ShapeString(ValuesShape(v)), Number(s.min, precision),
+                                   Number(s.max, precision), Number(s.mean, precision), Number(s.std, precision),
+                                   std::to_string(s.zeros)};
+    if (nan_column) cells.push_back(std::to_string(s.nan));
+    if (inf_column) cells.push_back(std::to_string(s.pos_inf + s.neg_inf));
+    table.Add(std::move(cells));
   }
   table.Print(std::cout, aligned, aligned ? "  " : "");
   if (histograms) {
@@ -240,7 +272,7 @@ void PrintReport(const StatsReport& r, bool histograms, int precision, bool tsv)
         return h.edges.empty() ? std::string("-")
                                : "[" + Number(h.edges.front(), precision) + ", " + Number(h.edges.back(), precision) + "]";
       };
-      hist.Add({row.key.empty() ? "\"\"" : row.key, Sparkline(s.histogram.counts), range(s.histogram),
+      hist.Add({Shown(row), Sparkline(s.histogram.counts), range(s.histogram),
                 Sparkline(s.log10_abs_histogram.counts), range(s.log10_abs_histogram)});
     }
     hist.Print(std::cout, aligned, aligned ? "  " : "");
@@ -257,9 +289,11 @@ void PrintReport(const StatsReport& r, bool histograms, int precision, bool tsv)
   std::string bytes;
   for (const auto& [dtype, n] : r.bytes_by_dtype) bytes += (bytes.empty() ? "" : ", ") + dtype + " " + Thousands(n);
   line("bytes", bytes.empty() ? "0" : bytes);
-  auto keys = [](const std::vector<std::string>& v) {
+  std::map<std::string_view, std::string_view> name_of;  // key path -> name shown
+  for (const auto& row : r.rows) name_of.emplace(row.key, Shown(row));
+  auto keys = [&name_of](const std::vector<std::string>& v) {
     std::string s = std::to_string(v.size());
-    for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : ": ") + EscapeForDisplay(v[i].empty() ? "\"\"" : v[i]);
+    for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : ": ") + EscapeForDisplay(std::string(name_of.at(v[i])));
     if (v.size() > 10) s += ", ...";
     return s;
   };
@@ -273,7 +307,7 @@ void PrintFiniteCheck(const StatsReport& r) {
     if (row.skipped) continue;
     const TensorStats& s = r.stats[row.stats];
     if (s.nan + s.pos_inf + s.neg_inf == 0) continue;
-    std::cout << EscapeForDisplay(r.path) << ": " << (row.key.empty() ? "\"\"" : EscapeForDisplay(row.key)) << ": " << s.nan << " NaN, " << s.pos_inf
+    std::cout << EscapeForDisplay(r.path) << ": " << EscapeForDisplay(Shown(row)) << ": " << s.nan << " NaN, " << s.pos_inf
               << " +Inf, " << s.neg_inf << " -Inf of " << Thousands(s.count) << " values\n";
   }
   std::cout << EscapeForDisplay(r.path) << ": "
@@ -311,13 +345,13 @@ void AddStatsCommands(CLI::App& app, int* exit_code) {
   AddPolicyFlags(stats, policy);
   AddNoPagerFlag(stats, no_pager);
   stats->footer(
-      "Figures are float64 over the finite values (complex: magnitudes; bool: 0/1) and match numpy's;\n"
+      "Figures are float64 over the finite values (complex: magnitudes; bool: 0/1) and match numpy's; "
       "NaN and Inf are counted, never averaged. Tensors shared by several keys are read once.\n"
       "Examples:\n"
       "  trove stats model.pt\n"
       "  trove stats model.pt --keys 'encoder/**' --hist 20\n"
       "  trove stats model.pt 'blocks.*.attn.*' --precision 6\n"
-      "  trove stats model.pt --tsv > stats.tsv     (tab-separated, every digit: for scripts)\n"
+      "  trove stats model.pt --tsv > stats.tsv   (every digit, for scripts)\n"
       "  trove stats model.pt --json | jq '.summary.non_finite'\n"
       "  trove stats ckpt.pt --check-finite || echo 'NaN in the checkpoint'\n"
       "Exit status: 0, 1 with --check-finite when a tensor holds NaN or Inf, 2 error.");

@@ -2,7 +2,7 @@
 //
 // ComputeStatsReport runs ComputeStats over the selected tensors of a document (tied weights,
 // several keys naming one view, read once) and gathers the summary (parameters, bytes by dtype,
-// non-finite and all-zero tensors); StatsReportJson is the `stats --json` object (docs/json.md).
+// non-finite and all-zero tensors, by key path); StatsReportJson is the `stats --json` object (docs/json.md).
 // The report's rows point into the document's views: the document must outlive the report.
 // Stateless functions; thread-safe.
 #pragma once
@@ -23,6 +23,7 @@ namespace trove::cli {
 
 struct StatsRow {
   std::string key;
+  std::string name;  // the key as the file spells it (VerbatimNames in trove/document.h): what people see
   const TensorView* view = nullptr;
   std::optional<std::string> skipped;  // why there are no figures
   size_t stats = 0;                    // index into the distinct views' results

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/escaped_output.h"
+#include "cli/help_text.h"
 #include "cli/pager.h"
 #include "cli/suggest.h"
 #include "core/display_escape.h"
@@ -144,10 +146,12 @@ int TroveMain(int argc, char** argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     return RunPreskData(args);
   }
-  CLI::App app{"trove: inspect, read, verify, convert and write ML tensor containers\n"
+  CLI::App app{"trove: inspect, read, verify, convert and write ML tensor containers "
                "(PyTorch .pt/.pth/.bin/.ckpt, tensordict directories and .tdz archives, .psk.d files).\n"
                "Nothing in a file is ever executed."};
   app.name("trove");
+  // Before the commands are added: each takes its parent's formatter.
+  app.formatter(std::make_shared<HelpFormatter>());
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("trove ") + kVersion);
   app.footer(

@@ -246,11 +246,11 @@ std::map<std::string, std::vector<CallSite>> CallSites(const Value* root, const 
   auto child = [](const std::string& path, const std::string& component) {
     if (path.size() >= kMaxCallSitePathBytes) return path;  // already ends in "..."
     std::string out = path.empty() ? component : path + "/" + component;
-    if (out.size() > kMaxCallSitePathBytes) {
-      out.resize(kMaxCallSitePathBytes - 3);
-      out += "...";
-    }
-    return out;
+    if (out.size() <= kMaxCallSitePathBytes) return out;
+    // Cut to the cap, the last three bytes "...": a new string of the cut's size.
+    std::string cut(std::string_view(out).substr(0, kMaxCallSitePathBytes - 3));
+    cut.append("...", 3);
+    return cut;
   };
   auto key_component = [&](const Value& k) -> const std::string& {
     auto [it, fresh] = key_components.try_emplace(&k);

@@ -155,6 +155,9 @@ def test_windows_of_one_stored_stream_equal_the_materialised_windows(tmp_path, s
                                          ("workers", "--workers")) if key in options for f in (flag, options[key])]
             cli = ok("batches", source, "--batch", 4, "--windows", seq, "--stride", stride, *flags)
             assert cli == ok("batches", ref, "--batch", 4, *flags)
+            # --read loads the windows' batches: the bytes and checksum the materialised file's give.
+            read = ok("batches", source, "--batch", 4, "--windows", seq, "--stride", stride, *flags, "--read")
+            assert read == ok("batches", ref, "--batch", 4, *flags, "--read") and read.startswith("read "), read
             assert trove.data.batch_indices(source, 4, windows=seq, stride=stride, **options).tolist() == \
                 [[int(i) for i in line.split()] for line in cli.splitlines()]
             want = list(trove.data.batches(ref, 4, with_indices=True, **options))
@@ -205,6 +208,42 @@ def test_shard_size_for_every_data_writer(tmp_path):
     p = presk("tokens", "--vocab", VOCAB, bad, "-o", tmp_path / "b.psk.d", "--shard-size", "1KiB")
     assert p.returncode == 2 and "E9004" in p.stderr
     assert not glob.glob(str(tmp_path / "b*.psk.d")) and not (tmp_path / "b.json").exists()
+
+
+def test_convert_to_pskd_in_shards(tmp_path):
+    # trove convert writes .psk.d shards and their manifest as presk data --shard-size does.
+    g = torch.Generator().manual_seed(2)
+    src = tmp_path / "samples.pt"
+    torch.save({"ids": torch.randint(0, 1000, (300, 8), generator=g), "score": torch.randn(300, generator=g)}, src)
+    trove_bin = os.path.join(BIN_DIR, "trove")
+    whole = tmp_path / "whole.psk.d"
+    p = subprocess.run([trove_bin, "convert", src, whole], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    for flag in ("--max-shard-size", "--shard-size"):
+        out = tmp_path / flag.strip("-") / "data.psk.d"
+        out.parent.mkdir()
+        p = subprocess.run([trove_bin, "convert", src, out, "--to", "pskd", flag, "2KiB"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        shards = sorted(glob.glob(str(out.parent / "data-*.psk.d")))
+        assert len(shards) > 2 and all(os.path.getsize(s) <= 2048 for s in shards), shards
+        assert json.loads((out.parent / "data.json").read_text()) == {"shards": [os.path.basename(s) for s in shards]}
+        assert not out.exists()
+        ds, ref = trove.data.open(out.parent / "data.json"), trove.data.open(whole)
+        assert len(ds) == len(ref) == 300 and ds.type == ref.type
+        got, want = next(ds.batches(300)), next(ref.batches(300))
+        assert all((a == b).all() for a, b in zip(got, want))
+    # The format chosen by the name, as for a split GGUF model.
+    p = subprocess.run([trove_bin, "convert", src, tmp_path / "byname.psk.d", "--max-shard-size", "4KiB"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and (tmp_path / "byname.json").exists(), p.stderr
+    # Shards name the dataset NAME.psk.d; too small a size says the smallest that holds a sample.
+    p = subprocess.run([trove_bin, "convert", src, tmp_path / "x.bin", "--to", "pskd", "--shard-size", "2KiB"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "NAME.psk.d" in p.stderr, p.stderr
+    p = subprocess.run([trove_bin, "convert", src, tmp_path / "tiny.psk.d", "--shard-size", "40"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "holds no sample" in p.stderr, p.stderr
+    assert not glob.glob(str(tmp_path / "tiny*"))
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +299,29 @@ def test_torch_dataset_resumes_mid_epoch_exactly(corpus, workers, persistent):
         # The resumed epoch, read again, is whole.
         resumed.set_epoch(3)
         assert [idx.tolist() for idx, _ in loader] == want[0]
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_torch_dataset_resumes_mid_epoch_with_spawned_workers(corpus):
+    # Workers started by spawn (macOS's and Windows's default, and CUDA's requirement) get the dataset
+    # pickled: its shared epoch and resume slots must reach them as they reach forked ones.
+    world = dict(rank=0, world_size=2)
+    want = uninterrupted(corpus, (5, 6), **world)
+    for k in (1, 6):
+        ds = trove.data.TorchDataset(corpus, 8, seed=4, windows=16, with_indices=True, **world)
+        ds.set_epoch(5)
+        loader = ds.loader(num_workers=2, multiprocessing_context="spawn")
+        it = iter(loader)
+        seen = [next(it)[0].tolist() for _ in range(k)]
+        state = through_torch_save(ds.state_dict())
+        assert state["epoch"] == 5 and state["batches"] == k
+        del it, loader
+        resumed = trove.data.TorchDataset(corpus, 8, seed=4, windows=16, with_indices=True, **world)
+        resumed.load_state_dict(state)
+        loader = resumed.loader(num_workers=2, multiprocessing_context="spawn", persistent_workers=True)
+        assert seen + [idx.tolist() for idx, _ in loader] == want[0], k
+        resumed.set_epoch(6)  # persistent spawned workers see the new epoch through shared memory
+        assert [idx.tolist() for idx, _ in loader] == want[1]
 
 
 def test_torch_dataset_state_refuses_another_pipeline_and_uncounted_workers(corpus):

@@ -203,9 +203,14 @@ def test_table_at_80_and_120_columns_on_a_terminal(trove, checkpoint):
                 for i in range(3)}, long_keys)
     out = on_terminal(["stats", long_keys], 80)
     table = out.splitlines()[1:5]
-    # Long keys cut in the middle (down to 20 columns, cli/table.h), each row one line.
-    assert all(len(l) < 90 and l.startswith("  ") for l in table), table
-    assert all(l.startswith("  model.lay\u2026lue.weight  float32  [4, 3]") for l in table[1:]), table
+    # Long keys cut in the middle (down to 20 columns, cli/table.h), each row one line within 80
+    # columns: a healthy file's table has no nan and inf columns (the summary counts them).
+    assert all(len(l) <= 80 and l.startswith("  ") for l in table), table
+    assert table[0].split() == ["key", "dtype", "shape", "min", "max", "mean", "std", "zeros"], table
+    assert all(re.match("  model[.]lay\\S*\u2026\\S*lue[.]weight  float32  \\[4, 3\\]", l) for l in table[1:]), table
+    assert "non-finite   0" in out
+    tsv = trove("stats", long_keys, "--tsv").text.splitlines()
+    assert tsv[1].split("\t")[-3:] == ["zeros", "nan", "inf"]  # scripts get every column
     wide = on_terminal(["stats", long_keys], 120).splitlines()[1:5]
     assert all(len(l) <= 120 for l in wide), wide
 

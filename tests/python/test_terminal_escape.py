@@ -280,12 +280,15 @@ def test_verify_scan_stats_diff_say_nothing_raw(files, fmt):
     if fmt == "pskd":
         return  # a params file has no tensors to compute or compare
     stats = run("stats", path, expect={0}).text
-    for k in key_paths(names):
-        if "value" not in k:
-            assert shown(k) in stats
+    # stats names tensors as info does: verbatim (escaped), a key path only where a name is no UTF-8 text.
+    for n in names:
+        if "value" not in encode_component(n):
+            assert shown(verbatim(n)) in stats, (fmt, n, stats)
     run("stats", path, "--hist", "4", expect={0})
-    assert sorted(t["key"] for t in json.loads(run("stats", path, "--json", expect={0}).out)["tensors"]) == \
-        sorted(in_json(k) for k in key_paths(names) if "value" not in k)
+    tensors = json.loads(run("stats", path, "--json", expect={0}).out)["tensors"]
+    assert sorted(t["key"] for t in tensors) == sorted(in_json(k) for k in key_paths(names) if "value" not in k)
+    assert sorted(t["name"] for t in tensors) == \
+        sorted(in_json(verbatim(n)) for n in names if "value" not in encode_component(n))
     benign = files["benign"][0]
     diff = run("diff", path, benign, expect={1}).text
     for k in key_paths(names):

@@ -441,7 +441,10 @@ TEST(ZipHostile, RandomBytesAndMutationsNeverCrash) {
   for (int i = 0; i < 2000; ++i) {
     std::string s(rng() % 600, '\0');
     for (char& c : s) c = static_cast<char>(rng());
-    if (i % 2 == 1) s += std::string("PK\x05\x06", 4) + std::string(18, static_cast<char>(rng()));
+    if (i % 2 == 1) {
+      s.append("PK\x05\x06", 4);  // an end-of-central-directory signature and 18 random bytes
+      s.append(18, static_cast<char>(rng()));
+    }
     OpenAndReadEverything(s);
   }
   TempDir dir;

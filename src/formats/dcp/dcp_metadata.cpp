@@ -42,7 +42,9 @@ std::optional<std::string> DcpClass(std::string_view dotted) {
 }
 
 bool IsMemoryFormatEnum(std::string_view dotted) {
-  return dotted == std::string(kShardedTensorMetadata) + ".MEM_FORMAT_ENCODING" ||
+  constexpr std::string_view kEnum = ".MEM_FORMAT_ENCODING";  // in kShardedTensorMetadata
+  return (dotted.size() == kShardedTensorMetadata.size() + kEnum.size() && dotted.starts_with(kShardedTensorMetadata) &&
+          dotted.ends_with(kEnum)) ||
          dotted == "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING";
 }
 

@@ -14,6 +14,7 @@ Document ReadPskdDetected(const Detection& d, const ReadOptions& options) { retu
 void WritePskdFromConvert(const Document& doc, const std::string& destination, const ConvertOptions& options) {
   auto p = WriterPartOf<PskdWriteOptions>(options);
   p.vocab = options.vocab;
+  p.max_shard_bytes = options.max_shard_bytes.value_or(0);
   WritePskd(doc, destination, p);
 }
 
@@ -33,6 +34,8 @@ const FormatDriver& PskdFormat() {
       .detect = DetectPskd,
       .read = ReadPskdDetected,
       .write = WritePskdFromConvert,
+      // --max-shard-size: shards NAME-00000.psk.d... and a manifest NAME.json (formats/pskd/sharded_writer.h).
+      .writes_own_parts = true,
       .verify = VerifyPskd,
   };
   return driver;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/progress.h"
+#include "formats/pskd/sharded_writer.h"
 
 namespace trove {
 namespace {
@@ -141,7 +142,7 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
   pskd::SampleType type = pskd::ParseSampleType(text);
   type.SetEncodings(encodings);
 
-  pskd::PskdWriter writer(path, type, opts.durability);
+  pskd::ShardedPskdWriter writer(path, type, opts.max_shard_bytes, opts.durability);
   pskd::SampleEncoder encoder(writer.type());
   ProgressReporter progress(opts.progress, writer.type().sample_bytes * static_cast<uint64_t>(count));
   std::vector<ElementCursor> cursors;

@@ -63,8 +63,9 @@ class TypeParser {
   }
   void Expect(char c) {
     if (!Eat(c)) {
-      Fail(std::string("expected '") + c + "', found " +
-           (pos_ < text_.size() ? "'" + std::string(text_.substr(pos_, 1)) + "'" : std::string("the end")));
+      std::string found = "the end";
+      if (pos_ < text_.size()) found = "'" + std::string(text_.substr(pos_, 1)) + "'";
+      Fail("expected '" + std::string(1, c) + "', found " + found);
     }
   }
   std::string_view PeekWord() const {

@@ -25,14 +25,14 @@ std::string ShardName(const std::string& stem, size_t k) {
 
 }  // namespace
 
-ShardedPskdWriter::ShardedPskdWriter(std::string output, SampleType type, uint64_t max_shard_bytes)
-    : output_(std::move(output)), type_(std::move(type)) {
+ShardedPskdWriter::ShardedPskdWriter(std::string output, SampleType type, uint64_t max_shard_bytes, Durability durability)
+    : output_(std::move(output)), type_(std::move(type)), durability_(durability) {
   if (max_shard_bytes == 0) {
-    current_ = std::make_unique<PskdWriter>(output_, type_);
+    current_ = std::make_unique<PskdWriter>(output_, type_, durability_);
     return;
   }
   if (output_.size() <= kSuffix.size() || output_.compare(output_.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
-    Fail(ErrorCode::kUsage, "--shard-size: -o names the dataset as NAME.psk.d (its shards are NAME-00000.psk.d... "
+    Fail(ErrorCode::kUsage, "--shard-size: the output names the dataset as NAME.psk.d (its shards are NAME-00000.psk.d... "
                             "and its manifest NAME.json), got '" + output_ + "'");
   }
   stem_ = output_.substr(0, output_.size() - kSuffix.size());
@@ -61,7 +61,7 @@ void ShardedPskdWriter::OpenShard() {
     ++finished_;
   }
   shards_.push_back(ShardName(stem_, shards_.size()));
-  current_ = std::make_unique<PskdWriter>(shards_.back(), type_);
+  current_ = std::make_unique<PskdWriter>(shards_.back(), type_, durability_);
 }
 
 void ShardedPskdWriter::Append(std::span<const uint8_t> samples) {
@@ -95,7 +95,7 @@ std::vector<std::string> ShardedPskdWriter::Commit() {
   } catch (const nlohmann::json::exception&) {
     Fail(ErrorCode::kUsage, "a JSON manifest lists its shards in UTF-8: name the output in UTF-8");
   }
-  AtomicFile file(manifest);
+  AtomicFile file(manifest, durability_);
   file.Write(text.data(), text.size());
   file.Commit();
   committed_ = true;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "trove/atomic_file.h"
 #include "trove/pskd.h"
 
 namespace trove::pskd {
@@ -23,7 +24,8 @@ class ShardedPskdWriter {
  public:
   // max_shard_bytes 0: one file `output`. Otherwise `output` must end in .psk.d, and a size that
   // holds no sample after the header is a usage error saying the smallest that does.
-  ShardedPskdWriter(std::string output, SampleType type, uint64_t max_shard_bytes);
+  ShardedPskdWriter(std::string output, SampleType type, uint64_t max_shard_bytes,
+                    Durability durability = Durability::kReplaceSafe);
   ~ShardedPskdWriter();
   ShardedPskdWriter(const ShardedPskdWriter&) = delete;
   ShardedPskdWriter& operator=(const ShardedPskdWriter&) = delete;
@@ -39,6 +41,7 @@ class ShardedPskdWriter {
   void OpenShard();
   std::string output_;
   SampleType type_;
+  Durability durability_;
   uint64_t samples_per_shard_ = 0;  // 0: one file, unbounded
   std::string stem_;
   std::unique_ptr<PskdWriter> current_;

@@ -215,9 +215,10 @@ void ScanLegacyTar(CheckReport& report, const std::shared_ptr<MappedFile>& file)
     }
     for (const TarMember* m : found) {
       if (!m->regular()) {
-        report.Add(Severity::kCritical, name, m->header_offset,
-                                   std::string("tar member is not a regular file (type '") + m->type +
-                                       "'): torch.load extracts it and reads what it points to");
+        std::string message = "tar member is not a regular file (type '?'): torch.load extracts it and reads what "
+                              "it points to";
+        message[message.find('?')] = m->type;
+        report.Add(Severity::kCritical, name, m->header_offset, std::move(message));
         continue;
       }
       const uint8_t* data = file->data() + m->data_offset;

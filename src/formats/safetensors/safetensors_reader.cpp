@@ -263,9 +263,9 @@ Document ReadSafetensorsParts(const std::string& path, uint64_t size, const uint
         tiled = t.offsets[1];
       }
       if (tiles) {
-        const uint64_t whole = data_start + described;
-        Fail(ErrorCode::kCorrupt, "the file is truncated: " + HumanBytes(size) + " of the " + HumanBytes(whole) +
-                                      " its header describes (" + Thousands(size) + " of " + Thousands(whole) +
+        const uint64_t described_end = data_start + described;
+        Fail(ErrorCode::kCorrupt, "the file is truncated: " + HumanBytes(size) + " of the " + HumanBytes(described_end) +
+                                      " its header describes (" + Thousands(size) + " of " + Thousands(described_end) +
                                       " bytes; " + Quote(cut->name) + " and the tensors after it are cut or missing)");
       }
     }

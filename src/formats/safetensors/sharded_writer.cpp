@@ -163,7 +163,9 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
   uint64_t before = 0, share = 0;
   if (options.progress) {
     shard_options.progress = [&](uint64_t done, uint64_t of) {
-      const uint64_t part = of == 0 ? share : static_cast<uint64_t>(static_cast<unsigned __int128>(done) * share / of);
+      // done <= of: the shard's fraction of its share (a progress figure; a double's rounding is invisible).
+      const uint64_t part = of == 0 ? share : static_cast<uint64_t>(static_cast<double>(done) / static_cast<double>(of) *
+                                                                     static_cast<double>(share));
       options.progress(before + part, total);
     };
   }

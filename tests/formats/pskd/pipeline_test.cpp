@@ -210,7 +210,8 @@ TEST(BatchLoaderTest, GathersLeavesWithALeadingBatchAxis) {
 
 TEST(BatchLoaderTest, AnIndexAtItsBoundIsE9004NamingTheSample) {
   std::string bytes = testing::HeaderBytes(1, "idx[5][40]", 3) + std::string(40, '\1') + std::string(40, '\4');
-  bytes += std::string(39, '\0') + "\5";
+  bytes.append(39, '\0');
+  bytes += '\5';
   PskdFile file = PskdFile::FromBytes(SharedBytes::CopyOf(bytes.data(), bytes.size()), "mem");
   BatchLoader loader(file);
   Batch batch;

@@ -51,8 +51,9 @@ PskdCode CodeOf(const Error& e);
     try {                                                                         \
       statement;                                                                  \
       ADD_FAILURE() << "no error from " #statement;                               \
-    } catch (const ::trove::Error& e) {                                           \
-      EXPECT_EQ(::trove::pskd::testing::CodeOf(e), code) << e.message();          \
+    } catch (const ::trove::Error& expected_pskd_error) {                         \
+      EXPECT_EQ(::trove::pskd::testing::CodeOf(expected_pskd_error), code)        \
+          << expected_pskd_error.message();                                       \
     }                                                                             \
   } while (0)
 

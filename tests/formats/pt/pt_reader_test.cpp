@@ -10,7 +10,7 @@
 namespace trove {
 namespace {
 
-std::string Example() { return std::string(TROVE_SOURCE_DIR) + "/examples/tiny_model.pt"; }
+std::string Example() { return TROVE_SOURCE_DIR "/examples/tiny_model.pt"; }
 
 TEST(PtReaderTest, ExampleCheckpointViewsTheMappedFile) {
   Document doc = Open(Example());
