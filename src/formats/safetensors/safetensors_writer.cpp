@@ -87,9 +87,9 @@ constexpr uint64_t kPageMatchMinBytes = uint64_t{16} << 20;
 // kernel copies from a mapped source (copy_file_range) land at the same offset within a page as
 // they have in their file, with `data_start` the data section's offset before them. The kernel
 // copies page cache to page cache: a range whose source and destination offsets differ within a
-// page has every page assembled from two, which made GGUF -> safetensors run at 0.6 of cp's rate
-// (same offsets: cp's). Tensors are contiguous in safetensors, so one shift serves them all when
-// their sources are contiguous too; otherwise the shift that serves the most bytes.
+// page has every page assembled from two, some 1.5 times the kernel's time of a copy at equal
+// offsets (docs/performance.md). Tensors are contiguous in safetensors, so one shift serves them
+// all when their sources are contiguous too; otherwise the shift that serves the most bytes.
 uint64_t PageMatchingPadding(const std::vector<Planned>& plan, uint64_t data_start) {
   static const uint64_t page = [] {
     const long size = ::sysconf(_SC_PAGESIZE);
