@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trove/atomic_file.h"
@@ -38,6 +39,14 @@ void AddConvertCommands(CLI::App& app, int* exit_code);     // convert, diff (cl
 void AddStatsCommands(CLI::App& app, int* exit_code);       // stats (cli/stats_commands.cpp)
 void AddReportCommands(CLI::App& app, int* exit_code);      // report (cli/report_commands.cpp)
 void AddGgufCommands(CLI::App& app, int* exit_code);        // gguf set, gguf del (cli/gguf_commands.cpp)
+
+// Every area's commands, in the order `trove --help` lists them (cli/trove_cli.cpp).
+void AddAllCommands(CLI::App& app, int* exit_code);
+// The Add function of the area that adds `command` (a top-level command's name), or nullptr for
+// any other word. TroveMain builds only that area when the command line names a command: the
+// others' options and checks would cost start-up time for nothing.
+using AddCommandsFunction = void (*)(CLI::App& app, int* exit_code);
+AddCommandsFunction AreaOfCommand(std::string_view command);
 
 // `presk data ...` and `trove data ...`: args are the words after "data". Returns the exit status.
 // Errors print "presk data: error[E900x]: ..." on stderr (cli/presk_data.cpp).

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "cli/escaped_output.h"
@@ -137,7 +139,34 @@ int UsageError(const CLI::App& app, const CLI::ParseError& e) {
   return kExitError;
 }
 
+// Each area's Add function and the commands it adds, in the order `trove --help` lists them. A
+// constant table: nothing is built before main.
+struct CommandArea {
+  AddCommandsFunction add;
+  std::array<std::string_view, 4> commands;  // unused places empty
+};
+constexpr std::array<CommandArea, 6> kCommandAreas{{
+    {AddInspectCommands, {"info", "cat", "verify", "scan"}},
+    {AddTensordictCommands, {"pack", "unpack", "refresh-checksums"}},
+    {AddConvertCommands, {"convert", "diff"}},
+    {AddStatsCommands, {"stats"}},
+    {AddReportCommands, {"report"}},
+    {AddGgufCommands, {"gguf"}},
+}};
+
 }  // namespace
+
+AddCommandsFunction AreaOfCommand(std::string_view command) {
+  if (command.empty()) return nullptr;
+  for (const CommandArea& a : kCommandAreas) {
+    if (std::find(a.commands.begin(), a.commands.end(), command) != a.commands.end()) return a.add;
+  }
+  return nullptr;
+}
+
+void AddAllCommands(CLI::App& app, int* exit_code) {
+  for (const CommandArea& a : kCommandAreas) a.add(app, exit_code);
+}
 
 int TroveMain(int argc, char** argv) {
   const EscapedStandardStreams escaped_output;
@@ -165,12 +194,15 @@ int TroveMain(int argc, char** argv) {
       "  trove data info tokens.psk.d        the presk data commands\n"
       "Exit status: 0 success, 1 findings (verify, scan, diff, stats --check-finite), 2 error.");
   int exit_code = kExitOk;
-  AddInspectCommands(app, &exit_code);
-  AddTensordictCommands(app, &exit_code);
-  AddConvertCommands(app, &exit_code);
-  AddStatsCommands(app, &exit_code);
-  AddReportCommands(app, &exit_code);
-  AddGgufCommands(app, &exit_code);
+  // Building a command's options and checks costs start-up time that `trove info` should not pay
+  // for every other command: a command line naming a command builds only its area. Anything else
+  // (--help, help, a misspelt command) builds them all, so that the listing and the suggestions
+  // see every command.
+  if (const AddCommandsFunction area = argc >= 2 ? AreaOfCommand(argv[1]) : nullptr) {
+    area(app, &exit_code);
+  } else {
+    AddAllCommands(app, &exit_code);
+  }
   app.add_subcommand("data", "The presk data commands (.psk.d files): trove data --help");
   app.add_subcommand("help", "Show the help of trove or of one command: trove help CMD");
   if (argc >= 2 && argv[1][0] != '-') {

@@ -1,7 +1,7 @@
 #include "trove/file_digests.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,10 +27,10 @@ namespace fs = std::filesystem;
 // (~2 GB/s), small enough to stay in cache.
 constexpr size_t kDigestReadBytes = size_t{4} << 20;
 
-std::string Hex(const unsigned char* digest, unsigned int size) {
+std::string Hex(const unsigned char* digest, size_t size) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out;
-  for (unsigned int i = 0; i < size; ++i) {
+  for (size_t i = 0; i < size; ++i) {
     out += kDigits[digest[i] >> 4];
     out += kDigits[digest[i] & 15];
   }
@@ -38,10 +38,8 @@ std::string Hex(const unsigned char* digest, unsigned int size) {
 }
 
 FileDigest DigestOf(ConfinedFile file, std::string shown, ProgressReporter& progress) {
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-    throw Error(ErrorCode::kIo, "sha256: OpenSSL could not start a digest").SetFile(shown);
-  }
+  sha256_ctx ctx;
+  sha256_init(&ctx);
   ::posix_fadvise(file.fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   std::vector<unsigned char> buffer(kDigestReadBytes);
   uint64_t done = 0;
@@ -55,14 +53,13 @@ FileDigest DigestOf(ConfinedFile file, std::string shown, ProgressReporter& prog
       throw Error(ErrorCode::kIo, "the file shrank while being hashed: " + std::to_string(done) + " of " +
                                       std::to_string(file.size) + " bytes").SetFile(shown);
     }
-    EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(n));
+    sha256_update(&ctx, static_cast<size_t>(n), buffer.data());
     done += static_cast<uint64_t>(n);
     progress.Add(static_cast<uint64_t>(n));
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_DigestFinal_ex(ctx.get(), digest, &size);
-  return {std::move(shown), Hex(digest, size), file.size, {}};
+  unsigned char digest[SHA256_DIGEST_SIZE];
+  sha256_digest(&ctx, sizeof digest, digest);
+  return {std::move(shown), Hex(digest, sizeof digest), file.size, {}};
 }
 
 // One file of a directory to hash, found before any is hashed.

@@ -414,6 +414,37 @@ def test_convert_float_types_and_refuse_blocks(tmp_path, trove):
     assert r.code != 0 and "quantized" in r.errtext, r
 
 
+def test_convert_to_safetensors_keeps_large_tensors_page_offsets(tmp_path, trove):
+    """Stored tensors the kernel copies (copy_file_range) go out fastest when they sit at the same
+    offset within a page as in their source: the header's space padding is lengthened to that
+    (less than a page, a multiple of 8). Small files keep the reference's padding (to 8)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    rng = np.random.default_rng(7)
+    for rows, large in ((1024, True), (64, False)):  # 2 x 8 MiB of float16, or 2 x 512 KiB
+        big = [rng.standard_normal((rows, 4096)).astype("<f2") for _ in range(2)]
+        small = np.arange(4, dtype="<f4")  # float32 sorts first in safetensors: the halves follow it
+        src = tmp_path / f"m{rows}.gguf"
+        data = write_gguf([("general.architecture", 8, "llama")],
+                          [tensor_of("a", big[0]), tensor_of("b", big[1]), tensor_of("s", small)])
+        src.write_bytes(data)
+        out = tmp_path / f"m{rows}.safetensors"
+        assert trove("convert", src, out).code == 0
+        raw = out.read_bytes()
+        n = struct.unpack_from("<Q", raw)[0]
+        text = raw[8:8 + n]
+        assert n % 8 == 0 and text.startswith(b"{") and set(text[len(text.rstrip(b" ")):]) <= {ord(" ")}
+        got = _safetensors(out)
+        for name, a in (("a", big[0]), ("b", big[1]), ("s", small)):
+            np.testing.assert_array_equal(got[name][1], a)
+        header = json.loads(text)
+        if large:
+            for name, a in (("a", big[0]), ("b", big[1])):
+                begin = header[name]["data_offsets"][0]
+                assert (8 + n + begin) % page == data.find(a.tobytes()) % page, name
+        else:
+            assert len(text.rstrip(b" ")) > n - 8  # the reference's padding, byte for byte
+
+
 # ---------------------------------------------------------------------------------------------
 # Dequantization (phase 2): numpy dequantizers written from ggml's block layouts (ggml-common.h:
 # QK_K = 256), in float32 with ggml's order of operations, against trove's bit for bit.

@@ -1,6 +1,6 @@
 #include "formats/tensordict/level_reader.h"
 
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 
 #include <algorithm>
 #include <cctype>
@@ -28,13 +28,14 @@ int64_t CheckedMul(int64_t a, int64_t b, const std::string& what) {
 }
 
 std::string Sha256Hex(const SharedBytes& bytes) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) != 1)
-    Fail(ErrorCode::kIo, "SHA-256 computation failed");
+  sha256_ctx ctx;
+  sha256_init(&ctx);
+  sha256_update(&ctx, bytes.size(), bytes.data());
+  unsigned char md[SHA256_DIGEST_SIZE];
+  sha256_digest(&ctx, sizeof md, md);
   static const char* kHex = "0123456789abcdef";
   std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
+  for (size_t i = 0; i < sizeof md; ++i) {
     out += kHex[md[i] >> 4];
     out += kHex[md[i] & 15];
   }
