@@ -18,7 +18,8 @@ namespace trove {
   X(NpzFormat)                  \
   X(GgufFormat)                 \
   X(DcpFormat)                  \
-  X(DeepSpeedFormat)
+  X(DeepSpeedFormat)            \
+  X(FsdpFormat)
 
 #define TROVE_DECLARE_DRIVER(name) const FormatDriver& name();
 TROVE_FORMAT_DRIVERS(TROVE_DECLARE_DRIVER)

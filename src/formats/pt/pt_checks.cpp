@@ -131,10 +131,12 @@ bool IsStorageRecord(std::string_view name) {
 }
 
 PickleScan ScanTorchPickle(CheckReport& report, const std::string& entry, const uint8_t* data, uint64_t size,
-                           uint64_t base, bool legacy_ids, const PtEnumMembers& enum_members) {
+                           uint64_t base, bool legacy_ids, const PtEnumMembers& enum_members,
+                           const std::function<bool(const std::string&)>& data_classes) {
   TorchResolver torch(PicklePolicy::kPermissive);
   torch.legacy_persistent_ids = legacy_ids;
   torch.enum_members = enum_members;
+  torch.data_classes = data_classes;
   return ScanPickle(report, entry, data, size, torch, base);
 }
 

@@ -28,9 +28,11 @@ bool IsStorageRecord(std::string_view name);
 
 // A pickle read with torch's resolver (permissive: everything listed, nothing run); legacy_ids
 // for the legacy format's object pickle, whose persistent ids are storage keys; enum_members: the
-// enum members the format reading the file reads as data (formats/pt/pt_reader.h, ReadPtWithEnums).
+// enum members the format reading the file reads as data (formats/pt/pt_reader.h, ReadPtWithEnums);
+// data_classes: the classes it reads as data (PtKnownNames).
 PickleScan ScanTorchPickle(CheckReport& report, const std::string& entry, const uint8_t* data, uint64_t size,
-                           uint64_t base = 0, bool legacy_ids = false, const PtEnumMembers& enum_members = {});
+                           uint64_t base = 0, bool legacy_ids = false, const PtEnumMembers& enum_members = {},
+                           const std::function<bool(const std::string&)>& data_classes = {});
 
 // The archive Python's zipfile reads when the end records put the central directory `prefix`
 // bytes further on than its offset says: its pickles are scanned, labelled "zipfile view".

@@ -119,7 +119,7 @@ std::unique_ptr<TorchResolver> ReadTorchScriptConstants(const ZipReader& zip, co
 }
 
 Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind kind = ZipPtKind::kTorchSave,
-                   std::shared_ptr<ValueArena> arena = nullptr, const PtEnumMembers& enum_members = {}) {
+                   std::shared_ptr<ValueArena> arena = nullptr, const PtKnownNames& names = {}) {
   // Where zip readers disagree, --permissive reads the archive as torch does and says so.
   if (options.pickle_policy != PicklePolicy::kPermissive) zip.RefuseDisagreements();
   // An archive inside another file (a DCP chunk) is bytes of that file's mapping, not a file.
@@ -193,7 +193,8 @@ Document ReadZipPt(const ZipReader& zip, const ReadOptions& options, ZipPtKind k
 
   TorchResolver resolver(options.pickle_policy);
   resolver.byte_order = order;
-  resolver.enum_members = enum_members;
+  resolver.enum_members = names.enum_members;
+  resolver.data_classes = names.data_classes;
   SharedBytes pickle = WithEntry(pkl->name, [&] { return zip.Read(*pkl); });
   Unpickler unpickler(pickle.data(), pickle.size(), *doc.arena, resolver);
   doc.root = WithEntry(pkl->name, [&] { return unpickler.Load(); });
@@ -396,7 +397,12 @@ Document ReadPtInto(const ZipReader& zip, const ReadOptions& options, std::share
 }
 
 Document ReadPtWithEnums(const ZipReader& zip, const ReadOptions& options, const PtEnumMembers& enum_members) {
-  return ReadZipPt(zip, options, ZipPtKind::kTorchSave, nullptr, enum_members);
+  return ReadZipPt(zip, options, ZipPtKind::kTorchSave, nullptr, PtKnownNames{.enum_members = enum_members});
+}
+
+Document ReadPtWithNames(const ZipReader& zip, const ReadOptions& options, const PtKnownNames& names,
+                         std::shared_ptr<ValueArena> arena) {
+  return ReadZipPt(zip, options, ZipPtKind::kTorchSave, std::move(arena), names);
 }
 
 Document ReadTorchScriptData(const ZipReader& zip, const ReadOptions& options) {

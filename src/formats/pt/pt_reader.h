@@ -63,6 +63,16 @@ Document ReadPtInto(const ZipReader& zip, const ReadOptions& options, std::share
 using PtEnumMembers = std::function<bool(const std::string& enum_class, const std::string& member)>;
 // ReadPt of a zip archive whose pickle may hold those enum members (a DeepSpeed optimizer state).
 Document ReadPtWithEnums(const ZipReader& zip, const ReadOptions& options, const PtEnumMembers& enum_members);
+// The names a format knows its torch.save pickles to hold beyond torch's own: enum members (and
+// class attributes spelled the same way, getattr(Class, 'NAME')), and classes read as data
+// objects under every policy (TorchResolver::data_classes: FSDP's ShardedTensor and DTensor).
+struct PtKnownNames {
+  PtEnumMembers enum_members;
+  std::function<bool(const std::string& dotted)> data_classes;
+};
+// Its values are made in `arena` when one is given (as ReadPtInto).
+Document ReadPtWithNames(const ZipReader& zip, const ReadOptions& options, const PtKnownNames& names,
+                         std::shared_ptr<ValueArena> arena = nullptr);
 // A TorchScript archive (torch.jit.save, torch >= 1.3) read as data: its data.pkl (the module's
 // parameters and buffers, under the module's attribute names; its __torch__.* classes inert
 // objects) and constants.pkl's constants (under `(constants)`); code/ is never read. Format "torchscript",

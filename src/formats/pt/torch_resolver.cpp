@@ -133,10 +133,24 @@ Value* TorchResolver::Global(const std::string& module, const std::string& name,
     allowed = true;
     return arena.Global(std::move(*node));
   }
+  if (IsDataClass(module + "." + name)) {
+    allowed = true;
+    return arena.Global(module + "." + name);
+  }
   return DataResolver::Global(module, name, allowed, arena);
 }
 
+bool TorchResolver::IsDataClass(const std::string& dotted) const { return data_classes && data_classes(dotted); }
+
+Value* TorchResolver::DataClassObject(Value* cls, Value* args, bool new_object, ValueArena& arena) {
+  Value* v = arena.Object(cls->type_name, args);
+  v->new_object = new_object;
+  v->module_size = cls->module_size;
+  return v;
+}
+
 Value* TorchResolver::NewObject(Value* cls, Value* args, ValueArena& arena) {
+  if (cls->kind == ValueKind::kGlobal && IsDataClass(cls->type_name)) return DataClassObject(cls, args, true, arena);
   // cls.__new__ of torch's data classes is what calling them makes (TorchVersion's string).
   if (IsTorchDataName(cls)) return Call(cls, args, arena);
   return DataResolver::NewObject(cls, args, arena);
@@ -279,6 +293,7 @@ Value* TorchResolver::MakeTensor(Value* storage, Value* offset, Value* size, Val
 Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
   if (callable == nullptr || callable->kind != ValueKind::kGlobal) return DataResolver::Call(callable, args, arena);
   const std::string& fn = callable->type_name;
+  if (IsDataClass(fn)) return DataClassObject(callable, args, false, arena);
   if (fn.starts_with("torch.jit._pickle.")) {
     const auto& a = Args(args, fn);
     const size_t want = fn.ends_with("restore_type_tag") ? 2 : 1;
@@ -367,6 +382,12 @@ Value* TorchResolver::Call(Value* callable, Value* args, ValueArena& arena) {
       if (inner->kind == ValueKind::kTensor) {
         if (a[1]->kind == ValueKind::kGlobal && a[1]->type_name != "torch.Tensor") inner->type_name = a[1]->type_name;
         if (a[3]->kind == ValueKind::kDict && !a[3]->entries.empty()) inner->state = a[3];
+      } else if (inner->kind == ValueKind::kObject && inner->type_name == "torch._utils._rebuild_wrapper_subclass" &&
+                 a[1]->kind == ValueKind::kGlobal && IsDataClass(a[1]->type_name) && inner->state == nullptr) {
+        // A wrapper subclass the format knows (ShardedTensor, DTensor): its class, the wrapper's
+        // arguments (dtype, global size, ...) and the state its __setstate__ would take.
+        inner->type_name = a[1]->type_name;
+        inner->state = a[3];
       }
     }
     return inner;
@@ -473,6 +494,11 @@ Value* TorchResolver::Build(Value* object, Value* state, ValueArena& arena) {
       object->state = rest;
       return object;
     }
+  }
+  if (object != nullptr && object->kind == ValueKind::kObject && !object->unknown_class && IsDataClass(object->type_name)) {
+    if (object->state != nullptr) Fail(ErrorCode::kCorrupt, "'" + object->type_name + "' built twice");
+    object->state = state;
+    return object;
   }
   if (object != nullptr && object->kind == ValueKind::kTensor) {
     // Parameter.__setstate__ / tensor subclasses' Python attributes: kept, never applied.

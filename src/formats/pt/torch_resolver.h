@@ -68,6 +68,13 @@ class TorchResolver : public DataResolver {
   // >= 3.11), as the format reading it names them (a DeepSpeed optimizer state's ZeroStageEnum);
   // empty: getattr refused as always.
   std::function<bool(const std::string& enum_class, const std::string& member)> enum_members;
+  // The classes ("module.Class") the format reading this pickle knows as data beyond torch's
+  // tensors (a ShardedTensor's shards and metadata, formats/fsdp): allowed under every policy,
+  // made as objects holding their arguments and BUILD state (Value::args, Value::state), never
+  // called. A tensor wrapper subclass of one of them (_rebuild_from_type_v2 around
+  // _rebuild_wrapper_subclass) becomes an object of that class holding the wrapper's arguments
+  // and its state. Empty: none.
+  std::function<bool(const std::string& dotted)> data_classes;
 
  protected:
   bool ReadsEnumMembers() const override { return static_cast<bool>(enum_members); }
@@ -76,6 +83,8 @@ class TorchResolver : public DataResolver {
   }
 
  private:
+  bool IsDataClass(const std::string& dotted) const;
+  static Value* DataClassObject(Value* cls, Value* args, bool new_object, ValueArena& arena);
   static std::shared_ptr<const Quantizer> ReadQuantizer(const Value& params, const TensorView& tensor);
   Value* MakeTensor(Value* storage, Value* offset, Value* size, Value* stride, std::optional<DType> dtype,
                     ValueArena& arena, const char* fn);
