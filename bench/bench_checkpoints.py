@@ -81,11 +81,13 @@ torch.save(out, sys.argv[3])
 """
 
 
-def measure(cmd, runs, setup, shell=False):
-    """Median wall time and the largest peak RSS (MB) over `runs` runs after one warm-up; every
-    dirty page is flushed (untimed) before each run, so no run pays for the writeback of another."""
+def measure(cmd, runs, setup, shell=False, warmup=True):
+    """Median wall time and the largest peak RSS (MB) over `runs` runs after one warm-up (none
+    without `warmup`); every dirty page is flushed (untimed) before each run, so no run pays for
+    the writeback of another."""
     times, rss = [], []
-    for i in range(runs + 1):
+    first = 0 if warmup else 1
+    for i in range(first, runs + 1):
         setup()
         os.sync()
         full = ["/usr/bin/time", "-f", "%M"] + (["sh", "-c", cmd] if shell else list(cmd))
@@ -119,7 +121,9 @@ def section(ctx, label, d, data_files, largest, merge_script, merge_label):
     t_cp, rss_cp = measure(cp, runs, removing(out_cp), shell=True)
     t_tr, rss_tr = measure([trove, "convert", d, out], runs, removing(out))
     out_size = os.path.getsize(out)
-    t_torch, rss_torch = measure([PY, "-c", merge_script, TESTS, d, out_pt], 1, removing(out_pt))
+    # The load-everything merge takes minutes: run once, without a warm-up (the inputs are hot
+    # from the runs above).
+    t_torch, rss_torch = measure([PY, "-c", merge_script, TESTS, d, out_pt], 1, removing(out_pt), warmup=False)
     removing(out, out_pt, out_cp)()
     target = 1.5 * largest / MIB + 64
     return [
@@ -133,6 +137,7 @@ def section(ctx, label, d, data_files, largest, merge_script, merge_label):
 
 
 def run(ctx):
+    load_before = os.getloadavg()[0]
     dcp = os.path.join(ctx.work, "ckpt_dcp")
     zero = os.path.join(ctx.work, "ckpt_zero3")
     removing(dcp, zero)()
@@ -165,7 +170,9 @@ def run(ctx):
         B.table(["command", "time", "rate (output)", "vs cp", "peak RSS MB"], rows),
         "",
         "Targets (issue 28): at least 0.8 of cp's rate; peak RSS at most 1.5 x the largest tensor + 64 MB.\n",
-        "Why ZeRO-3 misses the rate target: a single-chunk DCP tensor is a view of its file and goes out by `copy_file_range`, as cp's bytes do; a ZeRO parameter is assembled from its rank pieces into a fresh zero-filled buffer, then written with `write` (profile of a 0.45 GB directory: 42% the kernel's copy into the page cache, 14% memset of the buffer, 13% memcpy of the pieces). Writing each piece's file range straight to the output (no assembly) is what is left to do.\n",
+        "Both go out by `copy_file_range`, as cp's bytes do: a single-chunk DCP tensor is a view of its file; a ZeRO-3 parameter is its rank pieces (contiguous runs of the ranks' flat partitions), each piece's file range handed to the kernel in turn, so no parameter is assembled in memory (docs/performance.md; before, 41.8 s and 395 MB here). ZeRO-3 stays under 0.8 of cp: trove's time there is the kernel's copy alone (the open takes 40 ms; `strace -c`: copy_file_range is 97%), but cp copies whole files from offset 0, page onto page, while a rank piece starts at byte 832 of its file (after the zip's local header) and lands wherever the safetensors layout puts it, so the kernel copies every page across two (profile: memcpy 35%, page-cache lookups 15%). safetensors leaves no room to align the pieces.\n",
+        f"Load average (1 min) on the 2 cores: {load_before:.1f} when the section started, {os.getloadavg()[0]:.1f} when "
+        "it ended (other builds running when it is high: the times, the torch merges' above all, are then noisy).\n",
         "Commands: `python3 bench/run.py --bin build/bin --out docs/benchmarks.md --only checkpoints`.\n",
     ]
     return "\n".join(out)

@@ -4,7 +4,10 @@
 // (zero-copy views of stored tensors) or owned heap memory (inflated or byte-swapped copies), or
 // deferred bytes (a compressed zip entry) that are produced only when someone asks for them:
 // Stream() produces them window by window in bounded memory, data() produces them whole once
-// (shared by every copy and slice). Metadata commands therefore never inflate a leaf.
+// (shared by every copy and slice). Metadata commands therefore never inflate a leaf. Deferred
+// bytes that are file ranges put together (a tensor assembled from a checkpoint's chunks or
+// ranks) say which ranges (DeferredSource::Pieces): streaming them reads those ranges in turn,
+// writers hand them to the kernel (ForEachRun), and a part of them reads only its pieces.
 // Copying a SharedBytes copies the reference, never the bytes. The bytes are read-only.
 // Thread-safety: like std::shared_ptr; concurrent reads of the bytes are safe.
 #pragma once
@@ -40,7 +43,8 @@ class DeferredSource {
   // All the bytes, held (Error as for any read).
   virtual SharedBytes Produce() const = 0;
   // A reader starting at `offset`, holding a bounded window's worth of state whatever the size:
-  // every streaming read of deferred bytes (Stream, SharedBytes::Reader) goes through it. By
+  // every streaming read of deferred bytes (Stream, SharedBytes::Reader) goes through it, unless
+  // the source gives their pieces (Pieces, below). By
   // default it reads Produce()'s bytes, for sources that can only make them whole (a tensor
   // assembled from chunks, a lazy mapping); a source that inflates streams instead.
   virtual std::unique_ptr<DeferredReader> Open(uint64_t offset) const;
@@ -48,6 +52,14 @@ class DeferredSource {
   // compressed size), so that an expansion can be judged before anything is produced; nullopt
   // for a source that only copies or maps them.
   virtual std::optional<uint64_t> compressed_size() const { return std::nullopt; }
+  // What [offset, offset + length) of the bytes are made of, in order, when the source can say so
+  // without producing them: each piece is mapped or held bytes (a range of a file, which a writer
+  // hands to the kernel whole: CopyMappedBytes), or deferred bytes of a source of its own that
+  // streams them in bounded windows (a piece stored strided or byte-swapped). Every streaming
+  // read (Stream, SharedBytes::Reader, ForEachRun) then reads only the pieces it overlaps, one
+  // after another, and never holds the whole. nullopt (the default): the bytes can only be
+  // produced (Produce, Open). Called with a range inside the bytes.
+  virtual std::optional<std::vector<SharedBytes>> Pieces(uint64_t offset, uint64_t length) const;
 };
 
 class SharedBytes {
@@ -119,6 +131,19 @@ class SharedBytes {
   // read into one window-sized buffer instead; a file found shorter than its mapping then throws
   // the guard's error (FailChangedWhileRead).
   void Stream(const std::function<void(const uint8_t*, size_t)>& fn) const;
+  // The bytes as the runs they are made of, in order, without producing deferred bytes whole:
+  // deferred bytes whose source says which pieces they are (DeferredSource::Pieces) are those
+  // pieces; any other bytes (held, mapped, deferred without pieces) are one run, themselves.
+  std::vector<SharedBytes> Pieces() const;
+  // For writers: hands fn the bytes run by run (Pieces): a held or mapped run whole, so that a
+  // writer gives a mapped range to the kernel in one call (CopyMappedBytes, never faulting its
+  // pages in here), and a deferred run window by window (Stream). Bounded memory whatever the size.
+  void ForEachRun(const std::function<void(const uint8_t*, size_t)>& fn) const;
+  // A sub-range as bytes of its own: for deferred bytes, asking for it whole (data()) produces
+  // only [offset, offset + length), through the source's pieces when it has them (so only the
+  // pieces it overlaps are read), instead of all the source's bytes as a Slice would; for other
+  // bytes the same as Slice. A slice of a tensor assembled from many files reads only its part.
+  SharedBytes OwnSlice(uint64_t offset, uint64_t length) const;
   // True when Stream and Reader read these bytes with pread rather than through their mapping
   // (trove/io_mode.h): a caller that would walk the mapping itself streams them instead.
   bool ReadsWithPread() const;

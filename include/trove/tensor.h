@@ -226,6 +226,18 @@ class ElementReader {
   size_t block_values_next_ = 0;              // the first of them not yet read
 };
 
+// A view's C-contiguous little-endian bytes (what ForEachChunk hands out) as SharedBytes, never
+// copied whole unless someone asks for them whole (data()): the stored bytes when the view is
+// stored so (StoredBytes), else deferred bytes gathered, swapped or cast window by window as they
+// are read (ElementReader), in bounded memory. Keeps a copy of the view (and so its storage).
+SharedBytes StreamedBytes(const TensorView& view);
+
+// The view with, when its storage is deferred (a tensor assembled from a checkpoint's chunks or
+// ranks, a compressed leaf), a storage of its own holding only the bytes its elements reach
+// (SharedBytes::OwnSlice): reading it, whole or strided, produces only those, reading only the
+// pieces they lie in. Any other view is returned as it is. A slice of rows reads only its rows.
+TensorView NarrowedToReach(const TensorView& view);
+
 // A view of `source`'s elements converted to `dtype` on the fly: contiguous, same shape, no copy
 // of the data until its bytes are streamed. Floating and integer dtypes convert through double
 // (integers exactly up to 2^53); bool and complex only to themselves. A quantized source (with its

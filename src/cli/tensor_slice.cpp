@@ -100,7 +100,9 @@ TensorView SliceView(const TensorView& v, std::string_view items) {
     out.strides.push_back(len > 1 ? stride * s : stride);
   }
   out.Validate();
-  return out;
+  // A view of bytes produced when read (a tensor assembled from chunks or rank files): the slice
+  // keeps only the range its elements reach, so printing it reads only the chunks its rows lie in.
+  return NarrowedToReach(out);
 }
 
 }  // namespace trove::cli

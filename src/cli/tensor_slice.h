@@ -3,7 +3,10 @@
 // SplitSlice takes "KEY[...]" apart; SliceView applies the items to a view without touching its
 // bytes: an integer picks one index and drops its axis, `start:stop:step` (each part optional,
 // negative counts from the end, a step > 0) narrows it, `:` keeps it, and missing trailing items
-// keep the rest. Pure functions; thread-safe.
+// keep the rest. A view of deferred bytes (a tensor assembled from a checkpoint's chunks or
+// ranks) keeps only the byte range its elements reach, produced on its own
+// (NarrowedToReach): printing it reads only the pieces that range overlaps.
+// Pure functions; thread-safe.
 #pragma once
 
 #include <optional>

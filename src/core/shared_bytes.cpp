@@ -428,8 +428,126 @@ std::unique_ptr<DeferredReader> DeferredSource::Open(uint64_t offset) const {
   return std::make_unique<ProducedReader>(Produce(), offset);
 }
 
+std::optional<std::vector<SharedBytes>> DeferredSource::Pieces(uint64_t, uint64_t) const { return std::nullopt; }
+
+namespace {
+
+// Deferred bytes read as the pieces their source says they are made of (DeferredSource::Pieces),
+// one after another, each through a Reader of its own opened when it is reached: a piece skipped
+// whole is never opened, so its file is never touched.
+class PiecesReader : public DeferredReader {
+ public:
+  explicit PiecesReader(std::vector<SharedBytes> pieces) : pieces_(std::move(pieces)) {}
+
+  void Read(uint8_t* out, size_t n) override {
+    while (n > 0) {
+      SharedBytes::Reader& r = Current();
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, r.remaining()));
+      r.Read(out, take);
+      out += take;
+      n -= take;
+    }
+  }
+  void Skip(uint64_t n) override {
+    while (n > 0) {
+      if (!reader_ || reader_->remaining() == 0) {
+        if (next_ < pieces_.size() && pieces_[next_].size() <= n) {
+          n -= pieces_[next_++].size();
+          continue;
+        }
+      }
+      SharedBytes::Reader& r = Current();
+      const uint64_t take = std::min(n, r.remaining());
+      r.Skip(take);
+      n -= take;
+    }
+  }
+
+ private:
+  SharedBytes::Reader& Current() {
+    while (!reader_ || reader_->remaining() == 0) {
+      if (next_ >= pieces_.size()) Fail(ErrorCode::kCorrupt, "deferred bytes: read past their last piece");
+      reader_.reset();  // the piece read (its pages released) before the next is opened
+      reader_.emplace(pieces_[next_++]);
+    }
+    return *reader_;
+  }
+
+  std::vector<SharedBytes> pieces_;
+  size_t next_ = 0;
+  std::optional<SharedBytes::Reader> reader_;
+};
+
+// A part of deferred bytes as bytes of their own (SharedBytes::OwnSlice): produced whole, only
+// the part is read, through its source's pieces when it has them.
+class OwnSliceSource : public DeferredSource {
+ public:
+  explicit OwnSliceSource(SharedBytes part) : part_(std::move(part)) {}
+
+  SharedBytes Produce() const override {
+    const size_t n = static_cast<size_t>(part_.size());
+    std::shared_ptr<uint8_t[]> out(new uint8_t[n == 0 ? 1 : n]);  // every byte is written below
+    SharedBytes::Reader(part_).Read(out.get(), n);
+    const uint8_t* data = out.get();
+    return SharedBytes(std::shared_ptr<const void>(out, data), data, n);
+  }
+  std::unique_ptr<DeferredReader> Open(uint64_t offset) const override {
+    class PartReader : public DeferredReader {
+     public:
+      explicit PartReader(SharedBytes bytes) : reader_(std::move(bytes)) {}
+      void Read(uint8_t* out, size_t n) override { reader_.Read(out, n); }
+      void Skip(uint64_t n) override { reader_.Skip(n); }
+
+     private:
+      SharedBytes::Reader reader_;
+    };
+    return std::make_unique<PartReader>(part_.Slice(offset, part_.size() - offset));
+  }
+  std::optional<std::vector<SharedBytes>> Pieces(uint64_t offset, uint64_t length) const override {
+    return part_.Slice(offset, length).Pieces();
+  }
+
+ private:
+  SharedBytes part_;
+};
+
+}  // namespace
+
+std::vector<SharedBytes> SharedBytes::Pieces() const {
+  if (deferred()) {
+    if (std::optional<std::vector<SharedBytes>> pieces = deferred_->source->Pieces(deferred_offset_, size_)) {
+      return std::move(*pieces);
+    }
+  }
+  return {*this};
+}
+
+void SharedBytes::ForEachRun(const std::function<void(const uint8_t*, size_t)>& fn) const {
+  if (deferred()) {
+    if (std::optional<std::vector<SharedBytes>> pieces = deferred_->source->Pieces(deferred_offset_, size_)) {
+      for (const SharedBytes& piece : *pieces) piece.ForEachRun(fn);
+    } else {
+      Stream(fn);
+    }
+    return;
+  }
+  if (size_ == 0) return;
+  fn(data(), static_cast<size_t>(size_));
+  ThrowIfMappedFileChanged();
+}
+
+SharedBytes SharedBytes::OwnSlice(uint64_t offset, uint64_t length) const {
+  SharedBytes part = Slice(offset, length);
+  if (!deferred() || (offset == 0 && length == size_)) return part;
+  return Deferred(std::make_shared<OwnSliceSource>(std::move(part)), length);
+}
+
 void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) const {
   if (deferred()) {
+    if (std::optional<std::vector<SharedBytes>> pieces = deferred_->source->Pieces(deferred_offset_, size_)) {
+      for (const SharedBytes& piece : *pieces) piece.Stream(fn);
+      return;
+    }
     std::unique_ptr<DeferredReader> reader = deferred_->source->Open(deferred_offset_);
     const uint64_t window = std::min(size_, kStreamWindowBytes);
     std::unique_ptr<uint8_t[]> buf(new uint8_t[static_cast<size_t>(window)]);
@@ -477,7 +595,12 @@ void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) 
 }
 
 SharedBytes::Reader::Reader(SharedBytes bytes) : bytes_(std::move(bytes)) {
-  if (bytes_.deferred()) deferred_ = bytes_.deferred_->source->Open(bytes_.deferred_offset_);
+  if (!bytes_.deferred()) return;
+  if (std::optional<std::vector<SharedBytes>> pieces = bytes_.deferred_->source->Pieces(bytes_.deferred_offset_, bytes_.size_)) {
+    deferred_ = std::make_unique<PiecesReader>(std::move(*pieces));
+  } else {
+    deferred_ = bytes_.deferred_->source->Open(bytes_.deferred_offset_);
+  }
 }
 
 SharedBytes::Reader::~Reader() = default;

@@ -729,4 +729,80 @@ SharedBytes TensorView::ContiguousLittleEndian() const {
   return SharedBytes::FromVector(std::move(out));
 }
 
+namespace {
+
+// A ViewBytesSource reader's window: it bounds the reader's memory whatever the view's size.
+constexpr uint64_t kViewWindowBytes = uint64_t{1} << 20;
+
+// A view's C-contiguous little-endian bytes, produced window by window as they are read.
+class ViewBytesSource : public DeferredSource {
+ public:
+  explicit ViewBytesSource(TensorView view) : view_(std::move(view)) {}
+
+  SharedBytes Produce() const override { return view_.ContiguousLittleEndian(); }
+
+  std::unique_ptr<DeferredReader> Open(uint64_t offset) const override {
+    class ViewReader : public DeferredReader {
+     public:
+      ViewReader(const TensorView& view, uint64_t offset) : elements_(view), esize_(ElementSize(view.dtype)) { Skip(offset); }
+      void Read(uint8_t* out, size_t n) override {
+        while (n > 0) {
+          if (at_ == window_.size()) Fill();
+          const size_t take = std::min(n, window_.size() - at_);
+          std::memcpy(out, window_.data() + at_, take);
+          at_ += take;
+          out += take;
+          n -= take;
+        }
+      }
+      void Skip(uint64_t n) override {
+        while (n > 0) {  // ElementReader has no skip: the elements are read and dropped
+          if (at_ == window_.size()) Fill();
+          const size_t take = static_cast<size_t>(std::min<uint64_t>(n, window_.size() - at_));
+          at_ += take;
+          n -= take;
+        }
+      }
+
+     private:
+      void Fill() {
+        const uint64_t count = std::min<uint64_t>(std::max<uint64_t>(1, kViewWindowBytes / esize_), elements_.remaining());
+        if (count == 0) Fail(ErrorCode::kUsage, "read past the end of a tensor's bytes");
+        window_.resize(static_cast<size_t>(count * esize_));
+        elements_.Read(count, window_.data());
+        at_ = 0;
+      }
+      ElementReader elements_;
+      size_t esize_;
+      std::vector<uint8_t> window_;
+      size_t at_ = 0;
+    };
+    return std::make_unique<ViewReader>(view_, offset);
+  }
+
+ private:
+  TensorView view_;
+};
+
+}  // namespace
+
+TensorView NarrowedToReach(const TensorView& view) {
+  if (!view.storage.deferred() || view.cast_source || !view.has_data || view.numel() == 0) return view;
+  const uint64_t esize = ElementSize(view.dtype);
+  int64_t last = view.storage_offset;  // the last element reached (Validate bounds it)
+  for (size_t d = 0; d < view.shape.size(); ++d) last += (view.shape[d] - 1) * view.strides[d];
+  const uint64_t begin = static_cast<uint64_t>(view.storage_offset) * esize;
+  TensorView out = view;
+  out.storage = view.storage.OwnSlice(begin, (static_cast<uint64_t>(last) + 1) * esize - begin);
+  out.storage_offset = 0;
+  out.Validate();
+  return out;
+}
+
+SharedBytes StreamedBytes(const TensorView& view) {
+  if (std::optional<SharedBytes> stored = view.StoredBytes()) return *stored;
+  if (view.nbytes() == 0) return SharedBytes();
+  return SharedBytes::Deferred(std::make_shared<ViewBytesSource>(view), view.nbytes());
+}
+
 }  // namespace trove

@@ -401,6 +401,33 @@ class PyDocument : public std::enable_shared_from_this<PyDocument> {
                           quantizer, v.bare_storage, v.byte_order == trove::ByteOrder::kBig);
   }
 
+  // Rows [start, stop) of a tensor whose bytes are produced when read (assembled from a
+  // checkpoint's chunks or ranks), as TensorInfo gives a tensor: its storage array holds only the
+  // bytes those rows reach (trove::NarrowedToReach: only the pieces they lie in are read), made
+  // for this call and kept by nobody else (storage id -1). None for any other tensor, which
+  // TensorInfo gives whole (zero-copy where it can be). `start` <= `stop` lie in dim 0.
+  py::object RowsInfo(const TensorView& v, int64_t start, int64_t stop) {
+    if (!v.storage.deferred() || v.shape.empty() || v.cast_source || v.quantizer || !v.has_data ||
+        !trove::Info(v.dtype).readable || v.byte_order == trove::ByteOrder::kBig || start < 0 || stop < start ||
+        stop > v.shape[0]) {
+      return py::none();
+    }
+    TensorView rows = v;
+    rows.shape[0] = stop - start;
+    if (stop > start) rows.storage_offset += start * rows.strides[0];
+    rows = trove::NarrowedToReach(rows);
+    const uint64_t n = rows.numel() == 0 ? 0 : rows.storage.size();
+    py::array_t<uint8_t> out(static_cast<py::ssize_t>(n));
+    uint8_t* dst = out.mutable_data();
+    Released([&] {
+      if (n) std::memcpy(dst, rows.storage.data(), n);
+      trove::ThrowIfMappedFileChanged();
+    });
+    return py::make_tuple(out, DTypeText(v.dtype), std::string(trove::Info(v.dtype).torch_name), rows.shape,
+                          rows.strides, n ? rows.storage_offset : 0, v.requires_grad, v.is_parameter, -1, true, false,
+                          py::none(), false, false);
+  }
+
   const TensorView& Find(const std::string& key) const {
     const trove::NamedTensor* t = doc_->FindTensor(key);
     if (t == nullptr) trove::Fail(ErrorCode::kNotFound, "no tensor '" + key + "' in " + doc_->path);
@@ -1393,6 +1420,12 @@ PYBIND11_MODULE(_trove, m) {
         return t;
       })
       .def("tensor_meta", [](PyDocument& d, const std::string& key) { return d.TensorInfo(d.Find(key), false); })
+      .def("tensor_rows_info", [](PyDocument& d, const std::string& key, int64_t start, int64_t stop) {
+        d.CheckChanged();
+        py::object t = Guarded([&] { return d.RowsInfo(d.Find(key), start, stop); });
+        d.CheckChanged();
+        return t;
+      })
       // A quantized tensor's values (torch's dequantize(); ggml's dequantizers for a block type)
       // as a new array of `dtype` (float32, float16 or float64), shaped as its values
       // (File.dequantize). Holds the whole tensor's values: the caller asked for them.

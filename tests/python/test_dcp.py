@@ -310,3 +310,64 @@ def test_info_reads_no_chunk_of_an_assembled_tensor(trove, sharded, tmp_path):
     assert r.code == 2 and "chunk at (4, 0)" in r.errtext, r
     r = trove("verify", d)
     assert r.code == 1 and "__1_" in r.text, r
+
+
+def test_a_slice_reads_only_the_chunks_its_rows_lie_in(trove, sharded, tmp_path):
+    """`cat DIR 'KEY[rows]'` of a tensor chunked along dim 0 reads only the chunks those rows lie
+    in: with rank 1's archives gone, rank 0's rows (any slice of them, strided too) still print,
+    equal to torch's slicing; rows reaching rank 1's chunk, and the whole tensor, name it."""
+    import json
+    d = tmp_path / "damaged"
+    shutil.copytree(sharded[0], d)
+    for p in d.glob("__1_*.distcp"):
+        p.write_bytes(b"\0" * p.stat().st_size)
+    rows = sharded[1]["rows"]
+    for item, expected in (("0:2", rows[0:2]), ("1:4:2, 1:4", rows[1:4:2, 1:4]), ("3", rows[3]), (":4, -1", rows[:4, -1])):
+        r = trove("cat", d, f"rows[{item}]", "--json")
+        assert r.code == 0, (item, r)
+        assert json.loads(r.out)["data"] == expected.tolist(), item
+    for key in ("rows[3:5]", "rows"):
+        r = trove("cat", d, key)
+        assert r.code == 2 and "chunk at (4, 0)" in r.errtext, (key, r)
+
+
+def test_chunks_along_dim_0_convert_as_their_archives_bytes(trove, sharded, tmp_path):
+    """A tensor whose chunks are cut along dim 0 is written as its chunks' stored bytes, one after
+    another: every output format holds exactly torch's tensor (cut along dim 1: assembled, the same)."""
+    d, expected = sharded
+    for name in ("out.safetensors", "out.npy"):
+        out = tmp_path / name
+        r = trove("convert", d, out, "--keys", "rows")
+        assert r.code == 0, r
+        if name.endswith(".npy"):
+            import numpy
+            assert numpy.array_equal(numpy.load(out), expected["rows"].numpy())
+        else:
+            tensors, _ = safetensors_spec.read(out.read_bytes())
+            assert tensors["rows"][2] == raw_bytes(expected["rows"])
+    td = tmp_path / "out.td"
+    r = trove("convert", d, td, "--to", "tensordict", "--keys", "rows")
+    assert r.code == 0, r
+    r = trove("diff", d, td, "--keys", "rows")
+    assert r.code == 0, r
+
+
+def test_python_get_slice_reads_only_the_chunks_its_rows_lie_in(sharded, tmp_path):
+    """get_slice(key)[rows] reads only the chunks its rows lie in: rank 1's files truncated after
+    the open, rank 0's rows equal torch's slicing; rows reaching rank 1's chunk name its file."""
+    if not glob.glob(os.path.join(PYDIR, "trove", "_trove*.so")):
+        pytest.skip("the Python module was not built")
+    sys.path.insert(0, PYDIR)
+    import trove as trove_module
+    d = tmp_path / "ckpt"
+    shutil.copytree(sharded[0], d)
+    rows = sharded[1]["rows"]
+    with trove_module.open(str(d), framework="pt") as f:
+        for p in d.glob("__1_*.distcp"):
+            os.truncate(p, 0)
+        s = f.get_slice("rows")
+        for index in (slice(0, 2), (slice(1, 4), slice(None, None, 2)), 3, (slice(None, 4), -1)):
+            assert torch.equal(s[index], rows[index]), index
+        with pytest.raises(trove_module.Error) as e:
+            s[3:6]
+        assert "__1_" in str(e.value), e.value

@@ -606,3 +606,71 @@ def test_partitions_saved_without_their_padding_or_with_it(trove, tmp_path):
         sizes = [t.numel() for t in last["optimizer_state_dict"]["single_partition_of_fp32_groups"]]
         assert sizes == ([16, 4] if bf16 else [11, 0]), sizes
         convert_and_compare(trove, d, expected_of(groups), tmp_path)
+
+
+def damage_rank_partitions(path):
+    """Rewrites a rank's optimizer-state file with its tensor records deflated and their deflate
+    streams then broken: the file still opens (its records are inflated only when read), and
+    reading any of its partition bytes fails."""
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        entries = [(i, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w") as z:
+        for info, data in entries:
+            deflate = "/data/" in info.filename and len(data) > 64
+            z.writestr(info.filename, data, zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED)
+    raw_file = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        broken = 0
+        for info in z.infolist():
+            if info.compress_type != zipfile.ZIP_DEFLATED:
+                continue
+            name_len, extra_len = int.from_bytes(raw_file[info.header_offset + 26:info.header_offset + 28], "little"), \
+                int.from_bytes(raw_file[info.header_offset + 28:info.header_offset + 30], "little")
+            start = info.header_offset + 30 + name_len + extra_len
+            raw_file[start:start + info.compress_size] = b"\xff" * info.compress_size  # BTYPE 11: invalid
+            broken += 1
+    assert broken > 0
+    path.write_bytes(bytes(raw_file))
+
+
+def test_a_slice_reads_only_the_ranks_its_rows_lie_in(trove, tmp_path):
+    """ZeRO-3 splits every param over the ranks: `cat DIR 'KEY[rows]'` reads only the rank pieces
+    those rows lie in. With rank 1's partitions unreadable, rows in rank 0's piece still print,
+    equal to torch's slicing; rows reaching rank 1's piece, and the whole param, fail."""
+    import json
+    groups = model_groups()
+    d = tmp_path / "ckpt"
+    tag = write_zero3(d, groups, 2)
+    damage_rank_partitions(tag / "zero_pp_rank_1_mp_rank_00_optim_states.pt")
+    embed = expected_of(groups)["embed.weight"]  # 7 x 5: rank 0 holds elements 0-17 (rows 0-2 whole)
+    for item, expected in (("0:3", embed[0:3]), ("0:3:2, 1:4", embed[0:3:2, 1:4]), ("2", embed[2])):
+        r = trove("cat", d, f"embed.weight[{item}]", "--json")
+        assert r.code == 0, (item, r)
+        assert json.loads(r.out)["data"] == expected.tolist(), item
+    for key in ("embed.weight[2:5]", "embed.weight"):
+        r = trove("cat", d, key)
+        assert r.code != 0 and "zero_pp_rank_1" in r.errtext, (key, r)
+
+
+def test_python_get_slice_reads_only_the_ranks_its_rows_lie_in(tmp_path):
+    """get_slice(key)[rows] of a ZeRO-3 param reads only the rank pieces those rows lie in: rank
+    1's file truncated after the open, rows of rank 0's piece equal torch's; rows reaching rank
+    1's piece are an error naming its file."""
+    if not glob.glob(os.path.join(PYDIR, "trove", "_trove*.so")):
+        pytest.skip("the Python module was not built")
+    sys.path.insert(0, PYDIR)
+    import trove as trove_module
+    groups = model_groups()
+    embed = expected_of(groups)["embed.weight"]  # 7 x 5: rank 0 holds elements 0-17 (rows 0-2 whole)
+    for framework in ("pt", "np"):
+        tag = write_zero3(tmp_path / framework, groups, 2)
+        with trove_module.open(str(tmp_path / framework), framework=framework) as f:
+            os.truncate(tag / "zero_pp_rank_1_mp_rank_00_optim_states.pt", 0)
+            s = f.get_slice("embed.weight")
+            for index in (slice(0, 3), (slice(1, 3), slice(2, 4)), 2, -5, (slice(None, 3), -1)):
+                got, want = s[index], embed[index]
+                assert (torch.equal(got, want) if framework == "pt" else (got == want.numpy()).all()), index
+            with pytest.raises(trove_module.Error) as e:
+                s[2:5]
+            assert "zero_pp_rank_1" in str(e.value) and "changed while being read" in str(e.value)

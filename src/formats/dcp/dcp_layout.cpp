@@ -140,4 +140,16 @@ void CopyDcpBox(uint8_t* global, const std::vector<int64_t>& shape, size_t eleme
   }
 }
 
+std::optional<uint64_t> DcpBoxRun(const std::vector<int64_t>& shape, const DcpBox& box) {
+  const size_t rank = shape.size();
+  size_t cut = 0;  // the first dimension the box does not span with one index
+  while (cut < rank && box.sizes[cut] == 1) ++cut;
+  for (size_t d = cut + 1; d < rank; ++d) {
+    if (box.offsets[d] != 0 || box.sizes[d] != shape[d]) return std::nullopt;
+  }
+  uint64_t start = 0;
+  for (size_t d = 0; d < rank; ++d) start = start * static_cast<uint64_t>(shape[d]) + static_cast<uint64_t>(box.offsets[d]);
+  return start;
+}
+
 }  // namespace trove

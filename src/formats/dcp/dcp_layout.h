@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,5 +38,12 @@ void CheckDcpTiling(std::string_view fqn, const std::vector<int64_t>& shape, con
 // `global` hold every element of it.
 void CopyDcpBox(uint8_t* global, const std::vector<int64_t>& shape, size_t element_size, const DcpBox& box,
                 const uint8_t* chunk);
+
+// Where a box's elements start in the global tensor's C-contiguous elements when they are one
+// contiguous run of them (a chunk cut along dim 0 only: every later dimension whole, every earlier
+// one of size 1; a box without elements anywhere), so that the chunk's bytes are a range of the
+// tensor's bytes as they are; nullopt when the box is cut along a later dimension. The box must
+// lie inside `shape` (CheckDcpTiling).
+std::optional<uint64_t> DcpBoxRun(const std::vector<int64_t>& shape, const DcpBox& box);
 
 }  // namespace trove

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/confined_directory.h"
+#include "formats/dcp/dcp_layout.h"
 #include "formats/dcp/dcp_metadata.h"
 #include "formats/pt/pt_checks.h"
 #include "formats/pt/pt_reader.h"
@@ -118,12 +119,41 @@ TensorView ReadChunk(DcpFiles& files, const DcpItem& item, const DcpChunk& chunk
   });
 }
 
-// A tensor of several chunks, assembled in one buffer when its bytes are read. Each pass (a
-// stream, a reader) assembles its own copy and drops it when done, so converting a checkpoint
-// holds one tensor at a time.
+// A tensor of several chunks. Chunks cut along dim 0 only are each a contiguous run of the
+// tensor's bytes (DcpBoxRun): the tensor's bytes are then those runs in order (Pieces), each the
+// bytes its archive stores, so a writer copies them from their files by the kernel and a slice
+// reads only the chunks it overlaps. Otherwise, and whenever its bytes are asked for whole, it
+// is assembled in one buffer; each such pass assembles its own copy and drops it when done, so
+// converting a checkpoint holds one tensor at a time.
 class DcpAssembly : public DeferredSource {
  public:
-  DcpAssembly(std::shared_ptr<DcpFiles> files, DcpItem item) : files_(std::move(files)), item_(std::move(item)) {}
+  DcpAssembly(std::shared_ptr<DcpFiles> files, DcpItem item) : files_(std::move(files)), item_(std::move(item)) {
+    const uint64_t esize = ElementSize(item_.dtype);
+    for (size_t i = 0; i < item_.chunks.size(); ++i) {
+      const std::optional<uint64_t> start = DcpBoxRun(item_.shape, item_.chunks[i].box);
+      if (!start) {
+        runs_.clear();
+        return;
+      }
+      uint64_t numel = 1;
+      for (int64_t s : item_.chunks[i].box.sizes) numel *= static_cast<uint64_t>(s);  // inside the shape (tiling)
+      if (numel > 0) runs_.push_back({*start * esize, numel * esize, i});
+    }
+    std::sort(runs_.begin(), runs_.end(), [](const Run& a, const Run& b) { return a.begin < b.begin; });
+  }
+
+  std::optional<std::vector<SharedBytes>> Pieces(uint64_t offset, uint64_t length) const override {
+    if (runs_.empty()) return std::nullopt;  // a chunk cut along a later dimension: assembled
+    std::vector<SharedBytes> out;
+    for (const Run& run : runs_) {
+      const uint64_t from = std::max(run.begin, offset), to = std::min(run.begin + run.length, offset + length);
+      if (from >= to) continue;
+      // Only the chunks the range overlaps are read; the tiling check made them cover it.
+      const TensorView view = ReadChunk(*files_, item_, item_.chunks[run.chunk], std::make_shared<ValueArena>());
+      out.push_back(StreamedBytes(view).Slice(from - run.begin, to - from));
+    }
+    return out;
+  }
 
   SharedBytes Produce() const override {
     const size_t esize = ElementSize(item_.dtype);
@@ -142,8 +172,14 @@ class DcpAssembly : public DeferredSource {
   }
 
  private:
+  struct Run {
+    uint64_t begin = 0;   // in the tensor's bytes
+    uint64_t length = 0;  // bytes
+    size_t chunk = 0;     // in item_.chunks
+  };
   std::shared_ptr<DcpFiles> files_;
   DcpItem item_;
+  std::vector<Run> runs_;  // every chunk's run in order, or none when a chunk is not one run
 };
 
 // The product of sizes, or UINT64_MAX when it does not fit in 62 bits.

@@ -213,8 +213,10 @@ const uint8_t* ElementsAt(const TensorView& t, uint64_t offset) {
   return t.storage.data() + (static_cast<uint64_t>(t.storage_offset) + offset) * ElementSize(t.dtype);
 }
 
-// A parameter spread over several ranks' partitions, assembled when its bytes are read. Each pass
-// assembles its own copy; the pieces' pages are released after each copy.
+// A parameter spread over several ranks' partitions: contiguous runs of their flat tensors, in
+// rank order. Its bytes are those runs (Pieces): a writer copies each from its file by the kernel
+// and a slice reads only the runs it overlaps. Asked for whole (a strided view), it is assembled;
+// each such pass assembles its own copy, the pieces' pages released after each copy.
 class ZeroAssembly : public DeferredSource {
  public:
   ZeroAssembly(std::shared_ptr<const std::vector<ReadFile>> files,
@@ -226,17 +228,36 @@ class ZeroAssembly : public DeferredSource {
     const size_t esize = ElementSize(dtype_);
     uint64_t total = 0;
     for (const ZeroPiece& p : pieces_) total += p.count;
-    std::vector<uint8_t> out(static_cast<size_t>(total * esize));
+    // Every byte is copied below: no zero-filling first.
+    std::shared_ptr<uint8_t[]> out(new uint8_t[std::max<uint64_t>(1, total * esize)]);
     uint64_t at = 0;
     for (const ZeroPiece& p : pieces_) {
       const TensorView& t = *(*parts_)[p.rank][p.group];
-      std::memcpy(out.data() + at, ElementsAt(t, p.offset), p.count * esize);
+      std::memcpy(out.get() + at, ElementsAt(t, p.offset), p.count * esize);
       at += p.count * esize;
       // Copied: the piece's pages leave the resident set (they stay in the page cache).
       const uint64_t start = (static_cast<uint64_t>(t.storage_offset) + p.offset) * esize;
       t.storage.Release(start, p.count * esize);
     }
-    return SharedBytes::FromVector(std::move(out));
+    const uint8_t* data = out.get();
+    return SharedBytes(std::shared_ptr<const void>(out, data), data, total * esize);
+  }
+
+  std::optional<std::vector<SharedBytes>> Pieces(uint64_t offset, uint64_t length) const override {
+    const size_t esize = ElementSize(dtype_);
+    std::vector<SharedBytes> out;
+    uint64_t at = 0;  // where the piece starts in the parameter's bytes
+    for (const ZeroPiece& p : pieces_) {
+      const uint64_t bytes = p.count * esize;
+      const uint64_t from = std::max(at, offset), to = std::min(at + bytes, offset + length);
+      if (from < to) {
+        const TensorView& t = *(*parts_)[p.rank][p.group];
+        const uint64_t start = (static_cast<uint64_t>(t.storage_offset) + p.offset) * esize;
+        out.push_back(t.storage.Slice(start + (from - at), to - from));
+      }
+      at += bytes;
+    }
+    return out;
   }
 
  private:

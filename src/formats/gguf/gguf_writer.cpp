@@ -257,8 +257,9 @@ void WriteFile(const std::string& path, const std::vector<Entry>& entries, const
   for (const Planned& p : plan) {
     WithContext("tensor '" + p.tensor->key + "'", [&] {
       const TensorView& v = *p.tensor->view;
-      if (std::optional<SharedBytes> stored = v.StoredBytes(); stored && !stored->deferred()) {
-        file.Write(stored->data(), stored->size());
+      if (std::optional<SharedBytes> stored = v.StoredBytes()) {
+        // Run by run: mapped ranges (an assembled tensor's pieces too) are copied by the kernel.
+        stored->ForEachRun([&](const uint8_t* data, size_t size) { file.Write(data, size); });
       } else {
         v.ForEachChunk([&](const uint8_t* data, size_t size) { file.Write(data, size); });
       }

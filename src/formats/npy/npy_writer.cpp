@@ -43,11 +43,12 @@ std::string HeaderFor(const NamedTensor& t) {
   return FormatNpyHeader(*descr, v.shape);
 }
 
-// The C-ordered little-endian values: the stored bytes whole when the view is them (mapped:
-// copied by the kernel), else gathered, swapped, cast or inflated window by window.
+// The C-ordered little-endian values: the stored bytes when the view is them (mapped runs copied
+// by the kernel, deferred ones inflated or read piece by piece), else gathered, swapped or cast
+// window by window.
 void StreamValues(const TensorView& v, const std::function<void(const SharedBytes&)>& stored_bytes,
                   const std::function<void(const uint8_t*, size_t)>& chunk) {
-  if (std::optional<SharedBytes> stored = v.StoredBytes(); stored && !stored->deferred()) {
+  if (std::optional<SharedBytes> stored = v.StoredBytes()) {
     stored_bytes(*stored);
   } else {
     v.ForEachChunk(chunk);
@@ -76,8 +77,10 @@ void WriteNpy(const Document& doc, const std::string& destination, const WriteOp
   StreamValues(
       *t.view,
       [&](const SharedBytes& b) {
-        file.Write(b.data(), b.size());
-        progress.Add(b.size());
+        b.ForEachRun([&](const uint8_t* data, size_t size) {  // mapped runs: copied by the kernel
+          file.Write(data, size);
+          progress.Add(size);
+        });
       },
       [&](const uint8_t* data, size_t size) {
         file.Write(data, size);

@@ -221,10 +221,14 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Safete
   file.Write(header.data(), header.size());
   ProgressReporter progress(options.progress, offset);
   for (const Planned& p : plan) {
-    if (std::optional<SharedBytes> stored = p.view->StoredBytes(); stored && !stored->deferred()) {
-      file.Write(stored->data(), stored->size());  // large mapped ranges are copied by the kernel
-      progress.Add(stored->size());
-    } else {  // gathered, swapped, cast, or inflated (a compressed .tdz leaf) window by window
+    if (std::optional<SharedBytes> stored = p.view->StoredBytes()) {
+      // Run by run: large mapped ranges (a tensor's, or each of an assembled tensor's pieces) are
+      // copied by the kernel; deferred bytes (a compressed .tdz leaf) are inflated window by window.
+      stored->ForEachRun([&](const uint8_t* data, size_t size) {
+        file.Write(data, size);
+        progress.Add(size);
+      });
+    } else {  // gathered, swapped or cast window by window
       p.view->ForEachChunk([&](const uint8_t* data, size_t size) {
         file.Write(data, size);
         progress.Add(size);

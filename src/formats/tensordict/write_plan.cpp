@@ -21,9 +21,11 @@ void PlannedFile::Emit(const std::function<void(const uint8_t*, size_t)>& fn,
                        const std::function<void(const SharedBytes&)>& stored) const {
   if (!bytes.empty()) fn(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   for (const TensorView* t : tensors) {
-    std::optional<SharedBytes> view = stored ? t->StoredBytes() : std::nullopt;
-    if (view) {
+    std::optional<SharedBytes> view = t->StoredBytes();
+    if (view && stored) {
       stored(*view);
+    } else if (view) {
+      view->ForEachRun(fn);  // mapped runs whole (an assembled tensor's pieces too): kernel copies
     } else {
       t->ForEachChunk(fn);
     }

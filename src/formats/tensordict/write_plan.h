@@ -30,9 +30,10 @@ struct PlannedFile {
   std::vector<const TensorView*> tensors;       // leaf payload: these views' C-order bytes, in turn
   uint64_t size = 0;                            // total payload bytes
   bool is_memmap() const;                       // a ".memmap" file (aligned or compressed in archives)
-  // Calls fn with consecutive chunks of the payload (bounded scratch for non-contiguous views).
-  // With `stored`, a leaf held contiguously in its source goes to it whole instead, as the view
-  // of its bytes (which may carry their recorded CRC-32).
+  // Calls fn with consecutive chunks of the payload (bounded scratch for non-contiguous views); a
+  // leaf held contiguously in its source run by run (SharedBytes::ForEachRun: a mapped run whole,
+  // for the kernel to copy). With `stored`, such a leaf goes to it whole instead, as the view of
+  // its bytes (which may carry their recorded CRC-32).
   void Emit(const std::function<void(const uint8_t*, size_t)>& fn,
             const std::function<void(const SharedBytes&)>& stored = nullptr) const;
 };

@@ -730,7 +730,9 @@ def _torch_device_for(device: Any, framework: str) -> Any:
 
 class Slice:
     """A tensor not yet read: index it (f.get_slice(key)[0:4]) to get a view of only those
-    elements; with a zero-copy tensor, only the pages those rows lie on are ever read."""
+    elements; with a zero-copy tensor, only the pages those rows lie on are ever read; with one
+    assembled from a checkpoint's chunks or ranks (DCP, ZeRO), indexed by rows first (an int or a
+    slice of step 1), only the chunks those rows lie in are read."""
 
     def __init__(self, file: "File", key: str) -> None:
         self._file, self._key = file, key
@@ -743,7 +745,11 @@ class Slice:
 
     def __getitem__(self, index: Any):
         # indexed on the CPU (a view), then only those elements are moved to the device
-        whole = self._file._tensor_on_cpu(self._key)
+        rows = self._file._rows_on_cpu(self._key, index)
+        if rows is not None:
+            whole, index = rows
+        else:
+            whole = self._file._tensor_on_cpu(self._key)
         try:
             part = whole[index]
         except ValueError as e:  # torch: "step must be greater than zero"
@@ -925,6 +931,42 @@ class File:
             return _numpy_array(info, self.raw, key)
         with self._lock:
             return self._torch.tensor(info, key)
+
+    def _rows_on_cpu(self, key: str, index: Any):
+        """For a tensor assembled from a checkpoint's chunks or ranks (DCP, ZeRO) indexed by rows
+        first (an int, or a slice of step 1): (those rows only, the rest of the index), reading
+        only the chunks they lie in. None for any other tensor or index (the whole is viewed)."""
+        first, rest = (index[0], index[1:]) if isinstance(index, tuple) and index else (index, ())
+        if isinstance(first, bool) or not isinstance(first, (int, slice)):
+            return None
+        if isinstance(first, slice) and first.step not in (None, 1):
+            return None
+        shape = self._info(key, with_data=False)[3]
+        if not shape:
+            return None
+        n = shape[0]
+        if isinstance(first, int):
+            at = first + n if first < 0 else first
+            if not 0 <= at < n:
+                return None  # torch says it is out of range
+            start, stop, first = at, at + 1, 0
+        else:
+            start, stop, _ = first.indices(n)
+            stop = max(start, stop)
+            first = slice(None)
+        doc = self._document()
+        try:
+            with self._lock:
+                info = doc.tensor_rows_info(self._names()[1].get(key, key), start, stop)
+        except Error as e:
+            raise self._content.renamed(e) if self._content is not None else e
+        if info is None:
+            return None
+        if self.framework == "np":
+            rows = _numpy_array(info, self.raw, key)
+        else:
+            rows = _TorchStorages().tensor(info, key)  # storage id -1: its own storages, not shared
+        return rows, (first,) + tuple(rest)
 
     def _placed(self, tensor: Any) -> Any:
         return tensor if self.device is None else tensor.to(self.device)

@@ -65,6 +65,19 @@ TEST(DcpTiling, CopyPutsAChunkInPlace) {
   EXPECT_EQ(scalar, 42);
 }
 
+// A chunk cut along dim 0 only (later dimensions whole, earlier ones of size 1) is one run of the
+// tensor's elements, which the reader hands out as the chunk's stored bytes; any other cut is not.
+TEST(DcpTiling, ChunksAlongDimZeroAreRunsOfTheTensor) {
+  EXPECT_EQ(DcpBoxRun({7, 5}, Box({4, 0}, {3, 5})), std::optional<uint64_t>(20));
+  EXPECT_EQ(DcpBoxRun({7, 5}, Box({0, 0}, {7, 5})), std::optional<uint64_t>(0));
+  EXPECT_EQ(DcpBoxRun({7, 5}, Box({0, 2}, {7, 3})), std::nullopt);  // a column split
+  EXPECT_EQ(DcpBoxRun({7, 5}, Box({2, 1}, {1, 4})), std::optional<uint64_t>(11));  // part of one row
+  EXPECT_EQ(DcpBoxRun({7, 5}, Box({2, 1}, {2, 4})), std::nullopt);  // two rows' parts
+  EXPECT_EQ(DcpBoxRun({2, 3, 4}, Box({1, 1, 0}, {1, 2, 4})), std::optional<uint64_t>(16));
+  EXPECT_EQ(DcpBoxRun({9}, Box({3}, {6})), std::optional<uint64_t>(3));
+  EXPECT_EQ(DcpBoxRun({}, Box({}, {})), std::optional<uint64_t>(0));
+}
+
 using namespace std::string_literals;
 
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
