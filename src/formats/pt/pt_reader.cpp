@@ -397,7 +397,7 @@ Document ReadPtInto(const ZipReader& zip, const ReadOptions& options, std::share
 }
 
 Document ReadPtWithEnums(const ZipReader& zip, const ReadOptions& options, const PtEnumMembers& enum_members) {
-  return ReadZipPt(zip, options, ZipPtKind::kTorchSave, nullptr, PtKnownNames{.enum_members = enum_members});
+  return ReadZipPt(zip, options, ZipPtKind::kTorchSave, nullptr, PtKnownNames{.enum_members = enum_members, .data_classes = {}});
 }
 
 Document ReadPtWithNames(const ZipReader& zip, const ReadOptions& options, const PtKnownNames& names,
