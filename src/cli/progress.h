@@ -3,9 +3,9 @@
 //
 // Driven by the library's progress callbacks (WriteOptions::progress, DiffOptions::progress,
 // StatsOptions::progress, VerifyOptions::progress: Callback() returns one to install): on a
-// terminal, once the work has lasted a second, stderr shows bytes, rate and time left, refreshed
-// four times a second by a thread of its own (the callback only stores two numbers), and the line
-// is erased at the end. Off a terminal, or when the command writes --json, nothing is shown. The
+// terminal, once the work has lasted a second (TROVE_PROGRESS_DELAY seconds), stderr shows bytes,
+// rate and time left, refreshed four times a second by a thread of its own (the callback only
+// stores two numbers), and the line is erased at the end. Off a terminal, or when the command writes --json, nothing is shown. The
 // line holds only numbers and trove's own carriage return and erase, written past the escaping of
 // std::cerr (cli/escaped_output.h: ExactStderr).
 //

@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/progress.h"
+#include "core/worker_pool.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
 
@@ -754,14 +756,16 @@ void RunItems(uint64_t count, uint32_t threads, bool guard, const std::function<
     }
   };
   const uint64_t n = std::min<uint64_t>(threads, count);
-  std::vector<std::thread> pool;
-  try {
-    for (uint64_t t = 1; t < n; ++t) pool.emplace_back(worker);
-  } catch (const std::system_error&) {
-    // Fewer threads than asked (a process or container limit): the others carry the work.
+  {
+    // Fewer threads than asked (a process, container or address-space limit): the others carry
+    // the work. They are joined as the block ends.
+    std::vector<std::unique_ptr<SmallStackThread>> pool;
+    for (uint64_t t = 1; t < n; ++t) {
+      pool.push_back(std::make_unique<SmallStackThread>(worker));
+      if (!pool.back()->started()) break;
+    }
+    worker();
   }
-  worker();
-  for (auto& t : pool) t.join();
   if (error) std::rethrow_exception(error);
 }
 

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -102,6 +103,60 @@ uint64_t PieceCount(uint64_t items, uint64_t min_items) {
   return std::min<uint64_t>(threads, items / std::max<uint64_t>(min_items, 1));
 }
 
+namespace {
+
+// A worker's stack. The default (ulimit -s, usually 8 MiB) is reserved address space per thread:
+// 64 workers would hold 512 MiB of it, which a process run under an address-space limit (as
+// hostile-input tests and some batch systems do) runs out of. Workers run element kernels, hashes
+// and inflaters with small frames; 2 MiB leaves them a wide margin.
+constexpr size_t kWorkerStackBytes = size_t{2} << 20;
+
+struct WorkerStart {
+  Pool* pool;
+  uint32_t index;
+};
+
+void* RunWorker(void* arg) {
+  const WorkerStart start = *static_cast<WorkerStart*>(arg);
+  delete static_cast<WorkerStart*>(arg);
+  start.pool->WorkerLoop(start.index);
+  return nullptr;
+}
+
+// Starts worker `index` detached; false when the system refuses a thread.
+bool StartWorker(Pool* pool, uint32_t index) {
+  pthread_attr_t attr;
+  if (::pthread_attr_init(&attr) != 0) return false;
+  ::pthread_attr_setstacksize(&attr, kWorkerStackBytes);
+  ::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  auto* start = new (std::nothrow) WorkerStart{pool, index};
+  pthread_t thread;
+  const bool started = start != nullptr && ::pthread_create(&thread, &attr, RunWorker, start) == 0;
+  if (!started) delete start;
+  ::pthread_attr_destroy(&attr);
+  return started;
+}
+
+}  // namespace
+
+SmallStackThread::SmallStackThread(std::function<void()> fn) : fn_(std::move(fn)) {
+  static_assert(sizeof(pthread_t) == sizeof(thread_), "pthread_t is an unsigned long on Linux");
+  pthread_attr_t attr;
+  if (::pthread_attr_init(&attr) != 0) return;
+  ::pthread_attr_setstacksize(&attr, kWorkerStackBytes);
+  pthread_t thread;
+  started_ = ::pthread_create(&thread, &attr, [](void* self) -> void* {
+    static_cast<SmallStackThread*>(self)->fn_();
+    return nullptr;
+  }, this) == 0;
+  ::pthread_attr_destroy(&attr);
+  if (started_) thread_ = thread;
+}
+
+SmallStackThread::~SmallStackThread() {
+  if (started_) ::pthread_join(static_cast<pthread_t>(thread_), nullptr);
+}
+
 void RunPieces(uint64_t count, const std::function<void(uint64_t)>& fn) {
   if (count == 0) return;
   const uint32_t helpers = static_cast<uint32_t>(std::min<uint64_t>(ThreadCount(), count)) - 1;
@@ -115,13 +170,10 @@ void RunPieces(uint64_t count, const std::function<void(uint64_t)>& fn) {
   {
     std::lock_guard<std::mutex> lock(pool->mutex);
     while (pool->started < helpers) {
-      try {
-        const uint32_t index = pool->started;
-        std::thread([pool, index] { pool->WorkerLoop(index); }).detach();
-        ++pool->started;
-      } catch (const std::system_error&) {
-        break;  // fewer threads than asked (a process or container limit): the others carry the work
-      }
+      // Fewer threads than asked (a process, container or address-space limit): the others carry
+      // the work.
+      if (!StartWorker(pool, pool->started)) break;
+      ++pool->started;
     }
     pool->fn = &fn;
     pool->count = count;

@@ -24,4 +24,21 @@ void RunPieces(uint64_t count, const std::function<void(uint64_t piece)>& fn);
 // thread's wake-up) and every thread gets some: 1 for small jobs.
 uint64_t PieceCount(uint64_t items, uint64_t min_items);
 
+// A thread of a pool kept by its caller (stats' passes), started with the workers' stack size
+// (kWorkerStackBytes in worker_pool.cpp) and joined when destroyed. started() is false when the
+// system refused it: the caller's other threads carry the work.
+class SmallStackThread {
+ public:
+  explicit SmallStackThread(std::function<void()> fn);
+  ~SmallStackThread();
+  SmallStackThread(const SmallStackThread&) = delete;
+  SmallStackThread& operator=(const SmallStackThread&) = delete;
+  bool started() const { return started_; }
+
+ private:
+  std::function<void()> fn_;
+  unsigned long thread_ = 0;  // pthread_t
+  bool started_ = false;
+};
+
 }  // namespace trove
