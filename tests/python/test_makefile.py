@@ -32,7 +32,11 @@ def make_calls(tmp_path, target, *make_args):
     (build / "bin").mkdir(parents=True, exist_ok=True)
     write_exe(build / "bin" / "trove", FAKE_TROVE)
     log.write_text("")
-    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "FAKE_LOG": str(log)}
+    # The outer make's command-line variables (CI runs `make test CMAKE_FLAGS=...`) reach a make
+    # started below it through MAKEFLAGS: this make starts from the environment alone.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKEOVERRIDES", "MFLAGS", "MAKELEVEL",
+                                                           "CMAKE_FLAGS")}
+    env.update({"PATH": f"{fake_bin}:{os.environ['PATH']}", "FAKE_LOG": str(log)})
     subprocess.run(["make", "-s", "-C", SOURCE, "-o", "deps", "-o", "test-deps", f"BUILD={build}", "JOBS=1", *make_args, target],
                    check=True, capture_output=True, env=env, timeout=120)
     return [line.replace(str(build), "BUILD") for line in log.read_text().splitlines()]
