@@ -729,24 +729,7 @@ void ScanFsdpCheckpoint(const std::string& directory, CheckReport& report) {
     report.AddError(Severity::kMedium, "", e);
     return;
   }
-  for (const std::string& name : names) {
-    try {
-      ConfinedFile file = root->RequireFile(name);
-      auto mapped = MappedFile::FromDescriptor(file.fd.release(), file.path, file.size, false);
-      ZipReader zip(mapped, ZipDisagreement::kReport);
-      for (const ZipEntry& e : zip.entries()) {
-        if (!NamedLikePickle(e.name)) continue;
-        const SharedBytes pickle = zip.Read(e);
-        ScanTorchPickle(report, name + "/" + e.name, pickle.data(), pickle.size(), 0, false, FsdpClassAttribute,
-                        FsdpDataClass);
-        report.entries_checked++;
-        report.bytes_checked += e.compressed_size;
-      }
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::kIo) throw;
-      report.AddError(Severity::kMedium, name, e);
-    }
-  }
+  ScanTorchArchivesIn(report, *root, names, FsdpClassAttribute, FsdpDataClass);
 }
 
 }  // namespace trove

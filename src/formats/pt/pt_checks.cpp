@@ -168,6 +168,29 @@ bool ScanZipfileView(CheckReport& report, const std::shared_ptr<MappedFile>& fil
   return true;
 }
 
+void ScanTorchArchivesIn(CheckReport& report, const ConfinedDirectory& root, const std::vector<std::string>& names,
+                         const PtEnumMembers& enum_members,
+                         const std::function<bool(const std::string&)>& data_classes) {
+  for (const std::string& name : names) {
+    try {
+      ConfinedFile file = root.RequireFile(name);
+      auto mapped = MappedFile::FromDescriptor(file.fd.release(), file.path, file.size, false);
+      ZipReader zip(mapped, ZipDisagreement::kReport);
+      for (const ZipEntry& e : zip.entries()) {
+        if (!NamedLikePickle(e.name)) continue;
+        const SharedBytes pickle = zip.Read(e);
+        ScanTorchPickle(report, name + "/" + e.name, pickle.data(), pickle.size(), 0, false, enum_members,
+                        data_classes);
+        report.entries_checked++;
+        report.bytes_checked += e.compressed_size;
+      }
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kIo) throw;
+      report.AddError(Severity::kMedium, name, e);
+    }
+  }
+}
+
 // Findings for a file whose first bytes are not a zip but whose end is one: zip readers (Python's
 // zipfile, scanners) and start-of-file readers (torch's legacy loader, pickle.load) see two
 // different files. Also scans a leading pickle, which torch.load would run before anything else.

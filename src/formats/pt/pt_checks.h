@@ -11,7 +11,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "core/confined_directory.h"
 #include "formats/pt/pt_reader.h"
 #include "pickle/pickle_scan.h"
 #include "trove/findings.h"
@@ -33,6 +35,14 @@ bool IsStorageRecord(std::string_view name);
 PickleScan ScanTorchPickle(CheckReport& report, const std::string& entry, const uint8_t* data, uint64_t size,
                            uint64_t base = 0, bool legacy_ids = false, const PtEnumMembers& enum_members = {},
                            const std::function<bool(const std::string&)>& data_classes = {});
+
+// Every pickle of the torch.save archives a checkpoint directory names (its rank files), each
+// opened by name inside `root`, scanned as ScanTorchPickle does with the format's names and
+// labelled `file/entry`; counted in the report. A file that cannot be read is a finding, an I/O
+// error is thrown.
+void ScanTorchArchivesIn(CheckReport& report, const ConfinedDirectory& root, const std::vector<std::string>& names,
+                         const PtEnumMembers& enum_members = {},
+                         const std::function<bool(const std::string&)>& data_classes = {});
 
 // The archive Python's zipfile reads when the end records put the central directory `prefix`
 // bytes further on than its offset says: its pickles are scanned, labelled "zipfile view".
