@@ -75,6 +75,24 @@ double Real(const ElementValue& e) {
 // however they are stored (a compressed .tdz leaf is inflated window by window, never held).
 constexpr uint64_t kDiffWindowElements = uint64_t{1} << 18;
 
+// The windows of a comparison, kept by each thread from one tensor to the next. A fresh pair per
+// tensor cost its zero fill and page faults every time (malloc hands such sizes back to the
+// kernel on free): a diff of two 1 GB files of 200 tensors spent 60% of its time there. Each
+// function that reads windows has its own slot, since Compare calls SameElements while holding
+// its pair. At most a few windows per thread (kDiffWindowElements elements of 16 bytes at most).
+enum class WindowSlot { kStorage, kElements, kCompare, kCount };
+struct WindowPair {
+  uint8_t* a = nullptr;
+  uint8_t* b = nullptr;
+};
+WindowPair ThreadWindows(WindowSlot slot, size_t a_bytes, size_t b_bytes) {
+  thread_local std::vector<uint8_t> held[static_cast<int>(WindowSlot::kCount)][2];
+  std::vector<uint8_t>* pair = held[static_cast<int>(slot)];
+  if (pair[0].size() < a_bytes) pair[0].resize(a_bytes);
+  if (pair[1].size() < b_bytes) pair[1].resize(b_bytes);
+  return {pair[0].data(), pair[1].data()};
+}
+
 // Two views laid out alike over equal stored bytes are equal element for element, without
 // walking their (possibly huge) logical extent.
 bool SameLayoutAndStorage(const TensorView& a, const TensorView& b) {
@@ -84,12 +102,13 @@ bool SameLayoutAndStorage(const TensorView& a, const TensorView& b) {
   }
   if (a.storage.SameBytes(b.storage)) return true;
   SharedBytes::Reader ra(a.storage), rb(b.storage);
-  std::vector<uint8_t> wa(static_cast<size_t>(std::min<uint64_t>(a.storage.size(), kDiffWindowElements))), wb(wa.size());
+  const size_t window = static_cast<size_t>(std::min<uint64_t>(a.storage.size(), kDiffWindowElements));
+  const WindowPair w = ThreadWindows(WindowSlot::kStorage, window, window);
   while (ra.remaining() > 0) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(wa.size(), ra.remaining()));
-    ra.Read(wa.data(), n);
-    rb.Read(wb.data(), n);
-    if (std::memcmp(wa.data(), wb.data(), n) != 0) return false;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(window, ra.remaining()));
+    ra.Read(w.a, n);
+    rb.Read(w.b, n);
+    if (std::memcmp(w.a, w.b, n) != 0) return false;
   }
   return true;
 }
@@ -130,13 +149,14 @@ bool SameElements(const TensorView& a, const TensorView& b) {
   const size_t es = ElementSize(a.dtype);
   const uint64_t n = static_cast<uint64_t>(a.numel());
   if (a.storage.size() <= kDiffWindowElements * es && SameLayoutAndStorage(a, b)) return true;
-  std::vector<uint8_t> wa(static_cast<size_t>(std::min(n, kDiffWindowElements) * es)), wb(wa.size());
+  const size_t window = static_cast<size_t>(std::min(n, kDiffWindowElements) * es);
+  const WindowPair w = ThreadWindows(WindowSlot::kElements, window, window);
   ElementReader ra(a), rb(b);
   for (uint64_t first = 0; first < n; first += kDiffWindowElements) {
     const uint64_t count = std::min(kDiffWindowElements, n - first);
-    ra.Read(count, wa.data());
-    rb.Read(count, wb.data());
-    if (std::memcmp(wa.data(), wb.data(), count * es) != 0) return false;
+    ra.Read(count, w.a);
+    rb.Read(count, w.b);
+    if (std::memcmp(w.a, w.b, count * es) != 0) return false;
   }
   return true;
 }
@@ -147,8 +167,6 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
   const size_t es = ElementSize(a.dtype), es_b = ElementSize(b.dtype);
   const uint64_t n = static_cast<uint64_t>(a.numel());
   const bool same_dtype = a.dtype == b.dtype;
-  std::vector<uint8_t> wa(static_cast<size_t>(std::min(n, kDiffWindowElements) * es));
-  std::vector<uint8_t> wb(static_cast<size_t>(std::min(n, kDiffWindowElements) * es_b));
   d.identical = same_dtype && SameElements(a, b);
   if (d.identical || n == 0) {
     progress.Add(weight);
@@ -162,18 +180,22 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
   bool within = true;
   uint64_t differing = 0;
   // A second pass from the start: the first one stopped at the first differing window.
+  const WindowPair w = ThreadWindows(WindowSlot::kCompare, static_cast<size_t>(std::min(n, kDiffWindowElements) * es),
+                                     static_cast<size_t>(std::min(n, kDiffWindowElements) * es_b));
+  uint8_t* const wa = w.a;
+  uint8_t* const wb = w.b;
   ElementReader ra(a), rb(b);
   for (uint64_t i = 0; i < n; ++i) {
     if (i % kDiffWindowElements == 0) {
       const uint64_t count = std::min(kDiffWindowElements, n - i);
-      ra.Read(count, wa.data());
-      rb.Read(count, wb.data());
+      ra.Read(count, wa);
+      rb.Read(count, wb);
       if (progress.active()) {
         progress.Add(static_cast<uint64_t>(static_cast<double>(weight) * static_cast<double>(count) / static_cast<double>(n)));
       }
     }
-    const uint64_t w = i % kDiffWindowElements;
-    ElementValue x = DecodeElement(a.dtype, wa.data() + w * es), y = DecodeElement(b.dtype, wb.data() + w * es_b);
+    const uint64_t at = i % kDiffWindowElements;
+    ElementValue x = DecodeElement(a.dtype, wa + at * es), y = DecodeElement(b.dtype, wb + at * es_b);
     double parts_a[2] = {Real(x), complex ? x.im : 0}, parts_b[2] = {Real(y), complex ? y.im : 0};
     bool differs = false;
     for (int k = 0; k < (complex ? 2 : 1); ++k) {
