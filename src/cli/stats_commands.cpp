@@ -286,15 +286,42 @@ void PrintReport(const StatsReport& r, bool histograms, int precision, bool tsv)
   line("tensors", fmt::format("{} ({} distinct{})", r.rows.size(), r.distinct,
                               skipped ? fmt::format(", {} skipped", skipped) : std::string()));
   line("parameters", Thousands(r.parameters));
+  // The bytes of each dtype; on a terminal wrapped under the first, at the items' commas.
+  const size_t columns = TerminalColumns();
   std::string bytes;
-  for (const auto& [dtype, n] : r.bytes_by_dtype) bytes += (bytes.empty() ? "" : ", ") + dtype + " " + Thousands(n);
+  size_t line_width = 15;  // indent and label
+  for (const auto& [dtype, n] : r.bytes_by_dtype) {
+    const std::string item = dtype + " " + Thousands(n);
+    if (!bytes.empty()) {
+      bytes += ",";
+      ++line_width;
+      if (columns > 0 && line_width + 1 + DisplayWidth(item) + 1 > columns) {
+        bytes += "\n" + std::string(15, ' ');
+        line_width = 15;
+      } else {
+        bytes += " ";
+        ++line_width;
+      }
+    }
+    bytes += item;
+    line_width += DisplayWidth(item);
+  }
   line("bytes", bytes.empty() ? "0" : bytes);
   std::map<std::string_view, std::string_view> name_of;  // key path -> name shown
   for (const auto& row : r.rows) name_of.emplace(row.key, Shown(row));
-  auto keys = [&name_of](const std::vector<std::string>& v) {
+  // At most ten names; on a terminal only as many as fit the line (what follows the 15 columns of
+  // indent and label), so that a checkpoint of many zero biases does not print a 500-column line.
+  auto keys = [&name_of, columns](const std::vector<std::string>& v) {
     std::string s = std::to_string(v.size());
-    for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : ": ") + EscapeForDisplay(std::string(name_of.at(v[i])));
-    if (v.size() > 10) s += ", ...";
+    size_t shown = 0;
+    for (; shown < v.size() && shown < 10; ++shown) {
+      const std::string name = (shown ? ", " : ": ") + EscapeForDisplay(std::string(name_of.at(v[shown])));
+      const std::string_view more = ", ...";
+      const bool last = shown + 1 == v.size();
+      if (columns > 0 && 15 + DisplayWidth(s) + DisplayWidth(name) + (last ? 0 : more.size()) > columns && shown > 0) break;
+      s += name;
+    }
+    if (shown < v.size()) s += ", ...";
     return s;
   };
   line("non-finite", keys(r.non_finite));

@@ -15,6 +15,11 @@ namespace {
 
 // A column is never squeezed below this: a key cut shorter says nothing.
 constexpr size_t kMinSqueezedWidth = 20;
+// The floor when narrowing the gaps was not enough either.
+constexpr size_t kLastResortSqueezedWidth = 12;
+// Spaces between columns: two read best; one when the table would not fit the terminal otherwise.
+constexpr size_t kColumnGap = 2;
+constexpr size_t kNarrowColumnGap = 1;
 
 // `s` cut to `width` code points by dropping its middle: a key's start (its module) and end
 // (the parameter) are what tell keys apart.
@@ -78,15 +83,26 @@ void Table::Print(std::ostream& out, bool aligned, const std::string& indent, bo
   measure(header_);
   for (const auto& r : rows_) measure(r);
   // Wider than the terminal: the widest column (a key, mostly) gives up the difference, its long
-  // cells cut in the middle, so that each row stays one line.
+  // cells cut in the middle, so that each row stays one line; if that is not enough (a table of
+  // many numeric columns, as stats' at 80 columns), the gaps between columns narrow to one space.
   size_t squeezed = width.size();
+  size_t gap = kColumnGap;
   if (const size_t columns = TerminalColumns(); columns > 0 && !width.empty()) {
-    size_t total = DisplayWidth(indent);
-    for (size_t w : width) total += w + 2;
-    total -= 2;
+    auto total_width = [&] {
+      size_t total = DisplayWidth(indent);
+      for (size_t w : width) total += w + gap;
+      return total - gap;
+    };
     const size_t widest = static_cast<size_t>(std::max_element(width.begin(), width.end()) - width.begin());
-    if (total > columns && width[widest] > kMinSqueezedWidth) {
+    if (const size_t total = total_width(); total > columns && width[widest] > kMinSqueezedWidth) {
       width[widest] = std::max(kMinSqueezedWidth, width[widest] - std::min(width[widest], total - columns));
+      squeezed = widest;
+    }
+    if (total_width() > columns) gap = kNarrowColumnGap;
+    // Still too wide by a few columns (stats' eight columns of short keys at 80): the widest
+    // column gives up more, down to a floor that still shows a key's two ends.
+    if (const size_t total = total_width(); total > columns && width[widest] > kLastResortSqueezedWidth) {
+      width[widest] = std::max(kLastResortSqueezedWidth, width[widest] - std::min(width[widest], total - columns));
       squeezed = widest;
     }
   }
@@ -95,7 +111,7 @@ void Table::Print(std::ostream& out, bool aligned, const std::string& indent, bo
     for (size_t i = 0; i < r.size(); ++i) {
       const std::string cell = i == squeezed ? ElideMiddle(r[i], width[i]) : r[i];
       s += cell;
-      if (i + 1 < r.size()) s.append(width[i] - std::min(width[i], DisplayWidth(cell)) + 2, ' ');
+      if (i + 1 < r.size()) s.append(width[i] - std::min(width[i], DisplayWidth(cell)) + gap, ' ');
     }
     while (!s.empty() && s.back() == ' ') s.pop_back();
     if (colour && !sgr.empty()) {

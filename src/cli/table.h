@@ -19,7 +19,8 @@ class Table {
   void Add(std::vector<std::string> row, std::string sgr = {});
   size_t size() const { return rows_.size(); }
   // aligned: padded columns under a header (terminal), the widest column's long cells cut in the
-  // middle ("…") when a row would be wider than the terminal (TerminalColumns). Otherwise: header
+  // middle ("…") when a row would be wider than the terminal (TerminalColumns), then the gaps
+  // narrowed to one space, then that column cut further (down to 12), until rows fit. Otherwise: header
   // and rows tab-separated, whole. colour: rows given an SGR are wrapped in it (aligned only; the
   // caller decides: a terminal, NO_COLOR unset).
   void Print(std::ostream& out, bool aligned, const std::string& indent = "  ", bool colour = false) const;
