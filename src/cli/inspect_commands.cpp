@@ -884,18 +884,22 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       for (CatItem& item : ResolveCatKey(doc, k)) items.push_back(std::move(item));
     }
     OutputPager pager(!cat_options.json && !cat_options.raw && !no_pager);
-    // --raw streams whole tensors (to a file or a pipe): their bytes are the progress line's.
+    // --raw streams whole tensors (to a file or a pipe): their bytes are the progress line's,
+    // piece by piece. Text redirected to a file or a pipe (`cat ck.pt '*' --full > all.txt`) is
+    // as silent as --raw for the person at the terminal: each tensor's bytes count once printed.
+    // Text on the terminal shows itself, and --json stays exactly what it is: no line.
+    const bool text_progress = !cat_options.raw && !cat_options.json && !StdoutIsTerminal();
     std::optional<Progress> progress;
     uint64_t raw_total = 0, raw_done = 0;
     std::function<void(uint64_t, uint64_t)> shown;
-    if (cat_options.raw) {
+    if (cat_options.raw || text_progress) {
       for (const CatItem& item : items) raw_total += item.tensor ? item.tensor->nbytes() : 0;
       progress.emplace();
       shown = progress->Callback();
     }
     for (const CatItem& item : items) {
       CatOptions o = cat_options;
-      if (shown) {
+      if (shown && cat_options.raw) {
         o.raw_written = [&](uint64_t bytes) {
           raw_done += bytes;
           shown(raw_done, raw_total);
@@ -905,6 +909,11 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       if (item.from_glob && item.tensor && Info(item.tensor->dtype).readable) o.dequantize = false;
       if (item.tensor) CatTensor(item.key, *item.tensor, o);
       else CatValue(item.key, *item.value, cat_options);
+      if (text_progress && item.tensor) {
+        std::fflush(stdout);
+        raw_done += item.tensor->nbytes();
+        shown(raw_done, raw_total);
+      }
     }
     *exit_code = kExitOk;
   });

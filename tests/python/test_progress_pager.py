@@ -1,6 +1,6 @@
 """Long commands are never silent, long output pages (issue 29).
 
-On a terminal, verify, diff, stats, report and cat --raw show a progress line once their work lasts a
+On a terminal, verify, diff, stats, report and cat (--raw, or text into a file) show a progress line once their work lasts a
 second (erased at the end) and report, which prints nothing else, says what it wrote; in a pipe
 and with --json nothing extra appears on either stream. Output taller than the terminal goes
 through $TROVE_PAGER, else $PAGER (else less), as git's does: a small pager script records what it
@@ -164,6 +164,23 @@ def test_cat_raw_into_a_pipe_shows_progress_on_the_terminal(large, tmp_path, tro
     assert size == 64 << 20 and PROGRESS.search(err) and err.endswith("\r\x1b[K"), err[-400:]
     r = trove("cat", sparse_safetensors(tmp_path / "s.safetensors", "F32", 4), "w", "--raw")
     assert r.err == b"" and r.out == bytes(16), r
+
+
+def test_cat_text_into_a_file_shows_progress_on_the_terminal(large, tmp_path, trove, monkeypatch):
+    """`cat FILE '*' --full > all.txt` prints nothing on the terminal but its progress line; on
+    the terminal itself the text shows, and --json is left as it is."""
+    monkeypatch.setenv("TROVE_PROGRESS_DELAY", "0")
+    a, _ = large
+    small = sparse_safetensors(tmp_path / "t.safetensors", "F32", 1000)
+    size, err = stderr_on_terminal(["cat", small, "w", "--full"])
+    assert size > 1000 and PROGRESS.search(err) and err.endswith("\r\x1b[K"), err[-400:]
+    # The whole text went to stdout, untouched by the line.
+    r = trove("cat", small, "w", "--full")
+    assert r.code == 0 and r.err == b"" and r.out.count(b"0.") == 1000 and b"\r" not in r.out, r.out[:200]
+    size, err = stderr_on_terminal(["cat", small, "w", "--json"])
+    assert err == "", err
+    out = on_terminal(["cat", a, "w"], 80, {"TROVE_PROGRESS_DELAY": "0"})
+    assert not PROGRESS.search(out) and out.startswith("w: float32 [16777216]"), out[:300]
 
 
 def test_report_says_what_it_wrote_on_a_terminal_only(tmp_path, trove):
