@@ -1,5 +1,6 @@
 // cli/progress.h: the progress line of the commands that stream bytes (convert, pack, unpack,
-// verify, diff, stats, report, cat --raw, cat text into a file or a pipe) and the closing line of those with no summary of their own.
+// verify, diff, stats, report, cat --raw, cat text into a file or a pipe) and the closing line
+// of those with no summary of their own.
 //
 // Driven by the library's progress callbacks (WriteOptions::progress, DiffOptions::progress,
 // StatsOptions::progress, VerifyOptions::progress: Callback() returns one to install): on a
