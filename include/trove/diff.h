@@ -32,6 +32,11 @@ struct DiffOptions {
   // Which tensors are compared, by their (stripped) key; empty: all. A tensor not selected is
   // counted in tensors_skipped and is neither compared nor listed as only in one side.
   std::function<bool(const std::string& key)> select;
+  // Which of the tensors a document holds beside what it stands for (Document::opt_in_prefixes:
+  // DeepSpeed's 16-bit module weights and Adam moments) are compared, by their (stripped) key:
+  // only those this returns true for, as convert writes them only when --keys names them; empty:
+  // none. `select` alone (an --exclude) never brings them in.
+  std::function<bool(const std::string& key)> opt_in;
   // A dtype change alone does not make the documents differ (their values still must agree).
   bool ignore_dtype = false;
   // Called with (bytes of A compared so far, bytes of A to compare) as the comparisons stream,
@@ -71,7 +76,7 @@ struct DiffReport {
   std::vector<TensorDiff> tensors;                // every common key, in A's order
   std::vector<ValueDiff> values;                  // differing non-tensor leaves
   uint64_t bytes_compared = 0;
-  uint64_t tensors_skipped = 0;  // not selected by DiffOptions::select (both sides)
+  uint64_t tensors_skipped = 0;  // not selected by DiffOptions::select or opt_in (both sides)
   bool ignore_dtype = false;     // as DiffOptions::ignore_dtype
   // The documents' value trees, kept alive for `values` (they hold no tensor data).
   std::shared_ptr<const ValueArena> a_values, b_values;

@@ -328,6 +328,9 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
         return std::none_of(diff_exclude.begin(), diff_exclude.end(), [&](const auto& g) { return KeyMatches(g, key); });
       };
     }
+    // Opt-in tensors only when --keys names them (as convert and stats take them), never through
+    // --exclude alone.
+    if (!diff_keys.empty()) o.opt_in = o.select;
     DiffReport r;
     {
       Progress progress(!json);  // erased before the table

@@ -243,7 +243,8 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
     for (const auto& t : doc.tensors) {
       std::string key = StripPrefix(t.key, prefixes);
       // A tensor the document holds beside what it stands for is compared only when selected.
-      if (options.select ? !options.select(key) : doc.IsOptIn(t.key)) {
+      const bool compared = doc.IsOptIn(t.key) ? options.opt_in && options.opt_in(key) : !options.select || options.select(key);
+      if (!compared) {
         ++r.tensors_skipped;
         continue;
       }

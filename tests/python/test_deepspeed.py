@@ -541,6 +541,26 @@ def test_adam_moments_are_opt_in_under_optimizer(trove, tmp_path, layout):
     assert r.code == 0 and "exp_avg" not in r.text, r.text
 
 
+def test_exclude_alone_never_brings_opt_in_tensors_in(trove, tmp_path):
+    """Opt-in tensors are compared and written only when --keys names them: an --exclude alone
+    (which selects "everything but") leaves them out, in diff as in convert."""
+    groups = model_groups()
+    d = tmp_path / "ckpt"
+    write_zero12(d, groups, 2, moments=moments_of(groups))
+    masters = len(expected_of(groups))
+    moments = len(expected_moments(groups, "exp_avg")) * 2
+    r = trove("diff", d, d)
+    assert r.code == 0 and f"{masters} common tensors" in r.text, r.text
+    r = trove("diff", d, d, "--exclude", "no.such.key")
+    assert r.code == 0 and f"{masters} common tensors" in r.text, r.text
+    r = trove("diff", d, d, "--keys", "optimizer/**")
+    assert r.code == 0 and f"{moments} common tensors" in r.text, r.text
+    r = trove("diff", d, d, "--keys", "optimizer/**", "--exclude", "optimizer/exp_avg_sq/**")
+    assert r.code == 0 and f"{moments // 2} common tensors" in r.text, r.text
+    st = convert_keys(trove, d, tmp_path, "--exclude", "no.such.key")
+    assert len(st) == masters and not any(k.startswith("optimizer/") for k in st), sorted(st)
+
+
 def test_moments_larger_than_their_partition_are_refused(tmp_path):
     groups = model_groups()
     d = tmp_path / "ckpt"
