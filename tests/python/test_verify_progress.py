@@ -71,7 +71,7 @@ def test_verify_shows_progress_for_checks_other_than_crcs(trove, tmp_path, kind)
     out = on_terminal(["verify", path, "--threads", "1"], 120, NOW)
     assert PROGRESS.search(out), out[-600:]
     assert "\r\x1b[K" in out, out[-600:]  # erased before the result
-    last = out.strip().splitlines()[-1]
+    last = out.replace("\r\x1b[K", "\n").strip().splitlines()[-1]
     assert last.startswith(str(path)) and ": ok (" in last, out[-600:]
     # In a pipe: the findings and the result line, nothing on stderr.
     r = trove("verify", path, "--threads", "1")
