@@ -117,12 +117,12 @@ def evict(path, keep_every_other=False):
 
 @pytest.mark.parametrize("keep_every_other", [False, True], ids=["cold", "partly-cached"])
 def test_auto_on_cold_and_partly_cached_files_gives_the_same_bytes(trove, inputs, keep_every_other):
-    commands = [["cat", inputs / "m.pt", "*", "--raw"], ["cat", inputs / "m.gguf", "*", "--raw", "--dequantize"],
+    commands = [["cat", inputs / "m.pt", "*", "--raw"], ["stats", inputs / "m.gguf", "--json", "--threads", "1"],
                 ["verify", inputs / "m.pt", "--json"], ["stats", inputs / "m.safetensors", "--json", "--threads", "2"],
                 ["diff", inputs / "m.pt", inputs / "m.safetensors", "--json"]]
     for command in commands:
         expected = trove(*command, "--io", "mmap")
-        assert expected.code == 0 and len(expected.out) > 1000, expected
+        assert expected.code == 0 and len(expected.out) > 100, expected
         for path in command[1:]:
             if isinstance(path, os.PathLike):
                 evict(path, keep_every_other)
