@@ -3,6 +3,7 @@
 section, next to `cat FILE > /dev/null` (reading the same bytes, the floor of a pass over them)."""
 import os
 import shutil
+import statistics
 
 import benchlib as B
 from bench_pt import make
@@ -27,11 +28,17 @@ def run(ctx):
         ("`trove convert --dtype float16` → .pt", [trove, "convert", big, out, "--dtype", "float16"], {"setup": rm, "settle": True}),
         ("`trove diff` of two equal files", [trove, "diff", big, copy], {}),
     ]
+    load_start = os.getloadavg()[0]
     t_cat = B.time_cmd(f"cat {big} > /dev/null", runs=ctx.runs, shell=True)
     rows = [["`cat FILE > /dev/null` (anchor)", B.fmt_s(t_cat), B.fmt_rate(size, t_cat), "", ""]]
     for label, cmd, kw in jobs:
-        t1 = B.time_cmd(cmd + ["--threads", "1"], runs=ctx.runs, **kw)
-        t2 = B.time_cmd(cmd + ["--threads", "2"], runs=ctx.runs, **kw)
+        # One run of each thread count in turn (not all runs of one, then the other): other
+        # processes' load drifts, and taking turns spreads the drift over both alike.
+        t1s, t2s = [], []
+        for _ in range(ctx.runs):
+            t1s.append(B.time_cmd(cmd + ["--threads", "1"], runs=1, **kw))
+            t2s.append(B.time_cmd(cmd + ["--threads", "2"], runs=1, **kw))
+        t1, t2 = statistics.median(t1s), statistics.median(t2s)
         rows.append([label, f"{B.fmt_s(t1)} ({B.fmt_rate(size, t1)})", f"{B.fmt_s(t2)} ({B.fmt_rate(size, t2)})",
                      f"{t1 / t2:.2f}", f"{t_cat / t2:.2f}"])
     rm()
@@ -40,7 +47,9 @@ def run(ctx):
         f"The 1 GB checkpoint of the .pt section ({size:,} bytes of float32, page cache warm), each command with "
         f"`--threads 1` and `--threads 2` on this {os.cpu_count()}-CPU machine. `scaling` is the one-thread time over "
         "the two-thread time; `vs cat` is cat's time over the two-thread time (rates are of input bytes). Write "
-        "runs start with the page cache clean of dirty pages (`sync`, untimed).\n",
+        "runs start with the page cache clean of dirty pages (`sync`, untimed). Medians of "
+        f"{ctx.runs} runs, the two thread counts taking turns run by run. Load average (1 minute) {load_start:.1f} at "
+        f"the start of the section and {os.getloadavg()[0]:.1f} at its end, on {os.cpu_count()} CPUs.\n",
         B.table(["command", "1 thread", "2 threads", "scaling", "vs cat"], rows),
         "",
         "Target (issue 30): stats, verify and casts at least 1.7x their one-thread rate with 2 threads. "

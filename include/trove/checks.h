@@ -17,9 +17,13 @@
 namespace trove {
 
 struct VerifyOptions {
-  // Called with (bytes checked, bytes to check) as the CRC-32s of a zip container are computed,
-  // as WriteOptions::progress is (at most once per 4 MiB and once at the end, never two calls at
-  // once); a sharded checkpoint counts each shard's bytes from zero. Empty: never.
+  // Called with (bytes checked, bytes to check) as the checks run, as WriteOptions::progress is
+  // (at most once per 4 MiB and once at the end of each step, never two calls at once). Each step
+  // counts from zero with a total of its own and is announced by a call (0, total) when it
+  // starts: a zip container's CRC-32s (the entries' bytes); reading the structure (a file's
+  // bytes, a zip's pickles, a directory's files), which says (0, total) when it starts and
+  // (total, total) when it ends; a checkpoint directory's archives and assembled tensors; each
+  // shard of a sharded checkpoint. Empty: never.
   std::function<void(uint64_t, uint64_t)> progress;
 };
 

@@ -6,9 +6,14 @@
 // them with large pread(2)s into a bounded buffer, with posix_fadvise read-ahead, so that a cold
 // file comes in as a few large requests rather than a page fault every few pages: on a network
 // file system (NFS, SMB, FUSE, Ceph, Lustre...) that is the difference between crawling and
-// running at the link's rate. The mode is a process-wide setting: by default (kAuto) files on a
-// network or FUSE file system are read with pread and the others through the mapping. Views a
-// caller holds (TensorView, the Python module's tensors) are mappings in every mode.
+// running at the link's rate. A hot file (in the page cache) is also faster copied with pread
+// than mapped: on a virtual machine each mapped page costs microseconds more than its copy.
+// The mode is a process-wide setting: by default (kAuto) files on a network or FUSE file system
+// are read with pread; on other file systems each window the page cache holds whole is read with
+// pread (without waiting: RWF_NOWAIT) and the others, a cold file's, through the mapping (its
+// read-ahead and page faults read a local disk as fast, and spare the copy). Output never
+// depends on the mode. Views a caller holds (TensorView, the Python module's tensors) are
+// mappings in every mode.
 // Safe to call from any thread; a change applies to passes started after it.
 #pragma once
 
@@ -19,7 +24,8 @@
 namespace trove {
 
 enum class IoMode {
-  kAuto,   // pread for files on network/FUSE file systems, the mapping elsewhere
+  kAuto,   // pread for files on network/FUSE file systems; elsewhere pread for what the page
+           // cache holds, the mapping for the rest
   kMmap,   // always through the mapping (page faults, kernel read-ahead)
   kPread,  // always pread into a bounded buffer, with posix_fadvise read-ahead
 };
@@ -33,7 +39,7 @@ std::optional<IoMode> ParseIoMode(std::string_view name);
 
 // The name of the network or FUSE file system the open descriptor's file lives on ("nfs",
 // "cifs", "fuse", ...), or "" for a local one (or when fstatfs fails). kAuto reads such files
-// with pread.
+// with pread, cold or hot.
 std::string NetworkFileSystemOf(int fd);
 
 }  // namespace trove

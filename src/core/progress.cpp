@@ -4,6 +4,14 @@
 
 namespace trove {
 
+void ProgressReporter::Begin() {
+  if (!callback_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (begun_ || finished_ || done_ > 0) return;
+  begun_ = true;
+  if (total_ > 0) callback_(0, total_);
+}
+
 void ProgressReporter::Add(uint64_t bytes) {
   if (!callback_ || bytes == 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -18,6 +26,7 @@ void ProgressReporter::Finish() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (finished_) return;
   finished_ = true;
+  if (begun_ && total_ == 0) return;
   done_ = reported_ = total_;
   callback_(total_, total_);
 }

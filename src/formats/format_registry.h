@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/progress.h"
 #include "trove/atomic_file.h"
 #include "trove/convert_options.h"
 #include "trove/document.h"
@@ -87,7 +88,9 @@ struct FormatDriver {
   // Format-specific findings beyond what ops checks for every file of a container (a zip's
   // records, reading the document): verify adds integrity findings, scan what a loader would run.
   // A scan hook replaces the generic scan of a non-zip file (reading it, looking for a hidden zip).
-  void (*verify)(const Detection&, CheckReport&) = nullptr;
+  // verify reports its steps through `progress` (VerifyOptions::progress, trove/checks.h; may be
+  // empty).
+  void (*verify)(const Detection&, CheckReport&, const ProgressReporter::Callback& progress) = nullptr;
   void (*scan)(const Detection&, CheckReport&) = nullptr;
   // Directory formats: what marks such a directory ("meta.json (tensordict memmap)"), listed when
   // a directory is none of them. Empty for file formats.

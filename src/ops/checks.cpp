@@ -137,6 +137,38 @@ bool IsZipContainer(Format format) {
   return driver != nullptr && driver->zip_container;
 }
 
+// Reading a directory's structure is shown on the progress line as a step over its files' bytes,
+// counted by a walk that looks at most at this many entries (the total is the line's estimate,
+// never a check, and must not cost more than the read it announces).
+constexpr uint64_t kMaxProgressWalkEntries = uint64_t{1} << 16;
+
+uint64_t SaturatingSum(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
+// The bytes verify's structure step reads or bounds-checks, for its progress line: a zip
+// container's pickles, a file's bytes, a directory's regular files (symbolic links not followed).
+uint64_t StructureBytes(const ops::Detection& d) {
+  if (d.zip && IsZipContainer(d.format)) {
+    uint64_t total = 0;
+    for (const ZipEntry& e : d.zip->entries()) {
+      if (NamedLikePickle(e.name)) total = SaturatingSum(total, e.uncompressed_size);
+    }
+    return total;
+  }
+  if (d.file) return d.file->size();
+  if (!d.directory) return 0;
+  namespace fs = std::filesystem;
+  std::error_code error;
+  uint64_t total = 0, seen = 0;
+  for (fs::recursive_directory_iterator it(d.path, fs::directory_options::skip_permission_denied, error), end;
+       !error && it != end && seen < kMaxProgressWalkEntries; it.increment(error), ++seen) {
+    std::error_code ignored;
+    if (it->symlink_status(ignored).type() != fs::file_type::regular) continue;
+    const uintmax_t size = it->file_size(ignored);
+    if (!ignored) total = SaturatingSum(total, size);
+  }
+  return total;
+}
+
 }  // namespace
 
 CheckReport VerifyDetected(const ops::Detection& d, const VerifyOptions& options) {
@@ -151,7 +183,11 @@ CheckReport VerifyDetected(const ops::Detection& d, const VerifyOptions& options
   if (CodeFileNotZip(report, d)) return report;
   const FormatDriver* driver = FindFormatDriver(format);
   if (driver != nullptr && driver->verify != nullptr) {
-    driver->verify(d, report);
+    // A directory format's hook shows its own steps; a file format's check is one step over the file.
+    ProgressReporter step(options.progress, d.directory || !d.file ? 0 : d.file->size());
+    step.Begin();
+    driver->verify(d, report, options.progress);
+    step.Finish();
     return report;
   }
   if (IsZipContainer(format)) {
@@ -164,6 +200,7 @@ CheckReport VerifyDetected(const ops::Detection& d, const VerifyOptions& options
     uint64_t crc_bytes = 0;
     for (const ZipEntry& e : zip->entries()) crc_bytes += e.compressed_size;
     ProgressReporter progress(options.progress, crc_bytes);
+    progress.Begin();
     std::function<void(uint64_t)> checked;
     if (progress.active()) checked = [&](uint64_t bytes) { progress.Add(bytes); };
     const std::vector<ZipReader::CrcCheck> crcs = zip->CheckCrcs(zip->entries(), checked);
@@ -187,6 +224,10 @@ CheckReport VerifyDetected(const ops::Detection& d, const VerifyOptions& options
       }
     }
   }
+  // Reading the structure (the pickle of a large checkpoint, a directory of many files) counts
+  // nothing until it ends: a step of its own, shown from its start.
+  ProgressReporter reading(options.progress, StructureBytes(d));
+  reading.Begin();
   try {
     // The same parse read as a document: a sound archive is parsed once.
     Document doc = ops::OpenDetected(d, {});
@@ -208,6 +249,7 @@ CheckReport VerifyDetected(const ops::Detection& d, const VerifyOptions& options
     if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw;
     report.AddError(Severity::kMedium, "", e);
   }
+  reading.Finish();
   return report;
 }
 

@@ -1,6 +1,7 @@
 // trove/io_mode.h: mapped bytes read with pread give the same bytes as the mapping, in windows
-// and through a Reader's buffer, and a file shorter than its mapping is the guard's error
-// without any SIGBUS (no guard is installed here: a read through the mapping would kill the test).
+// and through a Reader's buffer, and so does auto on a hot, a cold and a partly cached file; a
+// file shorter than its mapping is the guard's error, in pread mode without any SIGBUS (no guard
+// is installed there: a read through the mapping would kill the test).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -85,14 +86,31 @@ TEST(IoMode, PreadGivesTheMappingsBytes) {
     EXPECT_EQ(ReadInPieces(slice), mapped_pieces);
   }
   {
-    // auto: pread only on a network file system.
+    // auto: pread for what the page cache holds (all of it, here: the file was just written and
+    // read), the mapping for the rest; the same bytes either way.
     IoModeScope mode(IoMode::kAuto);
+    EXPECT_TRUE(slice.ReadsWithPread());
+    EXPECT_EQ(Streamed(slice), mapped_stream);
+    EXPECT_EQ(ReadInPieces(slice), mapped_pieces);
+    // Cold (its pages evicted), then partly cached: every other 1 MiB read back in, so that
+    // windows are read partly without waiting and the rest through the mapping.
     const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
     ASSERT_GE(fd, 0);
-    const bool network = !NetworkFileSystemOf(fd).empty();
+    ::fsync(fd);
+    for (bool partly : {false, true}) {
+      auto evict = [&] {
+        ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        std::vector<char> buffer(1 << 20);
+        for (off_t at = 0; partly && at < static_cast<off_t>(file->size()); at += 2 << 20) {
+          ASSERT_GE(::pread(fd, buffer.data(), buffer.size(), at), 0);
+        }
+      };
+      evict();
+      EXPECT_EQ(Streamed(slice), mapped_stream) << (partly ? "partly cached" : "cold");
+      evict();
+      EXPECT_EQ(ReadInPieces(slice), mapped_pieces) << (partly ? "partly cached" : "cold");
+    }
     ::close(fd);
-    EXPECT_EQ(slice.ReadsWithPread(), network);
-    EXPECT_EQ(Streamed(slice), mapped_stream);
   }
   // Bytes that are not a file's mapping are never pread.
   IoModeScope mode(IoMode::kPread);
@@ -117,6 +135,26 @@ TEST(IoMode, ShortReadIsTheChangedFileError) {
   expect_changed([&] { Streamed(file->bytes()); });
   expect_changed([&] { ReadInPieces(file->bytes()); });
   fs::remove_all(src.parent_path());
+}
+
+TEST(IoMode, AutoOnAShrunkFileIsTheChangedFileError) {
+  // auto reads what is past the end through the mapping: under the guard, as every command runs.
+  IoModeScope mode(IoMode::kAuto);
+  for (int reader = 0; reader < 2; ++reader) {
+    // A new file each time: the guard leaves a changed file's mapping zero pages.
+    const fs::path src = MakePatternFile("shrinks_auto.bin", 12 << 20);
+    auto file = MappedFile::Open(src.string());
+    fs::resize_file(src, 5 << 20);
+    try {
+      RunGuardingTruncation([&] { reader ? (void)ReadInPieces(file->bytes()) : (void)Streamed(file->bytes()); });
+      ADD_FAILURE() << "no error for a file shrunk under its mapping";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kIo);
+      EXPECT_NE(e.message().find(src.string() + ": changed while being read"), std::string::npos) << e.message();
+    }
+    file.reset();
+    fs::remove_all(src.parent_path());
+  }
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
-"""`--io mmap|pread` (trove/io_mode.h, docs/performance.md "Reading input files"): the commands
-that read every tensor's bytes (cat, convert, verify, stats, diff) print and write the same bytes
-whichever way the input comes in, on .pt, safetensors, GGUF and tensordict inputs; a file
-truncated under a pread pass is the same clear error as under a mapping; a bad mode or thread
-count is a usage error naming the option."""
+"""`--io auto|mmap|pread` (trove/io_mode.h, docs/performance.md "Reading input files"): the
+commands that read every tensor's bytes (cat, convert, verify, stats, diff) print and write the
+same bytes whichever way the input comes in, on .pt, safetensors, GGUF and tensordict inputs, and
+auto does so on hot, cold and partly cached files (it reads what the page cache holds with pread
+and the rest through the mapping); a file truncated under a pread or auto pass is the same clear
+error as under a mapping; a bad mode or thread count is a usage error naming the option."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +13,7 @@ import torch
 from test_gguf import random_blocks, tensor_of, write_gguf
 from test_hostile_mapped import CHANGED, save_big_pt, truncated_mid_run
 
-MODES = ("mmap", "pread")
+MODES = ("mmap", "pread", "auto")
 
 
 def state_dict():
@@ -49,7 +52,7 @@ def inputs(tmp_path_factory):
 FILES = ["m.pt", "m.safetensors", "m.gguf", "mdir", "m.tdz", "strided.pt"]
 
 
-def same_in_both_modes(trove, *args, out=None):
+def same_in_every_mode(trove, *args, out=None):
     """Runs the command once per mode; returns the results (with `out`'s bytes, when given)."""
     results = []
     for mode in MODES:
@@ -58,15 +61,15 @@ def same_in_both_modes(trove, *args, out=None):
         r = trove(*args, "--io", mode)
         assert r.code in (0, 1), (mode, r)
         results.append((r.code, r.out, out.read_bytes() if out is not None else None))
-    assert results[0] == results[1], args
+    assert all(r == results[0] for r in results), args
     return results[0]
 
 
 @pytest.mark.parametrize("name", FILES)
 def test_cat_every_tensor_is_the_same(trove, inputs, name):
-    code, out, _ = same_in_both_modes(trove, "cat", inputs / name, "*", "--raw")
+    code, out, _ = same_in_every_mode(trove, "cat", inputs / name, "*", "--raw")
     assert code == 0 and len(out) > 100_000
-    code, out, _ = same_in_both_modes(trove, "cat", inputs / name, "*", "--json")
+    code, out, _ = same_in_every_mode(trove, "cat", inputs / name, "*", "--json")
     assert code == 0
 
 
@@ -76,29 +79,59 @@ def test_convert_is_the_same(trove, inputs, tmp_path, name, target):
     for extra in ([], ["--dtype", "bfloat16"]):
         if name == "m.gguf":
             extra = ["--dequantize"] + extra
-        code, _, written = same_in_both_modes(trove, "convert", inputs / name, tmp_path / target, *extra,
+        code, _, written = same_in_every_mode(trove, "convert", inputs / name, tmp_path / target, *extra,
                                               out=tmp_path / target)
         assert code == 0 and len(written) > 10_000
 
 
 @pytest.mark.parametrize("name", FILES)
 def test_verify_and_stats_are_the_same(trove, inputs, name):
-    code, out, _ = same_in_both_modes(trove, "verify", inputs / name, "--json")
+    code, out, _ = same_in_every_mode(trove, "verify", inputs / name, "--json")
     assert code == 0 and b'"ok":true' in out.replace(b" ", b"")
     for threads in (["--threads", "1"], ["--threads", "2"]):
-        code, out, _ = same_in_both_modes(trove, "stats", inputs / name, "--json", *threads)
+        code, out, _ = same_in_every_mode(trove, "stats", inputs / name, "--json", *threads)
         assert code == 0
 
 
 def test_diff_is_the_same(trove, inputs):
-    code, out, _ = same_in_both_modes(trove, "diff", inputs / "m.pt", inputs / "m.safetensors", "--json")
+    code, out, _ = same_in_every_mode(trove, "diff", inputs / "m.pt", inputs / "m.safetensors", "--json")
     assert code == 0
-    code, out, _ = same_in_both_modes(trove, "diff", inputs / "m.pt", inputs / "strided.pt", "--json")
+    code, out, _ = same_in_every_mode(trove, "diff", inputs / "m.pt", inputs / "strided.pt", "--json")
     assert code == 1
 
 
-def test_damaged_crc_is_found_in_both_modes(trove, tmp_path):
-    """verify's CRC-32s read the stored bytes in pread mode too: a flipped byte is a finding."""
+def evict(path, keep_every_other=False):
+    """Drops the file's pages from the page cache (it is written back first); with
+    keep_every_other, reads every other MiB back in, so that auto meets windows the cache holds
+    in part."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        size = os.fstat(fd).st_size
+        for at in range(0, size if keep_every_other else 0, 2 << 20):
+            os.pread(fd, 1 << 20, at)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("keep_every_other", [False, True], ids=["cold", "partly-cached"])
+def test_auto_on_cold_and_partly_cached_files_gives_the_same_bytes(trove, inputs, keep_every_other):
+    commands = [["cat", inputs / "m.pt", "*", "--raw"], ["stats", inputs / "m.gguf", "--json", "--threads", "1"],
+                ["verify", inputs / "m.pt", "--json"], ["stats", inputs / "m.safetensors", "--json", "--threads", "2"],
+                ["diff", inputs / "m.pt", inputs / "m.safetensors", "--json"]]
+    for command in commands:
+        expected = trove(*command, "--io", "mmap")
+        assert expected.code == 0 and len(expected.out) > 100, expected
+        for path in command[1:]:
+            if isinstance(path, os.PathLike):
+                evict(path, keep_every_other)
+        got = trove(*command, "--io", "auto")
+        assert (got.code, got.out) == (expected.code, expected.out), command
+
+
+def test_damaged_crc_is_found_in_every_mode(trove, tmp_path):
+    """verify's CRC-32s read the stored bytes in pread and auto modes too: a flipped byte is a finding."""
     f = tmp_path / "bad.pt"
     torch.save({"w": torch.zeros(1 << 20)}, f)
     raw = bytearray(f.read_bytes())
@@ -110,15 +143,16 @@ def test_damaged_crc_is_found_in_both_modes(trove, tmp_path):
         assert r.code == 1 and "CRC" in r.out.decode().upper(), (mode, r)
 
 
+@pytest.mark.parametrize("mode", ["pread", "auto"])
 @pytest.mark.parametrize("command", [["cat", "w", "--raw"], ["verify"], ["convert", "--dtype", "float64"]])
-def test_truncated_under_pread_is_a_clear_error(tmp_path, command):
+def test_truncated_under_pread_is_a_clear_error(tmp_path, command, mode):
     f = tmp_path / "m.pt"
     args = [command[0], f, *command[1:]]
     if command[0] == "convert":
         args = ["convert", f, tmp_path / "out.pt", *command[1:]]
     if command[0] == "cat":
         args = ["cat", f, "w", "--raw", "--force"]
-    r = truncated_mid_run("trove", *args, "--io", "pread", victim=f, make=lambda: save_big_pt(f), watch=tmp_path,
+    r = truncated_mid_run("trove", *args, "--io", mode, victim=f, make=lambda: save_big_pt(f), watch=tmp_path,
                           allowed=[f])
     assert CHANGED in r.errtext
     assert not (tmp_path / "out.pt").exists()

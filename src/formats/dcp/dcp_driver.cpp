@@ -47,7 +47,9 @@ void ScanDcpDetected(const Detection& d, CheckReport& report) {
   ScanDcpItems(d.path, d.directory, report);
 }
 
-void VerifyDcpDetected(const Detection& d, CheckReport& report) { VerifyDcpCheckpoint(d.path, d.directory, report); }
+void VerifyDcpDetected(const Detection& d, CheckReport& report, const ProgressReporter::Callback& progress) {
+  VerifyDcpCheckpoint(d.path, d.directory, report, progress);
+}
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/confined_directory.h"
+#include "core/progress.h"
 #include "formats/dcp/dcp_layout.h"
 #include "formats/dcp/dcp_metadata.h"
 #include "formats/pt/pt_checks.h"
@@ -415,12 +416,21 @@ Document ReadDcpCheckpoint(const std::string& path, bool path_is_directory, cons
   return doc;
 }
 
-void VerifyDcpCheckpoint(const std::string& path, bool path_is_directory, CheckReport& report) {
+void VerifyDcpCheckpoint(const std::string& path, bool path_is_directory, CheckReport& report,
+                         const ProgressReporter::Callback& progress) {
   try {
     Document doc = ReadDcpCheckpoint(path, path_is_directory, {});
     for (const auto& w : doc.warnings) report.Add(Severity::kInfo, "", 0, w);
     OpenedDcp opened = OpenDcp(path, path_is_directory);
     auto files = std::make_shared<DcpFiles>(opened.dir);
+    // One progress step over the chunks' archives (their byte ranges, which ReadDcpCheckpoint
+    // found inside their files).
+    uint64_t chunk_bytes = 0;
+    for (const DcpItem& item : opened.meta.items) {
+      for (const DcpChunk& c : item.chunks) chunk_bytes += std::min(c.storage.length, UINT64_MAX - chunk_bytes);
+    }
+    ProgressReporter step(progress, chunk_bytes);
+    step.Begin();
     for (const DcpItem& item : opened.meta.items) {
       for (const DcpChunk& c : item.chunks) {
         try {
@@ -429,8 +439,10 @@ void VerifyDcpCheckpoint(const std::string& path, bool path_is_directory, CheckR
           if (e.code() == ErrorCode::kIo) throw;  // the machine's problem, not the checkpoint's
           report.AddError(Severity::kMedium, "", e);  // the error names the file and chunk
         }
+        step.Add(c.storage.length);
       }
     }
+    step.Finish();
     report.entries_checked += 1;  // .metadata
     report.bytes_checked += opened.metadata_size;
     report.bytes_without_checksum += opened.metadata_size;

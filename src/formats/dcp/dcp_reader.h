@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "core/progress.h"
 #include "trove/document.h"
 #include "trove/findings.h"
 
@@ -40,7 +41,9 @@ Document ReadDcpCheckpoint(const std::string& path, bool path_is_directory, cons
 
 // Everything ReadDcpCheckpoint checks, and every chunk's archive: its CRCs, and that it holds a
 // tensor of the metadata's dtype and the chunk's shape. Adds findings; counts entries and bytes.
-void VerifyDcpCheckpoint(const std::string& path, bool path_is_directory, CheckReport& report);
+// `progress` (VerifyOptions::progress) sees one step over the chunks' bytes.
+void VerifyDcpCheckpoint(const std::string& path, bool path_is_directory, CheckReport& report,
+                         const ProgressReporter::Callback& progress);
 
 // What torch would run besides `.metadata` (ScanDcpMetadata): every item's archive's data.pkl,
 // torch.load'ed by DCP's reader (an object item's with weights_only=False in torch's own

@@ -15,7 +15,9 @@ Document ReadDeepSpeedDetected(const Detection& d, const ReadOptions& options) {
   return ReadDeepSpeedCheckpoint(d.path, options);
 }
 
-void VerifyDeepSpeedDetected(const Detection& d, CheckReport& report) { VerifyDeepSpeedCheckpoint(d.path, report); }
+void VerifyDeepSpeedDetected(const Detection& d, CheckReport& report, const ProgressReporter::Callback& progress) {
+  VerifyDeepSpeedCheckpoint(d.path, report, progress);
+}
 
 void ScanDeepSpeedDetected(const Detection& d, CheckReport& report) { ScanDeepSpeedCheckpoint(d.path, report); }
 

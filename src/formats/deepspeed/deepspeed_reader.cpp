@@ -812,21 +812,15 @@ Document ReadDeepSpeedCheckpoint(const std::string& directory, const ReadOptions
   return doc;
 }
 
-void VerifyDeepSpeedCheckpoint(const std::string& directory, CheckReport& report) {
+void VerifyDeepSpeedCheckpoint(const std::string& directory, CheckReport& report,
+                               const ProgressReporter::Callback& progress) {
   try {
     Document doc = ReadDeepSpeedCheckpoint(directory, {});
     for (const auto& w : doc.warnings) report.Add(Severity::kInfo, "", 0, w);
     auto root = ConfinedDirectory::Open(directory);
-    for (const ContainerRecord& rec : doc.records) {
-      ConfinedFile file = root->RequireFile(rec.name);
-      auto mapped = MappedFile::FromDescriptor(file.fd.release(), file.path, file.size, false);
-      ZipReader zip(mapped, ZipDisagreement::kReport);
-      for (const ZipEntry& e : zip.entries()) {
-        report.entries_checked++;
-        report.bytes_checked += e.compressed_size;
-        if (!zip.CheckCrc(e)) report.Add(Severity::kMedium, rec.name, e.data_offset, "'" + e.name + "': CRC-32 mismatch");
-      }
-    }
+    std::vector<std::string> names;
+    for (const ContainerRecord& rec : doc.records) names.push_back(rec.name);
+    CheckTorchArchiveCrcsIn(report, *root, names, progress);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kIo) throw;
     report.AddError(Severity::kMedium, "", e);

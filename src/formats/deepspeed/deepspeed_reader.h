@@ -19,6 +19,7 @@
 
 #include <string>
 
+#include "core/progress.h"
 #include "trove/document.h"
 #include "trove/findings.h"
 
@@ -35,8 +36,10 @@ bool IsDeepSpeedDirectory(const std::string& directory);
 // (formats/deepspeed/zero_layout.h), what the pt reader refuses in any file.
 Document ReadDeepSpeedCheckpoint(const std::string& directory, const ReadOptions& options);
 
-// Everything reading checks, then every file's zip CRCs and every assembled tensor's pieces.
-void VerifyDeepSpeedCheckpoint(const std::string& directory, CheckReport& report);
+// Everything reading checks, then every file's zip CRCs and every assembled tensor's pieces;
+// `progress` (VerifyOptions::progress) sees one step over the files' bytes.
+void VerifyDeepSpeedCheckpoint(const std::string& directory, CheckReport& report,
+                               const ProgressReporter::Callback& progress);
 
 // What DeepSpeed runs: every file is torch.load'ed with weights_only=False; each file's pickles
 // are scanned with torch's resolver, findings under "<file>/<entry>".

@@ -15,7 +15,9 @@ DetectConfidence DetectFsdp(const Detection& d) {
 
 Document ReadFsdpDetected(const Detection& d, const ReadOptions& options) { return ReadFsdpCheckpoint(d.path, options); }
 
-void VerifyFsdpDetected(const Detection& d, CheckReport& report) { VerifyFsdpCheckpoint(d.path, report); }
+void VerifyFsdpDetected(const Detection& d, CheckReport& report, const ProgressReporter::Callback& progress) {
+  VerifyFsdpCheckpoint(d.path, report, progress);
+}
 
 void ScanFsdpDetected(const Detection& d, CheckReport& report) { ScanFsdpCheckpoint(d.path, report); }
 

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "core/confined_directory.h"
+#include "core/progress.h"
 #include "formats/dcp/dcp_layout.h"
 #include "formats/pt/pt_checks.h"
 #include "formats/pt/pt_reader.h"
@@ -459,11 +460,17 @@ class FsdpAssembly : public DeferredSource {
                std::vector<std::pair<size_t, Piece>> replicas)
       : key_(std::move(key)), dtype_(dtype), shape_(std::move(shape)), tiles_(std::move(tiles)), replicas_(std::move(replicas)) {}
 
-  SharedBytes Produce() const override {
-    const size_t esize = ElementSize(dtype_);
+  // The assembled tensor's bytes: what Produce allocates (the shape's tiling was checked when
+  // the assembly was made).
+  uint64_t assembled_bytes() const {
     uint64_t numel = 1;
     for (int64_t s : shape_) numel *= static_cast<uint64_t>(s);
-    std::vector<uint8_t> global(static_cast<size_t>(numel * esize));
+    return numel * ElementSize(dtype_);
+  }
+
+  SharedBytes Produce() const override {
+    const size_t esize = ElementSize(dtype_);
+    std::vector<uint8_t> global(static_cast<size_t>(assembled_bytes()));
     for (size_t i = 0; i < tiles_.size(); ++i) {
       const Piece& tile = tiles_[i];
       const SharedBytes bytes = tile.local.ContiguousLittleEndian();
@@ -686,22 +693,19 @@ Document ReadFsdpCheckpoint(const std::string& directory, const ReadOptions& opt
   return std::move(OpenFsdp(directory, options).doc);
 }
 
-void VerifyFsdpCheckpoint(const std::string& directory, CheckReport& report) {
+void VerifyFsdpCheckpoint(const std::string& directory, CheckReport& report,
+                          const ProgressReporter::Callback& progress) {
   try {
     Opened o = OpenFsdp(directory, {});
     for (const auto& w : o.doc.warnings) report.Add(Severity::kInfo, "", 0, w);
     auto root = ConfinedDirectory::Open(directory);
-    for (const std::string& name : o.files) {
-      ConfinedFile file = root->RequireFile(name);
-      auto mapped = MappedFile::FromDescriptor(file.fd.release(), file.path, file.size, false);
-      ZipReader zip(mapped, ZipDisagreement::kReport);
-      for (const ZipEntry& e : zip.entries()) {
-        report.entries_checked++;
-        report.bytes_checked += e.compressed_size;
-        if (!zip.CheckCrc(e)) report.Add(Severity::kMedium, name, e.data_offset, "'" + e.name + "': CRC-32 mismatch");
-      }
-    }
-    // Every assembled tensor once: its parts' bytes read, its replicated copies compared.
+    CheckTorchArchiveCrcsIn(report, *root, o.files, progress);
+    // Every assembled tensor once: its parts' bytes read, its replicated copies compared (a step
+    // of its own on the progress line: the assembled tensors' bytes).
+    uint64_t assembled_bytes = 0;
+    for (const auto& [key, assembly] : o.assemblies) assembled_bytes += assembly->assembled_bytes();
+    ProgressReporter step(progress, assembled_bytes);
+    step.Begin();
     for (const auto& [key, assembly] : o.assemblies) {
       try {
         assembly->Produce();
@@ -709,7 +713,9 @@ void VerifyFsdpCheckpoint(const std::string& directory, CheckReport& report) {
         if (e.code() == ErrorCode::kIo) throw;
         report.AddError(Severity::kMedium, "", e);
       }
+      step.Add(assembly->assembled_bytes());
     }
+    step.Finish();
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kIo) throw;
     report.AddError(Severity::kMedium, "", e);

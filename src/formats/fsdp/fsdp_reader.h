@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/progress.h"
 #include "trove/document.h"
 #include "trove/findings.h"
 
@@ -43,8 +44,10 @@ bool IsFsdpDirectory(const std::string& directory);
 Document ReadFsdpCheckpoint(const std::string& directory, const ReadOptions& options);
 
 // Everything reading checks, every file's zip CRCs, and every tensor assembled once (each
-// replicated copy compared): findings naming the file or key.
-void VerifyFsdpCheckpoint(const std::string& directory, CheckReport& report);
+// replicated copy compared): findings naming the file or key. `progress` (VerifyOptions::progress)
+// sees two steps: the files' bytes, then the assembled tensors'.
+void VerifyFsdpCheckpoint(const std::string& directory, CheckReport& report,
+                          const ProgressReporter::Callback& progress);
 
 // What torch.load (weights_only=False, as FSDP's and verl's loaders call it) would run: each
 // rank file's pickles, findings under "<file>/<entry>".

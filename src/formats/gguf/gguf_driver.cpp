@@ -24,7 +24,10 @@ DetectConfidence DetectGguf(const Detection& d) {
 Document ReadGgufDetected(const Detection& d, const ReadOptions& options) { return ReadGguf(d.file, options); }
 
 // Reading (ops) checks the header, metadata and tensor infos; this adds what reading accepts.
-void VerifyGgufDetected(const Detection& d, CheckReport& report) { VerifyGguf(*d.file, report); }
+// The parse is the whole check: ops shows it on the progress line as one step over the file.
+void VerifyGgufDetected(const Detection& d, CheckReport& report, const ProgressReporter::Callback&) {
+  VerifyGguf(*d.file, report);
+}
 
 // What a loader runs: the Jinja of chat templates.
 void ScanGgufDetected(const Detection& d, CheckReport& report) { ScanGguf(*d.file, report); }

@@ -19,7 +19,8 @@ void WritePskdFromConvert(const Document& doc, const std::string& destination, c
 }
 
 // presk's own checks; a .psk.d has no checksum, so none of its bytes are covered by one.
-void VerifyPskd(const Detection& d, CheckReport& report) {
+// ops shows the check on the progress line as one step over the file.
+void VerifyPskd(const Detection& d, CheckReport& report, const ProgressReporter::Callback&) {
   VerifyPskdFile(report, d.file);
   report.bytes_without_checksum = report.bytes_checked;
 }

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/little_endian.h"
+#include "core/progress.h"
 #include "formats/pt/legacy_tar.h"
 #include "formats/pt/pt_reader.h"
 #include "formats/pt/torch_resolver.h"
@@ -189,6 +190,32 @@ void ScanTorchArchivesIn(CheckReport& report, const ConfinedDirectory& root, con
       report.AddError(Severity::kMedium, name, e);
     }
   }
+}
+
+void CheckTorchArchiveCrcsIn(CheckReport& report, const ConfinedDirectory& root, const std::vector<std::string>& names,
+                             const ProgressReporter::Callback& progress) {
+  uint64_t total = 0;  // the files' sizes, for the progress line (each file is opened again below)
+  if (progress) {
+    for (const std::string& name : names) total += root.RequireFile(name).size;
+  }
+  ProgressReporter step(progress, total);
+  step.Begin();
+  std::function<void(uint64_t)> checked;
+  if (step.active()) checked = [&](uint64_t bytes) { step.Add(bytes); };
+  for (const std::string& name : names) {
+    ConfinedFile file = root.RequireFile(name);
+    auto mapped = MappedFile::FromDescriptor(file.fd.release(), file.path, file.size, false);
+    ZipReader zip(mapped, ZipDisagreement::kReport);
+    const std::vector<ZipReader::CrcCheck> crcs = zip.CheckCrcs(zip.entries(), checked);
+    for (size_t i = 0; i < crcs.size(); ++i) {
+      const ZipEntry& e = zip.entries()[i];
+      report.entries_checked++;
+      report.bytes_checked += e.compressed_size;
+      if (crcs[i].error) std::rethrow_exception(crcs[i].error);
+      if (!crcs[i].matches) report.Add(Severity::kMedium, name, e.data_offset, "'" + e.name + "': CRC-32 mismatch");
+    }
+  }
+  step.Finish();
 }
 
 // Findings for a file whose first bytes are not a zip but whose end is one: zip readers (Python's

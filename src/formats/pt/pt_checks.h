@@ -1,4 +1,5 @@
-// formats/pt/pt_checks.h: what a security scan knows about torch's own files.
+// formats/pt/pt_checks.h: what a security scan (and verify, of checkpoint directories) knows about
+// torch's own files.
 //
 // torch.load runs pickles: the zip's data.pkl (read with torch's persistent ids), a legacy
 // file's five pickles, a pre-0.4 tar checkpoint's members, and, through Python's zipfile or a
@@ -8,12 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/confined_directory.h"
+#include "core/progress.h"
 #include "formats/pt/pt_reader.h"
 #include "pickle/pickle_scan.h"
 #include "trove/findings.h"
@@ -43,6 +46,14 @@ PickleScan ScanTorchPickle(CheckReport& report, const std::string& entry, const 
 void ScanTorchArchivesIn(CheckReport& report, const ConfinedDirectory& root, const std::vector<std::string>& names,
                          const PtEnumMembers& enum_members = {},
                          const std::function<bool(const std::string&)>& data_classes = {});
+
+// verify's check of the torch.save archives a checkpoint directory names (FSDP's and DeepSpeed's
+// rank files), each opened by name inside `root`: every entry's CRC-32, computed on the worker
+// threads (ZipReader::CheckCrcs), a mismatch a finding labelled by the file; counted in the
+// report. `progress` (VerifyOptions::progress) sees one step over the files' bytes. An error
+// reading an archive is thrown, as opening it would throw it.
+void CheckTorchArchiveCrcsIn(CheckReport& report, const ConfinedDirectory& root, const std::vector<std::string>& names,
+                             const ProgressReporter::Callback& progress);
 
 // The archive Python's zipfile reads when the end records put the central directory `prefix`
 // bytes further on than its offset says: its pickles are scanned, labelled "zipfile view".

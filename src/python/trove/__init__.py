@@ -1474,7 +1474,8 @@ def set_io(mode: str) -> None:
     """How passes over every byte (verify, convert, diff, stats) read input files in this process
     (`--io`): "pread" (large reads with read-ahead: fast on network file systems and cold files),
     "mmap" (page faults on the mapping) or "auto" (the default: pread on network and FUSE file
-    systems, mmap elsewhere). Tensors `open` hands out are views of the mapping in every mode."""
+    systems; elsewhere pread for what the page cache holds and the mapping for the rest). Tensors
+    `open` hands out are views of the mapping in every mode."""
     _trove._set_io(_text("io", mode))
 
 
