@@ -313,6 +313,9 @@ std::optional<MappedFileDescriptor> DuplicateMappedFile(const void* address);
 // Writing mapped bytes out without touching them: when [data, +size) lies in one live
 // MappedFile, the kernel copies it from that file to out_fd's current position
 // (copy_file_range), page cache to page cache, without faulting the pages into this process.
+// A range of 1 MiB or more whose offset within a page differs from the destination's is read
+// from the file into a per-thread 256 KiB buffer and written instead (pread, write): cheaper than
+// the kernel's copy of pages across two (docs/performance.md). Neither touches the mapping.
 // Returns the bytes copied: `size`, or fewer (0 for bytes not in a MappedFile) when the kernel
 // cannot copy between the two files; the caller writes the rest itself. Throws Error(kIo) naming
 // `destination` for a write error, or the source when it was truncated meanwhile.

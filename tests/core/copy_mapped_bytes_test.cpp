@@ -40,7 +40,19 @@ TEST(CopyMappedBytesTest, CopiesFromTheFileFallsBackAndNamesATruncatedSource) {
   }
   std::ifstream in(dir / "out.bin", std::ios::binary);
   std::string got((std::istreambuf_iterator<char>(in)), {});
+  // 4097 in the source, 5 in the destination: offsets within a page differ, so this went through
+  // the buffer (pread and write); the next one, page offsets equal, through copy_file_range.
   EXPECT_EQ(got, "head!" + pattern.substr(at, length) + "tail");
+  const uint64_t aligned_at = 4096 + 8, aligned_length = 2 * 1024 * 1024 + 9;
+  {
+    AtomicFile out((dir / "aligned.bin").string());
+    out.Write("8 bytes!", 8);
+    out.Write(file->data() + aligned_at, aligned_length);
+    out.Commit();
+  }
+  std::ifstream aligned_in(dir / "aligned.bin", std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(aligned_in)), {}),
+            "8 bytes!" + pattern.substr(aligned_at, aligned_length));
 
   std::vector<uint8_t> heap(4096, 7);
   int pipe_fds[2];
@@ -56,6 +68,15 @@ TEST(CopyMappedBytesTest, CopiesFromTheFileFallsBackAndNamesATruncatedSource) {
   try {
     CopyMappedBytes(out_fd, file->data() + 2 * 1024 * 1024, 4096, "after.bin");
     ADD_FAILURE() << "no error for a truncated source";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("src.bin: changed while being read"), std::string::npos)
+        << e.what();
+  }
+  // The same through the buffer (source 1 byte into a page, destination at 0): the read ends
+  // early at the new end of file, after half of the range was written.
+  try {
+    CopyMappedBytes(out_fd, file->data() + 512 * 1024 + 1, 1024 * 1024, "after.bin");
+    ADD_FAILURE() << "no error for a truncated source copied through the buffer";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("src.bin: changed while being read"), std::string::npos)
         << e.what();
