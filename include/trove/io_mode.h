@@ -8,12 +8,11 @@
 // file system (NFS, SMB, FUSE, Ceph, Lustre...) that is the difference between crawling and
 // running at the link's rate. A hot file (in the page cache) is also faster copied with pread
 // than mapped: on a virtual machine each mapped page costs microseconds more than its copy.
-// The mode is a process-wide setting: by default (kAuto) files on a network or FUSE file system
-// are read with pread; on other file systems each window the page cache holds whole is read with
-// pread (without waiting: RWF_NOWAIT) and the others, a cold file's, through the mapping (its
-// read-ahead and page faults read a local disk as fast, and spare the copy). Output never
-// depends on the mode. Views a caller holds (TensorView, the Python module's tensors) are
-// mappings in every mode.
+// The mode is a process-wide setting: by default (kAuto) streaming passes read every file with
+// pread, which measured faster than the mapping on this project's benchmark machine hot and
+// cold, on local disks too (docs/performance.md); kMmap keeps the mapping. Output never depends
+// on the mode. Views a caller holds (TensorView, the Python module's tensors) are mappings in
+// every mode.
 // Safe to call from any thread; a change applies to passes started after it.
 #pragma once
 
@@ -24,8 +23,8 @@
 namespace trove {
 
 enum class IoMode {
-  kAuto,   // pread for files on network/FUSE file systems; elsewhere pread for what the page
-           // cache holds, the mapping for the rest
+  kAuto,   // the default: pread for streaming passes (today the same as kPread; the name
+           // leaves room to choose by file system or residency again)
   kMmap,   // always through the mapping (page faults, kernel read-ahead)
   kPread,  // always pread into a bounded buffer, with posix_fadvise read-ahead
 };

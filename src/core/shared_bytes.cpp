@@ -301,9 +301,6 @@ struct PreadSource {
   uint64_t file_size = 0;
   std::string path;
   const uint8_t* mapped = nullptr;  // the same bytes in the mapping
-  // IoMode::kAuto on a local file: only what the page cache holds is read with pread (without
-  // waiting: RWF_NOWAIT); the rest comes through the mapping, as in kMmap (ReadResident).
-  bool resident_only = false;
 };
 
 // The file behind mapped bytes [data, +size): none for bytes not in one MappedFile, or in one
@@ -321,17 +318,14 @@ std::optional<PreadSource> FileSourceOf(const uint8_t* data, uint64_t size, bool
   return PreadSource{range->fd, offset, range->length, range->path, data};
 }
 
-// The pread source of mapped bytes [data, +size) when the I/O mode says to pread them: kPread,
-// or kAuto (on a local file only the windows the page cache holds: resident_only). None for the
-// mapping: kMmap, bytes not in a MappedFile, or a MappedFile that closed its descriptor (then the
-// mapping is read).
+// The pread source of mapped bytes [data, +size) when the I/O mode says to pread them: kPread
+// and kAuto (for a streaming pass, large preads beat the mapping hot and cold: docs/performance.md).
+// None for the mapping: kMmap, bytes not in a MappedFile, or a MappedFile that closed its
+// descriptor (then the mapping is read).
 std::optional<PreadSource> PreadSourceOf(const uint8_t* data, uint64_t size) {
-  const IoMode mode = GetIoMode();
-  if (mode == IoMode::kMmap) return std::nullopt;
+  if (GetIoMode() == IoMode::kMmap) return std::nullopt;
   bool network = false;
-  std::optional<PreadSource> source = FileSourceOf(data, size, &network);
-  if (source && mode == IoMode::kAuto && !network) source->resident_only = true;
-  return source;
+  return FileSourceOf(data, size, &network);
 }
 
 // Keeps the kernel reading ahead of a front-to-back pass over [0, size) of a file's bytes, in
@@ -385,21 +379,8 @@ class FileWindowReader {
  public:
   FileWindowReader(PreadSource source, uint64_t size) : source_(std::move(source)), ahead_(source_, size) {}
 
-  bool resident_only() const { return source_.resident_only; }
-
   // Bytes [at, at + n) into out. A short read means the file shrank under us: the guard's error.
-  // For a resident_only source, what the page cache holds is read with pread and the rest copied
-  // from the mapping (faulted in as in mmap mode, then dropped from the resident set).
   void Read(uint64_t at, uint8_t* out, size_t n) {
-    if (source_.resident_only) {
-      const size_t got = ReadResident(at, out, n);
-      if (got == n) return;
-      const uint8_t* rest = source_.mapped + at + got;
-      ReadAheadOfMapping(at + got, n - got);
-      std::memcpy(out + got, rest, n - got);
-      DropMappedPages(rest, n - got);
-      return;
-    }
     ahead_.Advise(at, at + n);
     for (size_t done = 0; done < n;) {
       const ssize_t got = ::pread(source_.fd, out + done, n - done, static_cast<off_t>(source_.offset + at + done));
@@ -412,38 +393,9 @@ class FileWindowReader {
     }
   }
 
-  // Bytes [at, at + n) into out as far as the page cache holds them, without waiting for the disk
-  // (preadv2 RWF_NOWAIT): the count read, from 0 (its first page is not cached) to n. On this
-  // benchmark machine a hot page costs about 3 us more mapped than copied (docs/performance.md);
-  // a cold one is read as fast either way, and the mapping then saves the copy. A file system
-  // that cannot answer without waiting (EOPNOTSUPP) is read through the mapping from then on.
-  size_t ReadResident(uint64_t at, uint8_t* out, size_t n) {
-    size_t done = 0;
-    while (done < n && resident_reads_work_) {
-      iovec v{out + done, n - done};
-      const ssize_t got = ::preadv2(source_.fd, &v, 1, static_cast<off_t>(source_.offset + at + done), RWF_NOWAIT);
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN) resident_reads_work_ = false;
-        break;
-      }
-      if (got == 0) break;  // the end of the file: the mapping's guard names the change
-      done += static_cast<size_t>(got);
-    }
-    return done;
-  }
-
-  // Before mapped bytes [at, at + n) are faulted in: the same read-ahead advice as a pread pass,
-  // and their pages mapped in one call.
-  void ReadAheadOfMapping(uint64_t at, uint64_t n) {
-    ahead_.Advise(at, at + n);
-    PopulateWindow(source_.mapped + at, n);
-  }
-
  private:
   PreadSource source_;
   ReadAhead ahead_;
-  bool resident_reads_work_ = true;
 };
 
 }  // namespace
@@ -625,19 +577,8 @@ void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) 
       std::unique_ptr<uint8_t[]> buf(new uint8_t[static_cast<size_t>(window)]);
       for (uint64_t done = 0; done < size_;) {
         const uint64_t n = std::min(window, size_ - done);
-        if (!file.resident_only()) {
-          file.Read(done, buf.get(), static_cast<size_t>(n));
-          fn(buf.get(), static_cast<size_t>(n));
-        } else if (file.ReadResident(done, buf.get(), static_cast<size_t>(n)) == n) {
-          fn(buf.get(), static_cast<size_t>(n));  // in the page cache: copied
-        } else {
-          // Not all in the page cache (a cold file): through the mapping, as in mmap mode, which
-          // saves the copy (the bytes read without waiting are read again from the mapping).
-          file.ReadAheadOfMapping(done, n);
-          fn(base + done, static_cast<size_t>(n));
-          Release(done, n);
-          ThrowIfMappedFileChanged();
-        }
+        file.Read(done, buf.get(), static_cast<size_t>(n));
+        fn(buf.get(), static_cast<size_t>(n));
         done += n;
       }
       return;

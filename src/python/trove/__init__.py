@@ -1473,8 +1473,8 @@ def get_threads() -> int:
 def set_io(mode: str) -> None:
     """How passes over every byte (verify, convert, diff, stats) read input files in this process
     (`--io`): "pread" (large reads with read-ahead: fast on network file systems and cold files),
-    "mmap" (page faults on the mapping) or "auto" (the default: pread on network and FUSE file
-    systems; elsewhere pread for what the page cache holds and the mapping for the rest). Tensors
+    "mmap" (page faults on the mapping) or "auto" (the default: pread, which measured faster hot
+    and cold, local disks included). Tensors
     `open` hands out are views of the mapping in every mode."""
     _trove._set_io(_text("io", mode))
 
