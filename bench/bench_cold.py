@@ -108,9 +108,8 @@ def run(ctx):
         ("Page cache (util-linux fincore): " + "; ".join(notes) + ".\n") if notes else "",
         "Target (issue 30): `trove cat` of every tensor at least 0.9 of cat's cold rate in both I/O modes. "
         "Both modes ask the kernel to read 32 MiB ahead (`posix_fadvise(WILLNEED)`); on a network file system "
-        "(`--io auto` picks pread there) the difference between faulting a mapping and large reads is far wider "
-        "than on this local disk: docs/performance.md. On a local disk `--io auto` (the default) reads each 8 MiB "
-        "window the page cache holds whole with pread (without waiting: `preadv2(RWF_NOWAIT)`) and the others "
-        "through the mapping.\n",
+        "the difference between faulting a mapping and large reads is far wider than on this local disk: "
+        "docs/performance.md. `--io auto` (the default) reads with pread on every file system (docs/performance.md "
+        "says why).\n",
         "Commands: `python3 bench/run.py --bin build/bin --out docs/benchmarks.md --only cold`.\n",
     ])
