@@ -128,9 +128,8 @@ class SharedBytes {
   // Hands the bytes to fn in windows, releasing each window's pages once fn returns: streaming
   // a mapped file of any size keeps only one window resident; deferred bytes are produced one
   // window at a time, never held. Mapped bytes the I/O mode says to pread (trove/io_mode.h) are
-  // read into one window-sized buffer instead (kAuto: each window the page cache holds whole;
-  // the others through the mapping); a file found shorter than its mapping then throws the
-  // guard's error (FailChangedWhileRead).
+  // read into one window-sized buffer instead (kPread and kAuto); a file found shorter than its
+  // mapping then throws the guard's error (FailChangedWhileRead).
   void Stream(const std::function<void(const uint8_t*, size_t)>& fn) const;
   // The bytes as the runs they are made of, in order, without producing deferred bytes whole:
   // deferred bytes whose source says which pieces they are (DeferredSource::Pieces) are those
@@ -146,7 +145,7 @@ class SharedBytes {
   // bytes the same as Slice. A slice of a tensor assembled from many files reads only its part.
   SharedBytes OwnSlice(uint64_t offset, uint64_t length) const;
   // True when Stream and Reader read these bytes with pread rather than through their mapping
-  // (trove/io_mode.h; kAuto: as far as the page cache holds them, window by window): a caller
+  // (trove/io_mode.h: kPread and kAuto): a caller
   // that would walk the mapping itself streams them instead.
   bool ReadsWithPread() const;
 
