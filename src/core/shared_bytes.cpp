@@ -6,7 +6,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -300,7 +299,6 @@ struct PreadSource {
   uint64_t offset = 0;
   uint64_t file_size = 0;
   std::string path;
-  const uint8_t* mapped = nullptr;  // the same bytes in the mapping
 };
 
 // The file behind mapped bytes [data, +size): none for bytes not in one MappedFile, or in one
@@ -315,7 +313,7 @@ std::optional<PreadSource> FileSourceOf(const uint8_t* data, uint64_t size, bool
   const uint64_t offset = reinterpret_cast<uintptr_t>(data) - start;
   if (size > range->length - offset) return std::nullopt;
   *network = range->network;
-  return PreadSource{range->fd, offset, range->length, range->path, data};
+  return PreadSource{range->fd, offset, range->length, range->path};
 }
 
 // The pread source of mapped bytes [data, +size) when the I/O mode says to pread them: kPread
