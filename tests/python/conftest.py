@@ -52,3 +52,39 @@ def trove():
     def run(*args, **kw):
         return run_tool("trove", *args, **kw)
     return run
+
+
+def read_terminal(master, slave, process, timeout=120):
+    """Everything `process` (and any pager it started) wrote to the pseudo-terminal `master`.
+
+    The caller keeps `slave` open until this returns: when the last descriptor of the slave
+    closes, Linux may answer the master's read with EIO while output is still on its way through
+    the terminal's buffers, and the end of the output would be lost. So the master is read while
+    the process runs, then until it stays quiet for a moment after the process has ended."""
+    import select
+    import time
+
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    ended_at = None
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.05)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            continue
+        if process.poll() is None:
+            continue
+        if ended_at is None:
+            ended_at = time.monotonic()
+        elif time.monotonic() - ended_at > 0.3:
+            break
+    process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    os.close(slave)
+    os.close(master)
+    return bytes(out)

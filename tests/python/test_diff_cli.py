@@ -222,18 +222,7 @@ def on_terminal(args, columns, env_extra=None):
     env.update(env_extra or {})
     p = subprocess.Popen([os.path.join(conftest.BIN_DIR, "trove")] + [str(x) for x in args], stdout=slave,
                          stderr=slave, env=env)
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    p.wait(timeout=60)
-    os.close(master)
+    out = conftest.read_terminal(master, slave, p, timeout=60)
     return out.decode("utf-8").replace("\r\n", "\n")
 
 

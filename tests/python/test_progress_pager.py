@@ -119,7 +119,6 @@ def stderr_on_terminal(args):
     master, slave = pty.openpty()
     p = subprocess.Popen([os.path.join(conftest.BIN_DIR, "trove")] + [str(x) for x in args], stdout=subprocess.PIPE,
                          stderr=slave)
-    os.close(slave)
     try:
         import fcntl
         fcntl.fcntl(p.stdout.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: fewer, larger reads
@@ -141,18 +140,8 @@ def stderr_on_terminal(args):
 
     reader = threading.Thread(target=drain)
     reader.start()
-    got = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        got += chunk
+    got = conftest.read_terminal(master, slave, p)
     reader.join()
-    p.wait(timeout=120)
-    os.close(master)
     assert p.returncode == 0, got
     return read[0], got.decode("utf-8")
 
