@@ -9,12 +9,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <new>
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "core/confined_directory.h"
 #include "trove/error.h"
@@ -291,6 +295,73 @@ constexpr uint64_t kReadAheadStepBytes = uint64_t{16} << 20;
 // A Reader's buffer in pread mode: its callers read a few thousand elements at a time, and a
 // pread per call would be a system call per few KB.
 constexpr uint64_t kReaderBufferBytes = uint64_t{2} << 20;
+// A read at least this large goes straight into the caller's memory: the system call then costs
+// a few percent of the copy it makes, and a second copy out of the buffer would cost all of it.
+constexpr uint64_t kReaderDirectBytes = uint64_t{256} << 10;
+// Buffers a thread keeps for its next pass: a Reader's (a diff holds a few Readers at once) and a
+// Stream's window (one at a time). Without them every tensor's pass allocated its buffer afresh,
+// glibc handed it back to the kernel at the free, and the next pass's pread took a page fault per
+// 4 KiB: a one-thread diff ran 7x slower than a two-thread one (docs/performance.md). A thread's
+// peak memory is unchanged (it held the buffer while reading); the spares stay until it exits.
+constexpr size_t kSpareReaderBuffers = 4;
+constexpr size_t kSpareStreamWindows = 1;
+
+// Buffers of whole 2 MiB pages where the kernel has them (transparent huge pages on request): a
+// fresh buffer's first pass then takes one page fault per 2 MiB instead of one per 4 KiB, which on
+// a virtual machine cost 5% of a verify.
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using LargeBuffer = std::unique_ptr<uint8_t, FreeDeleter>;
+LargeBuffer AllocateLargeBuffer(size_t bytes) {
+  const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kHugePageBytes, rounded));
+  if (p == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  ::madvise(p, rounded, MADV_HUGEPAGE);  // advice: without it, small pages as before
+#endif
+  return LargeBuffer(p);
+}
+
+// One thread's spare buffers of kBytes each; a buffer goes back to the thread that releases it.
+template <uint64_t kBytes, size_t kKeep>
+class SpareBuffers {
+ public:
+  class Held {
+   public:
+    Held() = default;
+    explicit Held(LargeBuffer buffer) : buffer_(std::move(buffer)) {}
+    Held(Held&&) noexcept = default;
+    Held& operator=(Held&&) noexcept = default;
+    ~Held() { Give(std::move(buffer_)); }
+    uint8_t* get() const { return buffer_.get(); }
+    explicit operator bool() const { return buffer_ != nullptr; }
+
+   private:
+    LargeBuffer buffer_;
+  };
+
+  static Held Take() {
+    std::vector<LargeBuffer>& spares = Spares();
+    if (spares.empty()) return Held(AllocateLargeBuffer(kBytes));
+    Held held(std::move(spares.back()));
+    spares.pop_back();
+    return held;
+  }
+
+ private:
+  static void Give(LargeBuffer buffer) {
+    std::vector<LargeBuffer>& spares = Spares();
+    if (buffer && spares.size() < kKeep) spares.push_back(std::move(buffer));
+  }
+  static std::vector<LargeBuffer>& Spares() {
+    thread_local std::vector<LargeBuffer> spares;
+    return spares;
+  }
+};
+using ReaderBuffers = SpareBuffers<kReaderBufferBytes, kSpareReaderBuffers>;
+using StreamWindows = SpareBuffers<kStreamWindowBytes, kSpareStreamWindows>;
 
 // Where mapped bytes can be read with pread instead: the mapped file's descriptor (kept open by
 // the MappedFile the bytes' owner keeps alive), the bytes' offset in it and its mapped size.
@@ -403,9 +474,9 @@ struct SharedBytes::Reader::FileWindow {
   FileWindow(PreadSource source, uint64_t bytes) : file(std::move(source), bytes), size(bytes) {}
   // Bytes [at, at + n) of the Reader's bytes into out: through the buffer for small reads.
   void Read(uint64_t at, uint8_t* out, size_t n) {
-    if (n >= kReaderBufferBytes) return file.Read(at, out, n);
     if (at < start || at + n > start + length) {
-      if (!buffer) buffer.reset(new uint8_t[kReaderBufferBytes]);
+      if (n >= kReaderDirectBytes) return file.Read(at, out, n);
+      if (!buffer) buffer = ReaderBuffers::Take();
       start = at;
       length = std::min(kReaderBufferBytes, size - at);
       file.Read(start, buffer.get(), static_cast<size_t>(length));
@@ -414,7 +485,7 @@ struct SharedBytes::Reader::FileWindow {
   }
   FileWindowReader file;
   uint64_t size;
-  std::unique_ptr<uint8_t[]> buffer;
+  ReaderBuffers::Held buffer;
   uint64_t start = 0, length = 0;  // of the buffered bytes
 };
 
@@ -557,7 +628,7 @@ void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) 
     }
     std::unique_ptr<DeferredReader> reader = deferred_->source->Open(deferred_offset_);
     const uint64_t window = std::min(size_, kStreamWindowBytes);
-    std::unique_ptr<uint8_t[]> buf(new uint8_t[static_cast<size_t>(window)]);
+    const StreamWindows::Held buf = StreamWindows::Take();
     for (uint64_t done = 0; done < size_;) {
       const uint64_t n = std::min(window, size_ - done);
       reader->Read(buf.get(), static_cast<size_t>(n));
@@ -572,7 +643,7 @@ void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) 
     if (std::optional<PreadSource> source = PreadSourceOf(base, size_)) {
       FileWindowReader file(std::move(*source), size_);
       const uint64_t window = std::min(size_, kStreamWindowBytes);
-      std::unique_ptr<uint8_t[]> buf(new uint8_t[static_cast<size_t>(window)]);
+      const StreamWindows::Held buf = StreamWindows::Take();
       for (uint64_t done = 0; done < size_;) {
         const uint64_t n = std::min(window, size_ - done);
         file.Read(done, buf.get(), static_cast<size_t>(n));
