@@ -209,7 +209,9 @@ def run(ctx):
 
     # trove and cp take turns run by run, so that a change of the machine's load falls on both.
     convs, cps = [], []
-    for i in range(ctx.runs):
+    # A write's time varies run to run by a quarter on this machine, more than the gap measured:
+    # at least 7 pairs.
+    for i in range(max(ctx.runs, 7)):
         convs.append(B.time_cmd([trove, "convert", f16, out_st], runs=1, warmup=int(i == 0), setup=rm, settle=True))
         cps.append(B.time_cmd(["cp", f16, out_cp], runs=1, warmup=int(i == 0), setup=rm, settle=True))
     t_conv, t_cp = statistics.median(convs), statistics.median(cps)
@@ -225,7 +227,7 @@ def run(ctx):
         f"Dequantizing: one tensor per type with {n_values:,} values (random blocks, fp16 scales in [-1, 1]), "
         f"medians of {ctx.runs} calls in one process; trove's values are checked equal to numpy's first. "
         f"Converting: a float16 GGUF of {size16:,} bytes; each write run starts with the page cache clean of "
-        "dirty pages (`sync`, untimed); trove and cp take turns run by run. Page cache hot. "
+        f"dirty pages (`sync`, untimed); trove and cp take turns run by run, medians of {len(convs)} pairs. Page cache hot. "
         f"Load average (1 minute) {load_start:.1f} at the start of the section and {os.getloadavg()[0]:.1f} at its "
         f"end, on {os.cpu_count()} CPUs: other processes' load lengthens the absolute times (the anchors' too); the "
         "ratios to anchors measured alongside are the figures to read.\n",

@@ -28,6 +28,8 @@ def run(ctx):
         ("`trove convert --dtype float16` → .pt", [trove, "convert", big, out, "--dtype", "float16"], {"setup": rm, "settle": True}),
         ("`trove diff` of two equal files", [trove, "diff", big, copy], {}),
     ]
+    # Ratios of two times that each vary by a tenth run to run here: at least 5 pairs.
+    runs = max(ctx.runs, 5)
     load_start = os.getloadavg()[0]
     t_cat = B.time_cmd(f"cat {big} > /dev/null", runs=ctx.runs, shell=True)
     rows = [["`cat FILE > /dev/null` (anchor)", B.fmt_s(t_cat), B.fmt_rate(size, t_cat), "", ""]]
@@ -35,7 +37,7 @@ def run(ctx):
         # One run of each thread count in turn (not all runs of one, then the other): other
         # processes' load drifts, and taking turns spreads the drift over both alike.
         t1s, t2s = [], []
-        for _ in range(ctx.runs):
+        for _ in range(runs):
             t1s.append(B.time_cmd(cmd + ["--threads", "1"], runs=1, **kw))
             t2s.append(B.time_cmd(cmd + ["--threads", "2"], runs=1, **kw))
         t1, t2 = statistics.median(t1s), statistics.median(t2s)
@@ -48,7 +50,7 @@ def run(ctx):
         f"`--threads 1` and `--threads 2` on this {os.cpu_count()}-CPU machine. `scaling` is the one-thread time over "
         "the two-thread time; `vs cat` is cat's time over the two-thread time (rates are of input bytes). Write "
         "runs start with the page cache clean of dirty pages (`sync`, untimed). Medians of "
-        f"{ctx.runs} runs, the two thread counts taking turns run by run. Load average (1 minute) {load_start:.1f} at "
+        f"{runs} runs, the two thread counts taking turns run by run. Load average (1 minute) {load_start:.1f} at "
         f"the start of the section and {os.getloadavg()[0]:.1f} at its end, on {os.cpu_count()} CPUs.\n",
         B.table(["command", "1 thread", "2 threads", "scaling", "vs cat"], rows),
         "",
