@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/confined_directory.h"
+#include "core/large_buffer.h"
 #include "trove/error.h"
 #include "trove/io_mode.h"
 
@@ -139,6 +140,8 @@ struct MappedRange {
   std::string path;
   int fd = -1;  // the mapped file, open for reading (MappedFile only), for CopyMappedBytes
   bool network = false;  // on a network or FUSE file system: IoMode::kAuto preads it
+  // How far into the file read-ahead was last asked for, by any pass over it (ReadAhead).
+  std::shared_ptr<std::atomic<uint64_t>> advised_end;
 };
 
 // Live mappings by start address, so that a fault address can be traced back to its file and
@@ -298,68 +301,10 @@ constexpr uint64_t kReaderBufferBytes = uint64_t{2} << 20;
 // A read at least this large goes straight into the caller's memory: the system call then costs
 // a few percent of the copy it makes, and a second copy out of the buffer would cost all of it.
 constexpr uint64_t kReaderDirectBytes = uint64_t{256} << 10;
-// Buffers a thread keeps for its next pass: a Reader's (a diff holds a few Readers at once) and a
-// Stream's window (one at a time). Without them every tensor's pass allocated its buffer afresh,
-// glibc handed it back to the kernel at the free, and the next pass's pread took a page fault per
-// 4 KiB: a one-thread diff ran 7x slower than a two-thread one (docs/performance.md). A thread's
-// peak memory is unchanged (it held the buffer while reading); the spares stay until it exits.
+// Buffers a thread keeps for its next pass (core/large_buffer.h): a Reader's (a diff holds a few
+// Readers at once) and a Stream's window (one at a time).
 constexpr size_t kSpareReaderBuffers = 4;
 constexpr size_t kSpareStreamWindows = 1;
-
-// Buffers of whole 2 MiB pages where the kernel has them (transparent huge pages on request): a
-// fresh buffer's first pass then takes one page fault per 2 MiB instead of one per 4 KiB, which on
-// a virtual machine cost 5% of a verify.
-constexpr size_t kHugePageBytes = size_t{2} << 20;
-struct FreeDeleter {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-using LargeBuffer = std::unique_ptr<uint8_t, FreeDeleter>;
-LargeBuffer AllocateLargeBuffer(size_t bytes) {
-  const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kHugePageBytes, rounded));
-  if (p == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-  ::madvise(p, rounded, MADV_HUGEPAGE);  // advice: without it, small pages as before
-#endif
-  return LargeBuffer(p);
-}
-
-// One thread's spare buffers of kBytes each; a buffer goes back to the thread that releases it.
-template <uint64_t kBytes, size_t kKeep>
-class SpareBuffers {
- public:
-  class Held {
-   public:
-    Held() = default;
-    explicit Held(LargeBuffer buffer) : buffer_(std::move(buffer)) {}
-    Held(Held&&) noexcept = default;
-    Held& operator=(Held&&) noexcept = default;
-    ~Held() { Give(std::move(buffer_)); }
-    uint8_t* get() const { return buffer_.get(); }
-    explicit operator bool() const { return buffer_ != nullptr; }
-
-   private:
-    LargeBuffer buffer_;
-  };
-
-  static Held Take() {
-    std::vector<LargeBuffer>& spares = Spares();
-    if (spares.empty()) return Held(AllocateLargeBuffer(kBytes));
-    Held held(std::move(spares.back()));
-    spares.pop_back();
-    return held;
-  }
-
- private:
-  static void Give(LargeBuffer buffer) {
-    std::vector<LargeBuffer>& spares = Spares();
-    if (buffer && spares.size() < kKeep) spares.push_back(std::move(buffer));
-  }
-  static std::vector<LargeBuffer>& Spares() {
-    thread_local std::vector<LargeBuffer> spares;
-    return spares;
-  }
-};
 using ReaderBuffers = SpareBuffers<kReaderBufferBytes, kSpareReaderBuffers>;
 using StreamWindows = SpareBuffers<kStreamWindowBytes, kSpareStreamWindows>;
 
@@ -370,6 +315,7 @@ struct PreadSource {
   uint64_t offset = 0;
   uint64_t file_size = 0;
   std::string path;
+  std::shared_ptr<std::atomic<uint64_t>> advised_end;  // the file's (MappedRange::advised_end)
 };
 
 // The file behind mapped bytes [data, +size): none for bytes not in one MappedFile, or in one
@@ -384,7 +330,7 @@ std::optional<PreadSource> FileSourceOf(const uint8_t* data, uint64_t size, bool
   const uint64_t offset = reinterpret_cast<uintptr_t>(data) - start;
   if (size > range->length - offset) return std::nullopt;
   *network = range->network;
-  return PreadSource{range->fd, offset, range->length, range->path};
+  return PreadSource{range->fd, offset, range->length, range->path, range->advised_end};
 }
 
 // The pread source of mapped bytes [data, +size) when the I/O mode says to pread them: kPread
@@ -403,10 +349,17 @@ std::optional<PreadSource> PreadSourceOf(const uint8_t* data, uint64_t size) {
 // the file (up to kReadAheadBytes): a pass over every tensor reads one after another, and the
 // next one's first read then finds its pages in flight. Advice only: failure changes nothing
 // but speed.
+//
+// The passes over one file share how far ahead was asked for (MappedRange::advised_end): asking
+// costs a page-cache lookup per page even when every page is there, and a pass over a tensor of
+// 5 MB (or a pipelined cast's piece of 1 MiB) that asked for its own 32 MiB ahead every time
+// looked up each page of the file 7 to 32 times (10% of a verify). A pass skips what the file's
+// mark says was asked for just ahead of it (within twice the read-ahead: a mark far ahead or
+// behind belongs to another pass, or to an earlier one whose pages may since have been evicted).
 class ReadAhead {
  public:
   ReadAhead(const PreadSource& source, uint64_t size)
-      : fd_(source.fd), offset_(source.offset), limit_(source.file_size - source.offset) {
+      : fd_(source.fd), offset_(source.offset), limit_(source.file_size - source.offset), file_mark_(source.advised_end) {
     ::posix_fadvise(fd_, static_cast<off_t>(offset_), static_cast<off_t>(size), POSIX_FADV_SEQUENTIAL);
   }
 
@@ -414,18 +367,32 @@ class ReadAhead {
   // about to be made is submitted whole, and what follows it while it is used.
   void Advise(uint64_t at, uint64_t end) {
     if (advised_ >= std::min(limit_, end + kReadAheadBytes - kReadAheadStepBytes)) return;
-    const uint64_t from = std::max(advised_, at);
+    uint64_t from = std::max(advised_, at);
     const uint64_t to = std::min(limit_, end + kReadAheadBytes);
+    // In file offsets: what another pass asked for just ahead of this read is not asked again.
+    const uint64_t file_at = offset_ + at, file_end = offset_ + end, file_to = offset_ + to;
+    const auto near = [&](uint64_t mark) { return mark > file_at && mark <= file_end + 2 * kReadAheadBytes; };
+    if (file_mark_) {
+      const uint64_t mark = file_mark_->load(std::memory_order_relaxed);
+      if (near(mark)) from = std::max(from, std::min(mark, file_to) - offset_);
+    }
     if (to > from) {
       ::posix_fadvise(fd_, static_cast<off_t>(offset_ + from), static_cast<off_t>(to - from), POSIX_FADV_WILLNEED);
     }
     advised_ = to;
+    if (file_mark_) {
+      uint64_t mark = file_mark_->load(std::memory_order_relaxed);
+      while ((mark < file_to || !near(mark)) &&
+             !file_mark_->compare_exchange_weak(mark, file_to, std::memory_order_relaxed)) {
+      }
+    }
   }
 
  private:
   int fd_;
   uint64_t offset_;
   uint64_t limit_;  // bytes of the file from the start of ours
+  std::shared_ptr<std::atomic<uint64_t>> file_mark_;  // may be null
   uint64_t advised_ = 0;
 };
 
@@ -778,7 +745,7 @@ std::shared_ptr<const void> OwnMapping(void* address, uint64_t length, std::stri
   {
     MappingRegistry& r = Registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.by_start[reinterpret_cast<uintptr_t>(address)] = {length, std::move(path), -1};
+    r.by_start[reinterpret_cast<uintptr_t>(address)] = {length, std::move(path), -1, false, nullptr};
   }
   return std::shared_ptr<const void>(address, [length](const void* p) {
     {
@@ -839,7 +806,7 @@ std::shared_ptr<MappedFile> MappedFile::FromDescriptor(int descriptor, std::stri
     }
     MappingRegistry& r = Registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path, fd, network};
+    r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path, fd, network, std::make_shared<std::atomic<uint64_t>>(0)};
     file->fd_ = fd;  // kept for CopyMappedBytes; closed with the mapping
   } else {
     static const uint8_t kEmpty[1] = {0};

@@ -4,15 +4,20 @@
 #include <algorithm>
 #include <cmath>
 #include <bit>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/cast_runs.h"
 #include "core/ggml_blocks.h"
+#include "core/large_buffer.h"
 #include "core/worker_pool.h"
 #include "trove/element_codec.h"
 #include "trove/error.h"
+#include "trove/threads.h"
 
 namespace trove {
 namespace {
@@ -245,6 +250,108 @@ void ForEachBlockCastChunk(const TensorView& source, DType dtype, const std::fun
   }
 }
 
+// A pipelined cast's output windows: how many bytes each, and how many exist at once (the
+// memory it holds: kCastWindowsInFlight x kCastWindowBytes, whatever the tensor's size).
+constexpr uint64_t kCastWindowBytes = uint64_t{1} << 20;
+constexpr uint64_t kCastWindowsInFlight = 4;
+
+// Casts a contiguous stored tensor on every worker thread at once, its output handed to fn in
+// order: the tensor is cut into windows of kCastWindowBytes of output and each window into pieces
+// of about kMinCastPieceElements; a piece reads its own input (a pread or the mapping) and casts
+// it into its window, while the window before it is written. Whichever thread finds the next
+// window complete and nobody writing writes it (fn is called by one thread at a time, in order),
+// so the write of one window overlaps the reading and casting of the next ones, and a one-thread
+// pass (ThreadCount 1, or a job nested in another) runs the same steps in order. False, having
+// done nothing, when the view is not a contiguous stored one or is too small to be worth it.
+using CastWindows = SpareBuffers<kCastWindowBytes, kCastWindowsInFlight>;
+
+bool PipelinedCast(const TensorView& source, DType dtype, const Dequantizer* dq, bool count,
+                   const std::function<void(const uint8_t*, size_t)>& fn, LossCounts& total) {
+  if (ThreadCount() < 2) return false;
+  const std::optional<SharedBytes> stored = source.StoredBytes();
+  if (!stored) return false;
+  const uint64_t in_size = ElementSize(source.dtype), out_size = ElementSize(dtype);
+  const uint64_t n = static_cast<uint64_t>(source.numel());
+  const uint64_t window = std::max<uint64_t>(1, kCastWindowBytes / out_size);  // elements
+  const uint64_t windows = (n + window - 1) / window;
+  if (windows < 2) return false;
+  const uint64_t per_window = std::max<uint64_t>(1, (window + kMinCastPieceElements - 1) / kMinCastPieceElements);
+  // Kept by the calling thread from one tensor to the next (core/large_buffer.h).
+  std::vector<CastWindows::Held> ring;
+  for (uint64_t i = 0; i < std::min(windows, kCastWindowsInFlight); ++i) ring.push_back(CastWindows::Take());
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<uint64_t> pieces_left(static_cast<size_t>(windows), per_window);  // guarded by mutex
+  uint64_t written = 0;  // windows handed to fn, in order
+  bool writing = false, failed = false;
+  std::vector<LossCounts> piece_losses(static_cast<size_t>(windows * per_window));
+  const auto window_elements = [&](uint64_t w) { return std::min(window, n - w * window); };
+  // Writes the complete windows that come next while no other thread writes. Holds `lock` on
+  // return; fn runs without it.
+  const auto write_ready = [&](std::unique_lock<std::mutex>& lock) {
+    while (!writing && !failed && written < windows && pieces_left[static_cast<size_t>(written)] == 0) {
+      writing = true;
+      const uint64_t w = written;
+      lock.unlock();
+      fn(ring[static_cast<size_t>(w % ring.size())].get(), static_cast<size_t>(window_elements(w) * out_size));
+      lock.lock();
+      writing = false;
+      ++written;
+      changed.notify_all();
+    }
+  };
+  RunPieces(windows * per_window, [&](uint64_t k) {
+    const uint64_t w = k / per_window, j = k % per_window;
+    const uint64_t first = w * window, count_w = window_elements(w);
+    const uint64_t begin = first + count_w * j / per_window, end = first + count_w * (j + 1) / per_window;
+    try {
+      {
+        // The window's buffer is free once the window ring.size() before it is written.
+        std::unique_lock<std::mutex> lock(mutex);
+        for (;;) {
+          write_ready(lock);
+          if (failed) return;  // another piece's error is the job's
+          if (w < written + ring.size()) break;
+          changed.wait(lock);
+        }
+      }
+      uint8_t* out = ring[static_cast<size_t>(w % ring.size())].get() + (begin - first) * out_size;
+      uint64_t flat = begin;
+      uint8_t carry[16];  // an element split between two of Stream's chunks (none in practice)
+      size_t carried = 0;
+      if (end > begin) {
+        stored->Slice(begin * in_size, (end - begin) * in_size).Stream([&](const uint8_t* p, size_t bytes) {
+          if (carried > 0) {
+            const size_t take = std::min<size_t>(bytes, in_size - carried);
+            std::memcpy(carry + carried, p, take);
+            carried += take, p += take, bytes -= take;
+            if (carried < in_size) return;
+            ConvertElements(source.dtype, dtype, dq, flat, carry, out, 1, count, piece_losses[static_cast<size_t>(k)]);
+            ++flat, out += out_size, carried = 0;
+          }
+          const size_t whole = static_cast<size_t>(bytes / in_size);
+          ConvertElements(source.dtype, dtype, dq, flat, p, out, whole, count, piece_losses[static_cast<size_t>(k)]);
+          flat += whole, out += whole * out_size;
+          carried = bytes - whole * in_size;
+          std::memcpy(carry, p + whole * in_size, carried);
+        });
+      }
+      std::unique_lock<std::mutex> lock(mutex);
+      --pieces_left[static_cast<size_t>(w)];
+      write_ready(lock);
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        failed = true;
+      }
+      changed.notify_all();
+      throw;
+    }
+  });
+  for (const LossCounts& l : piece_losses) total += l;
+  return true;
+}
+
 // Streams source's elements converted to dtype, chunk by chunk (bounded memory), counting into
 // `losses` (when given) what the conversion did to the values.
 void ForEachCastChunk(const TensorView& source, DType dtype, const std::function<void(const uint8_t*, size_t)>& fn,
@@ -268,6 +375,15 @@ void ForEachCastChunk(const TensorView& source, DType dtype, const std::function
   if (source.quantizer) dequantizer.emplace(source);
   const Dequantizer* dq = dequantizer ? &*dequantizer : nullptr;
   const bool count = losses != nullptr;
+  if (PipelinedCast(source, dtype, dq, count, fn, total)) {
+    if (losses != nullptr) {
+      losses->overflowed = total.overflowed;
+      losses->underflowed = total.underflowed;
+      losses->sign_lost = total.sign_lost;
+      losses->counted = true;
+    }
+    return;
+  }
   uint64_t flat = 0;  // the next element's index in C order
   source.ForEachChunk([&](const uint8_t* p, size_t n) {
     out_used = 0;

@@ -21,6 +21,8 @@ def big_checkpoint(path):
     sd["w0"][::977] = float("nan")
     sd["w1"][::1013] = 3.4e38  # bfloat16 rounds it to infinity
     sd["w2"][::1021] = 1e-41                      # subnormal in float32, zero in float16
+    # Not a whole number of a pipelined cast's windows or pieces (src/core/tensor.cpp).
+    sd["odd"] = torch.randn((1 << 20) + 12345, generator=g) * 1e3
     torch.save(sd, path)
     return sd
 
