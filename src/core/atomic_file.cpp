@@ -29,8 +29,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Writes are gathered into this much memory before reaching the kernel; large writes bypass it.
+// Writes are gathered into this much memory before reaching the kernel; writes of at least
+// kDirectWriteBytes bypass it (a system call per 256 KiB costs far less than copying them into
+// the buffer: a cast's 512 KiB output windows spent 5% of a convert in that copy).
 constexpr size_t kWriteBufferBytes = size_t{1} << 20;
+constexpr size_t kDirectWriteBytes = size_t{256} << 10;
 
 [[noreturn]] void FailErrno(const std::string& what, int err) {
   throw Error(ErrorCode::kIo, std::strerror(err)).SetFile(what);
@@ -337,19 +340,19 @@ void AtomicFile::Flush() {
 
 void AtomicFile::Write(const void* data, uint64_t size) {
   const char* p = static_cast<const char*>(data);
-  if (buffer_.size() + size <= kWriteBufferBytes) {
+  if (size < kDirectWriteBytes && buffer_.size() + size <= kWriteBufferBytes) {
     buffer_.append(p, static_cast<size_t>(size));
-  } else {
-    Flush();
-    if (size < kWriteBufferBytes) {
-      buffer_.append(p, static_cast<size_t>(size));
-    } else {
-      WriteOut(fd_, reinterpret_cast<const uint8_t*>(p), size, destination_, position_,
-               sync_ ? &writeback_started_ : nullptr);
-      return;
-    }
+    position_ += size;
+    return;
   }
-  position_ += size;
+  Flush();
+  if (size < kDirectWriteBytes) {
+    buffer_.append(p, static_cast<size_t>(size));
+    position_ += size;
+    return;
+  }
+  WriteOut(fd_, reinterpret_cast<const uint8_t*>(p), size, destination_, position_,
+           sync_ ? &writeback_started_ : nullptr);
 }
 
 void AtomicFile::WriteAt(uint64_t offset, const void* data, uint64_t size) {

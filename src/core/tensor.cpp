@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cast_pipeline.h"
 #include "core/cast_runs.h"
 #include "core/ggml_blocks.h"
 #include "core/large_buffer.h"
@@ -250,94 +251,177 @@ void ForEachBlockCastChunk(const TensorView& source, DType dtype, const std::fun
   }
 }
 
-// A pipelined cast's output windows: how many bytes each, and how many exist at once (the
-// memory it holds: kCastWindowsInFlight x kCastWindowBytes, whatever the tensor's size).
-constexpr uint64_t kCastWindowBytes = uint64_t{1} << 20;
-constexpr uint64_t kCastWindowsInFlight = 4;
+// A pipelined cast's output windows (core/cast_pipeline.h): how many bytes each, how many exist at
+// once (the memory the pipeline holds, whatever the tensors' sizes: 4 MiB; with 4 windows two
+// threads still waited on each other, 1.59x one thread's rate, with 8 1.78x), and the elements of a piece
+// (a few hundred microseconds of reading and converting: far above a worker's wake-up, small
+// enough that a tensor's first window is soon ready to write).
+constexpr uint64_t kCastWindowBytes = uint64_t{512} << 10;
+constexpr uint64_t kCastWindowsInFlight = 8;
+constexpr uint64_t kPipelinedPieceElements = uint64_t{1} << 17;
+// The windows are one buffer (whole huge pages), kept by the calling thread for its next run.
+using CastRing = SpareBuffers<kCastWindowBytes * kCastWindowsInFlight, 1>;
 
-// Casts a contiguous stored tensor on every worker thread at once, its output handed to fn in
-// order: the tensor is cut into windows of kCastWindowBytes of output and each window into pieces
-// of about kMinCastPieceElements; a piece reads its own input (a pread or the mapping) and casts
-// it into its window, while the window before it is written. Whichever thread finds the next
-// window complete and nobody writing writes it (fn is called by one thread at a time, in order),
-// so the write of one window overlaps the reading and casting of the next ones, and a one-thread
-// pass (ThreadCount 1, or a job nested in another) runs the same steps in order. False, having
-// done nothing, when the view is not a contiguous stored one or is too small to be worth it.
-using CastWindows = SpareBuffers<kCastWindowBytes, kCastWindowsInFlight>;
+// Whether a view's bytes are cast by the pipeline's pieces: a cast of a contiguous stored source
+// (each piece reads its own range of it) of real numbers (no block or quantized dtype).
+bool PipelinesCast(const TensorView& v) {
+  if (!v.cast_source || v.numel() == 0) return false;
+  const TensorView& s = *v.cast_source;
+  return !IsBlockDType(s.dtype) && !s.quantizer && s.StoredBytes().has_value();
+}
 
-bool PipelinedCast(const TensorView& source, DType dtype, const Dequantizer* dq, bool count,
-                   const std::function<void(const uint8_t*, size_t)>& fn, LossCounts& total) {
-  if (ThreadCount() < 2) return false;
-  const std::optional<SharedBytes> stored = source.StoredBytes();
-  if (!stored) return false;
-  const uint64_t in_size = ElementSize(source.dtype), out_size = ElementSize(dtype);
-  const uint64_t n = static_cast<uint64_t>(source.numel());
-  const uint64_t window = std::max<uint64_t>(1, kCastWindowBytes / out_size);  // elements
-  const uint64_t windows = (n + window - 1) / window;
-  if (windows < 2) return false;
-  const uint64_t per_window = std::max<uint64_t>(1, (window + kMinCastPieceElements - 1) / kMinCastPieceElements);
-  // Kept by the calling thread from one tensor to the next (core/large_buffer.h).
-  std::vector<CastWindows::Held> ring;
-  for (uint64_t i = 0; i < std::min(windows, kCastWindowsInFlight); ++i) ring.push_back(CastWindows::Take());
+// Reads elements [begin, end) of a cast view's stored source and converts them into out.
+void CastPiece(const TensorView& view, const SharedBytes& stored, uint64_t begin, uint64_t end, uint8_t* out,
+               LossCounts& losses) {
+  const TensorView& source = *view.cast_source;
+  const uint64_t in_size = ElementSize(source.dtype), out_size = ElementSize(view.dtype);
+  const bool count = view.cast_losses != nullptr;
+  uint64_t flat = begin;
+  uint8_t carry[16];  // an element split between two of Stream's windows (none in practice)
+  size_t carried = 0;
+  stored.Slice(begin * in_size, (end - begin) * in_size).Stream([&](const uint8_t* p, size_t bytes) {
+    if (carried > 0) {
+      const size_t take = std::min<size_t>(bytes, in_size - carried);
+      std::memcpy(carry + carried, p, take);
+      carried += take, p += take, bytes -= take;
+      if (carried < in_size) return;
+      ConvertElements(source.dtype, view.dtype, nullptr, flat, carry, out, 1, count, losses);
+      ++flat, out += out_size, carried = 0;
+    }
+    const size_t whole = static_cast<size_t>(bytes / in_size);
+    ConvertElements(source.dtype, view.dtype, nullptr, flat, p, out, whole, count, losses);
+    flat += whole, out += whole * out_size;
+    carried = bytes - whole * in_size;
+    std::memcpy(carry, p + whole * in_size, carried);
+  });
+}
+
+}  // namespace
+
+void RunOrderedWrites(const std::vector<OrderedWrite>& items, const std::function<void(const uint8_t*, size_t)>& write) {
+  // The plan, by item: whether its bytes are pipelined, its windows (one for an item written in
+  // its turn) and pieces per window, and where its windows and pieces start in the whole run.
+  struct Plan {
+    bool pipelined = false;
+    std::optional<SharedBytes> stored;
+    uint64_t window = 0;  // elements
+    uint64_t windows = 1, per_window = 1, first_window = 0, first_piece = 0;
+  };
+  std::vector<Plan> plans(items.size());
+  uint64_t windows = 0, pieces = 0;
+  bool any_pipelined = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Plan& p = plans[i];
+    const TensorView* v = items[i].view;
+    if (v != nullptr && PipelinesCast(*v)) {
+      p.pipelined = any_pipelined = true;
+      p.stored = v->cast_source->StoredBytes();
+      p.window = std::max<uint64_t>(1, kCastWindowBytes / ElementSize(v->dtype));
+      const uint64_t n = static_cast<uint64_t>(v->numel());
+      p.windows = (n + p.window - 1) / p.window;
+      p.per_window = std::max<uint64_t>(1, (std::min(p.window, n) + kPipelinedPieceElements - 1) / kPipelinedPieceElements);
+    }
+    p.first_window = windows;
+    p.first_piece = pieces;
+    windows += p.windows;
+    pieces += p.windows * p.per_window;
+  }
+  if (!any_pipelined) {  // nothing to overlap: in order on this thread
+    for (const OrderedWrite& item : items) {
+      if (item.begin) item.begin();
+      if (item.view != nullptr) {
+        item.view->ForEachChunk(write);
+      } else if (item.body) {
+        item.body();
+      }
+      if (item.end) item.end();
+    }
+    return;
+  }
+  const auto item_of = [&](uint64_t at, uint64_t Plan::*first) {
+    auto it = std::upper_bound(plans.begin(), plans.end(), at, [&](uint64_t x, const Plan& p) { return x < p.*first; });
+    return static_cast<size_t>(it - plans.begin()) - 1;
+  };
+  const auto elements_of = [&](size_t i, uint64_t w) {  // of window w of item i
+    return std::min(plans[i].window, static_cast<uint64_t>(items[i].view->numel()) - w * plans[i].window);
+  };
+  const CastRing::Held ring = CastRing::Take();
+  const auto window_at = [&](uint64_t g) { return ring.get() + (g % kCastWindowsInFlight) * kCastWindowBytes; };
+  const uint64_t slots = kCastWindowsInFlight;
+  struct Slot {
+    uint64_t window = UINT64_MAX;  // the window it holds now
+    uint64_t pieces_left = 0;
+  };
+  std::vector<Slot> slot(static_cast<size_t>(slots));  // guarded by mutex, as all below
+  std::vector<LossCounts> item_losses(items.size());
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<uint64_t> pieces_left(static_cast<size_t>(windows), per_window);  // guarded by mutex
-  uint64_t written = 0;  // windows handed to fn, in order
+  uint64_t written = 0;  // windows written, in order
   bool writing = false, failed = false;
-  std::vector<LossCounts> piece_losses(static_cast<size_t>(windows * per_window));
-  const auto window_elements = [&](uint64_t w) { return std::min(window, n - w * window); };
+
   // Writes the complete windows that come next while no other thread writes. Holds `lock` on
-  // return; fn runs without it.
+  // return; the callbacks run without it.
   const auto write_ready = [&](std::unique_lock<std::mutex>& lock) {
-    while (!writing && !failed && written < windows && pieces_left[static_cast<size_t>(written)] == 0) {
+    while (!writing && !failed && written < windows) {
+      const uint64_t g = written;
+      const Slot& s = slot[static_cast<size_t>(g % slots)];
+      if (s.window != g || s.pieces_left != 0) return;
+      const size_t i = item_of(g, &Plan::first_window);
+      const uint64_t w = g - plans[i].first_window;
+      const LossCounts losses = item_losses[i];
       writing = true;
-      const uint64_t w = written;
       lock.unlock();
-      fn(ring[static_cast<size_t>(w % ring.size())].get(), static_cast<size_t>(window_elements(w) * out_size));
+      const OrderedWrite& item = items[i];
+      if (w == 0 && item.begin) item.begin();
+      if (plans[i].pipelined) {
+        write(window_at(g), static_cast<size_t>(elements_of(i, w) * ElementSize(item.view->dtype)));
+      } else if (item.view != nullptr) {
+        item.view->ForEachChunk(write);
+      } else if (item.body) {
+        item.body();
+      }
+      if (w + 1 == plans[i].windows) {
+        if (plans[i].pipelined && item.view->cast_losses) {
+          CastLosses& out = *item.view->cast_losses;
+          out.overflowed = losses.overflowed;
+          out.underflowed = losses.underflowed;
+          out.sign_lost = losses.sign_lost;
+          out.counted = true;
+        }
+        if (item.end) item.end();
+      }
       lock.lock();
       writing = false;
       ++written;
       changed.notify_all();
     }
   };
-  RunPieces(windows * per_window, [&](uint64_t k) {
-    const uint64_t w = k / per_window, j = k % per_window;
-    const uint64_t first = w * window, count_w = window_elements(w);
-    const uint64_t begin = first + count_w * j / per_window, end = first + count_w * (j + 1) / per_window;
+  RunPieces(pieces, [&](uint64_t k) {
+    const size_t i = item_of(k, &Plan::first_piece);
+    const Plan& p = plans[i];
+    const uint64_t w = (k - p.first_piece) / p.per_window, j = (k - p.first_piece) % p.per_window;
+    const uint64_t g = p.first_window + w;
     try {
-      {
-        // The window's buffer is free once the window ring.size() before it is written.
-        std::unique_lock<std::mutex> lock(mutex);
-        for (;;) {
-          write_ready(lock);
-          if (failed) return;  // another piece's error is the job's
-          if (w < written + ring.size()) break;
-          changed.wait(lock);
-        }
-      }
-      uint8_t* out = ring[static_cast<size_t>(w % ring.size())].get() + (begin - first) * out_size;
-      uint64_t flat = begin;
-      uint8_t carry[16];  // an element split between two of Stream's chunks (none in practice)
-      size_t carried = 0;
-      if (end > begin) {
-        stored->Slice(begin * in_size, (end - begin) * in_size).Stream([&](const uint8_t* p, size_t bytes) {
-          if (carried > 0) {
-            const size_t take = std::min<size_t>(bytes, in_size - carried);
-            std::memcpy(carry + carried, p, take);
-            carried += take, p += take, bytes -= take;
-            if (carried < in_size) return;
-            ConvertElements(source.dtype, dtype, dq, flat, carry, out, 1, count, piece_losses[static_cast<size_t>(k)]);
-            ++flat, out += out_size, carried = 0;
-          }
-          const size_t whole = static_cast<size_t>(bytes / in_size);
-          ConvertElements(source.dtype, dtype, dq, flat, p, out, whole, count, piece_losses[static_cast<size_t>(k)]);
-          flat += whole, out += whole * out_size;
-          carried = bytes - whole * in_size;
-          std::memcpy(carry, p + whole * in_size, carried);
-        });
-      }
       std::unique_lock<std::mutex> lock(mutex);
-      --pieces_left[static_cast<size_t>(w)];
+      for (;;) {  // the window's slot is free once the window `slots` before it is written
+        write_ready(lock);
+        if (failed) return;  // another piece's error is the run's
+        if (g < written + slots) break;
+        changed.wait(lock);
+      }
+      Slot& s = slot[static_cast<size_t>(g % slots)];
+      if (s.window != g) s = Slot{g, p.per_window};
+      lock.unlock();
+      LossCounts losses;
+      if (p.pipelined) {
+        const uint64_t first = w * p.window, count = elements_of(i, w);
+        const uint64_t begin = first + count * j / p.per_window, end = first + count * (j + 1) / p.per_window;
+        uint8_t* out = window_at(g) + (begin - first) * ElementSize(items[i].view->dtype);
+        if (end > begin) CastPiece(*items[i].view, *p.stored, begin, end, out, losses);
+      }
+      lock.lock();
+      item_losses[i] += losses;
+      --s.pieces_left;
       write_ready(lock);
     } catch (...) {
       {
@@ -348,9 +432,9 @@ bool PipelinedCast(const TensorView& source, DType dtype, const Dequantizer* dq,
       throw;
     }
   });
-  for (const LossCounts& l : piece_losses) total += l;
-  return true;
 }
+
+namespace {
 
 // Streams source's elements converted to dtype, chunk by chunk (bounded memory), counting into
 // `losses` (when given) what the conversion did to the values.
@@ -375,15 +459,6 @@ void ForEachCastChunk(const TensorView& source, DType dtype, const std::function
   if (source.quantizer) dequantizer.emplace(source);
   const Dequantizer* dq = dequantizer ? &*dequantizer : nullptr;
   const bool count = losses != nullptr;
-  if (PipelinedCast(source, dtype, dq, count, fn, total)) {
-    if (losses != nullptr) {
-      losses->overflowed = total.overflowed;
-      losses->underflowed = total.underflowed;
-      losses->sign_lost = total.sign_lost;
-      losses->counted = true;
-    }
-    return;
-  }
   uint64_t flat = 0;  // the next element's index in C order
   source.ForEachChunk([&](const uint8_t* p, size_t n) {
     out_used = 0;
@@ -642,6 +717,12 @@ void TensorView::ForEachChunk(const std::function<void(const uint8_t*, size_t)>&
   const uint64_t total = nbytes();
   if (total == 0) return;
   if (cast_source) {
+    // A large enough cast of stored bytes goes through the pipeline (core/cast_pipeline.h), on
+    // every thread with the writes overlapped; the rest window by window.
+    if (ThreadCount() >= 2 && PipelinesCast(*this) && static_cast<uint64_t>(numel()) * ElementSize(dtype) >= 2 * kCastWindowBytes) {
+      RunOrderedWrites({OrderedWrite{{}, this, {}, {}}}, fn);
+      return;
+    }
     ForEachCastChunk(*cast_source, dtype, fn, chunk_bytes, cast_losses.get());
     return;
   }

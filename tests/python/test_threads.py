@@ -134,3 +134,35 @@ def test_threads_option_is_checked(trove, tmp_path):
     torch.save({"x": torch.zeros(2)}, tmp_path / "a.pt")
     r = trove("verify", tmp_path / "a.pt", "--threads", "many")
     assert r.code == 2 and "--threads" in r.errtext, r
+
+
+def test_many_tensors_cast_in_order_whatever_the_thread_count(tmp_path, trove):
+    """convert --dtype writes a .pt's records in order while the casts of the ones after run on
+    the worker threads (core/cast_pipeline.h): many tensors of uneven sizes, with integer ones
+    copied as they are, tiny ones, an empty one and views of one storage between them, come out
+    the same with any thread count and as torch casts them."""
+    g = torch.Generator().manual_seed(11)
+    sd = {}
+    for i in range(40):
+        n = int(torch.randint(1, 700_000, (1,), generator=g))
+        sd[f"f{i}"] = torch.randn(n, generator=g) * 100
+        if i % 7 == 0:
+            sd[f"i{i}"] = torch.randint(-1000, 1000, (n // 3 + 1,), generator=g)
+    sd["empty"] = torch.zeros(0)
+    base = torch.randn(600_000, generator=g)
+    sd["view_a"], sd["view_b"] = base[:300_000], base[100_000:]
+    src = tmp_path / "many.pt"
+    torch.save(sd, src)
+    outputs = []
+    for threads in THREADS:
+        out = tmp_path / f"t{len(outputs)}" / "cast.pt"
+        out.parent.mkdir()
+        r = trove("convert", src, out, "--dtype", "bfloat16", *threads)
+        assert r.code == 0, r
+        outputs.append(out.read_bytes())
+        got = torch.load(out, weights_only=True)
+        assert set(got) == set(sd)
+        for k, v in sd.items():
+            want = v.to(torch.bfloat16) if v.is_floating_point() else v
+            assert got[k].dtype == want.dtype and torch.equal(got[k], want), (k, threads)
+    assert outputs[0] == outputs[1] == outputs[2]

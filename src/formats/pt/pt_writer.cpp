@@ -13,7 +13,9 @@
 #include <optional>
 #include <unordered_set>
 #include <unordered_map>
+#include <vector>
 
+#include "core/cast_pipeline.h"
 #include "core/progress.h"
 #include "formats/pt/torch_resolver.h"
 #include "pickle/global_class.h"
@@ -438,22 +440,31 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
   uint64_t payload_bytes = 0;
   for (const StorageRecord& rec : records) payload_bytes += rec.nbytes;
   ProgressReporter progress(options.progress, payload_bytes);
-  for (const StorageRecord& rec : records) {
-    std::optional<SharedBytes> stored = rec.whole_of ? std::optional<SharedBytes>(rec.whole_of->storage)
-                                                     : rec.compact->StoredBytes();
-    const ZipPlacement at = stored ? PlacementFor(*stored, kStorageAlignment) : ZipPlacement{kStorageAlignment, 0};
-    zip.BeginEntry(prefix + "/data/" + rec.key, ZipMethod::kStored, at.align, rec.nbytes, at.phase);
-    if (stored) {
-      zip.WriteBytes(*stored);
-      progress.Add(rec.nbytes);
+  // The records in order; cast ones are converted on every thread while earlier ones are written
+  // (core/cast_pipeline.h), the others copied in their turn.
+  std::vector<std::optional<SharedBytes>> stored(records.size());
+  std::vector<OrderedWrite> writes(records.size());
+  for (size_t r = 0; r < records.size(); ++r) {
+    const StorageRecord& rec = records[r];
+    stored[r] = rec.whole_of ? std::optional<SharedBytes>(rec.whole_of->storage) : rec.compact->StoredBytes();
+    writes[r].begin = [&, r] {
+      const ZipPlacement at = stored[r] ? PlacementFor(*stored[r], kStorageAlignment) : ZipPlacement{kStorageAlignment, 0};
+      zip.BeginEntry(prefix + "/data/" + records[r].key, ZipMethod::kStored, at.align, records[r].nbytes, at.phase);
+    };
+    if (stored[r]) {
+      writes[r].body = [&, r] {
+        zip.WriteBytes(*stored[r]);
+        progress.Add(records[r].nbytes);
+      };
     } else {
-      rec.compact->ForEachChunk([&](const uint8_t* p, size_t n) {
-        zip.Write(p, n);
-        progress.Add(n);
-      });
+      writes[r].view = rec.compact;
     }
-    zip.EndEntry();
+    writes[r].end = [&] { zip.EndEntry(); };
   }
+  RunOrderedWrites(writes, [&](const uint8_t* p, size_t n) {
+    zip.Write(p, n);
+    progress.Add(n);
+  });
   progress.Finish();
   zip.AddEntry(prefix + "/version", "3\n", 2, ZipMethod::kStored, kStorageAlignment);
   // 20 digits naming the records (FNV-1a of their names) and 20 of their combined CRC-32s.
