@@ -2,6 +2,7 @@
 `torch.save` of the same state_dict and against `cp`; `trove diff` of two 1 GB files against
 `cmp`; peak memory of the conversion."""
 import os
+import statistics
 import shutil
 import subprocess
 
@@ -30,10 +31,19 @@ def run(ctx):
     def rm(p):
         return lambda: os.path.exists(p) and os.remove(p)
 
-    t_pt = B.time_cmd([trove, "convert", big, out_pt], runs=ctx.runs, setup=rm(out_pt), settle=True)
-    t_tdz = B.time_cmd([trove, "convert", big, out_tdz], runs=ctx.runs, setup=rm(out_tdz), settle=True)
+    # A write's time varies by a quarter run to run on this machine, more than the gaps measured:
+    # cp and the converts take turns run by run (a drift of the machine's speed falls on all
+    # alike), and the medians of at least 7 runs are quoted.
+    runs = max(ctx.runs, 7)
+    turns = {"pt": [], "tdz": [], "cp": []}
+    for i in range(runs):
+        turns["cp"].append(B.time_cmd(["cp", big, out_cp], runs=1, warmup=int(i == 0), setup=rm(out_cp), settle=True))
+        turns["pt"].append(B.time_cmd([trove, "convert", big, out_pt], runs=1, warmup=int(i == 0), setup=rm(out_pt),
+                                      settle=True))
+        turns["tdz"].append(B.time_cmd([trove, "convert", big, out_tdz], runs=1, warmup=int(i == 0),
+                                       setup=rm(out_tdz), settle=True))
+    t_cp, t_pt, t_tdz = (statistics.median(turns[k]) for k in ("cp", "pt", "tdz"))
     t_pt_sync = B.time_cmd([trove, "convert", "--sync", big, out_pt], runs=ctx.runs, setup=rm(out_pt), settle=True)
-    t_cp = B.time_cmd(["cp", big, out_cp], runs=ctx.runs, setup=rm(out_cp), settle=True)
     t_cp_sync = B.time_cmd(f'cp "{big}" "{out_cp}" && sync "{out_cp}"', runs=ctx.runs, setup=rm(out_cp), shell=True, settle=True)
     # torch.save alone (the load is not timed): the script prints its own save time.
     saves = []
@@ -72,7 +82,8 @@ def run(ctx):
         f"The 1 GB checkpoint of the .pt section ({size:,} bytes), converted to a new file. trove writes "
         "under a temporary name and renames at the end (atomic); like `cp` and `torch.save` it does not fsync a "
         "new output, unless `--sync`. `vs cp` is cp's time over ours. Every write run starts with the page cache "
-        "clean (`sync`, untimed), so no run pays for the writeback of the one before.\n",
+        f"clean (`sync`, untimed), so no run pays for the writeback of the one before; cp and the two converts take "
+        f"turns run by run, medians of {runs}.\n",
         B.table(["write", "time", "rate", "vs cp", "vs torch.save"], rows),
         "",
         f"`torch.save` (save only) takes {t_save / t_cp:.1f}x as long as `cp` in this run, so a write 5x faster "

@@ -194,7 +194,10 @@ void ZipWriter::Impl::WriteBytes(const SharedBytes& bytes) {
   if (__builtin_add_overflow(size_, bytes.size(), &size_)) {
     Fail(ErrorCode::kUsage, Entry(current_.name) + ": size overflows");
   }
-  bytes.Stream([this](const uint8_t* p, size_t n) { Emit(p, n); });
+  // Run by run: a mapped range goes to the output whole, so that it is copied by the kernel
+  // (copy_file_range, page cache to page cache: core/write_behind.h's WriteOut) instead of read
+  // into a buffer and written back (Stream reads with pread under --io auto).
+  bytes.ForEachRun([this](const uint8_t* p, size_t n) { Emit(p, n); });
   compressed_ += bytes.size();
   crc_ = static_cast<uint32_t>(crc32_combine(crc_, *recorded, static_cast<z_off_t>(bytes.size())));
 }
