@@ -4,6 +4,7 @@ job here is large enough to be cut into pieces (a run of more than 2^19 elements
 more than 16 MiB), and each runs with 1 thread, with 3 (more pieces than this machine's cores) and
 with the default; torch, numpy and Python's zipfile say what the right answer is."""
 import json
+import struct
 import zipfile
 import zlib
 
@@ -165,4 +166,29 @@ def test_many_tensors_cast_in_order_whatever_the_thread_count(tmp_path, trove):
         for k, v in sd.items():
             want = v.to(torch.bfloat16) if v.is_floating_point() else v
             assert got[k].dtype == want.dtype and torch.equal(got[k], want), (k, threads)
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_many_tensors_cast_into_safetensors_whatever_the_thread_count(tmp_path, trove):
+    """The same across-tensor pipeline in the safetensors writer; the file is read here by its
+    layout (an 8-byte length, the JSON header, the data), not by trove."""
+    g = torch.Generator().manual_seed(12)
+    sd = {f"f{i}": torch.randn(int(torch.randint(1, 600_000, (1,), generator=g)), generator=g) * 10 for i in range(30)}
+    sd["ints"] = torch.arange(1000)
+    src = tmp_path / "many.pt"
+    torch.save(sd, src)
+    outputs = []
+    for threads in THREADS:
+        out = tmp_path / f"t{len(outputs)}.safetensors"
+        r = trove("convert", src, out, "--dtype", "bfloat16", *threads)
+        assert r.code == 0, r
+        data = out.read_bytes()
+        outputs.append(data)
+        n = struct.unpack("<Q", data[:8])[0]
+        header = json.loads(data[8:8 + n])
+        body = data[8 + n:]
+        for k, v in sd.items():
+            want = v.to(torch.bfloat16) if v.is_floating_point() else v
+            begin, end = header[k]["data_offsets"]
+            assert body[begin:end] == want.contiguous().view(torch.uint8).numpy().tobytes(), (k, threads)
     assert outputs[0] == outputs[1] == outputs[2]

@@ -9,7 +9,9 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <vector>
 
+#include "core/cast_pipeline.h"
 #include "core/little_endian.h"
 #include "core/progress.h"
 #include "formats/safetensors/safetensors_dtypes.h"
@@ -220,21 +222,23 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Safete
   file.Write(length, 8);
   file.Write(header.data(), header.size());
   ProgressReporter progress(options.progress, offset);
-  for (const Planned& p : plan) {
-    if (std::optional<SharedBytes> stored = p.view->StoredBytes()) {
+  const auto write = [&](const uint8_t* data, size_t size) {
+    file.Write(data, size);
+    progress.Add(size);
+  };
+  // In order; casts are converted on every thread while the tensors before them are written
+  // (core/cast_pipeline.h).
+  std::vector<OrderedWrite> writes(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (std::optional<SharedBytes> stored = plan[i].view->StoredBytes()) {
       // Run by run: large mapped ranges (a tensor's, or each of an assembled tensor's pieces) are
       // copied by the kernel; deferred bytes (a compressed .tdz leaf) are inflated window by window.
-      stored->ForEachRun([&](const uint8_t* data, size_t size) {
-        file.Write(data, size);
-        progress.Add(size);
-      });
+      writes[i].body = [&write, stored = std::move(*stored)] { stored.ForEachRun(write); };
     } else {  // gathered, swapped or cast window by window
-      p.view->ForEachChunk([&](const uint8_t* data, size_t size) {
-        file.Write(data, size);
-        progress.Add(size);
-      });
+      writes[i].view = plan[i].view;
     }
   }
+  RunOrderedWrites(writes, write);
   progress.Finish();
   file.Commit();
 }
