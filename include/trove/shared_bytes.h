@@ -148,6 +148,12 @@ class SharedBytes {
   // (trove/io_mode.h: kPread and kAuto): a caller
   // that would walk the mapping itself streams them instead.
   bool ReadsWithPread() const;
+  // Copies [offset, offset + n) into out: for bytes of a MappedFile that keeps its descriptor, with
+  // pread, without touching the mapping (a few bytes far apart, such as a zip's local headers,
+  // would otherwise each fault in the folio around them); memcpy otherwise. Throws
+  // Error(kCorrupt) for a range outside the bytes, and the guard's error for a file found
+  // shorter than its mapping.
+  void CopyOut(uint64_t offset, uint8_t* out, size_t n) const;
 
   class Reader;
 
@@ -216,11 +222,12 @@ class SharedBytes::Reader {
   bool pread_decided_ = false;
 };
 
-// While it lives, faults on mapped bytes read only the page they need, not the read-ahead
-// around it (madvise MADV_RANDOM; MADV_NORMAL again when it goes): for parsers that touch a few
-// bytes far apart (a zip's local headers) in a file that may be cold. Advice only: a no-op for
-// bytes that are not a mapping. Used by one thread; another pass over the same mapping at the
-// same time only reads slower or faster, never other bytes.
+// While it lives, faults on mapped bytes and reads of their file (CopyOut) read only the pages
+// they need, not the read-ahead around them (madvise MADV_RANDOM and posix_fadvise
+// POSIX_FADV_RANDOM; NORMAL again when it goes): for parsers that read a few bytes far apart (a
+// zip's local headers) in a file that may be cold. Advice only: a no-op for bytes that are not a
+// mapping. Used by one thread; another pass over the same file at the same time only reads
+// slower or faster, never other bytes.
 class RandomAccessWhile {
  public:
   explicit RandomAccessWhile(const SharedBytes& bytes);
@@ -231,6 +238,8 @@ class RandomAccessWhile {
  private:
   void* begin_ = nullptr;
   size_t length_ = 0;
+  int fd_ = -1;  // the mapped file's descriptor (owned by its MappedFile, which the bytes keep open)
+  SharedBytes bytes_;  // keeps the mapping, and so the descriptor, alive
 };
 
 // A whole file mapped read-only. Open() maps it once; views into it are SharedBytes whose

@@ -709,6 +709,13 @@ void SharedBytes::Reader::ReleaseReadPages() {
 
 RandomAccessWhile::RandomAccessWhile(const SharedBytes& bytes) {
   if (!bytes.mapped() || bytes.empty() || bytes.deferred()) return;
+  bool network = false;
+  if (std::optional<PreadSource> source = FileSourceOf(bytes.data(), bytes.size(), &network)) {
+    if (::posix_fadvise(source->fd, 0, 0, POSIX_FADV_RANDOM) == 0) {
+      fd_ = source->fd;
+      bytes_ = bytes;
+    }
+  }
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto first = reinterpret_cast<uintptr_t>(bytes.data());
   const uintptr_t begin = first / page * page;
@@ -720,6 +727,32 @@ RandomAccessWhile::RandomAccessWhile(const SharedBytes& bytes) {
 
 RandomAccessWhile::~RandomAccessWhile() {
   if (begin_ != nullptr) ::madvise(begin_, length_, MADV_NORMAL);
+  if (fd_ >= 0) ::posix_fadvise(fd_, 0, 0, POSIX_FADV_NORMAL);
+}
+
+void SharedBytes::CopyOut(uint64_t offset, uint8_t* out, size_t n) const {
+  if (offset > size_ || n > size_ - offset) {
+    Fail(ErrorCode::kCorrupt, "copy of " + std::to_string(n) + " bytes at " + std::to_string(offset) + " of " +
+                                  std::to_string(size_));
+  }
+  if (n == 0) return;
+  bool network = false;
+  std::optional<PreadSource> source;
+  if (mapped() && !deferred()) source = FileSourceOf(data_ + offset, n, &network);
+  if (!source) {
+    std::memcpy(out, data() + offset, n);
+    ThrowIfMappedFileChanged();
+    return;
+  }
+  for (size_t done = 0; done < n;) {
+    const ssize_t got = ::pread(source->fd, out + done, n - done, static_cast<off_t>(source->offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw Error(ErrorCode::kIo, std::string("read: ") + std::strerror(errno)).SetFile(source->path);
+    }
+    if (got == 0) FailChangedWhileRead(source->path);
+    done += static_cast<size_t>(got);
+  }
 }
 
 std::string MappedFileAt(const void* address) { return FileAtAddress(reinterpret_cast<uintptr_t>(address)); }

@@ -157,5 +157,34 @@ TEST(IoMode, AutoOnAShrunkFileIsTheChangedFileError) {
   }
 }
 
+// CopyOut: a mapped file's bytes read with pread (in every mode), held bytes copied; a range
+// outside the bytes is refused; a file shrunk under its mapping is the changed-file error.
+TEST(IoMode, CopyOutGivesTheBytesWithoutTheMapping) {
+  const fs::path src = MakePatternFile("copy_out.bin", 3 << 20);
+  auto file = MappedFile::Open(src.string());
+  const SharedBytes bytes = file->bytes().Slice(4096 + 17, (2 << 20) + 5);
+  for (IoMode m : {IoMode::kMmap, IoMode::kPread, IoMode::kAuto}) {
+    IoModeScope mode(m);
+    std::vector<uint8_t> got(1000);
+    bytes.CopyOut(12345, got.data(), got.size());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), bytes.data() + 12345)) << IoModeName(m);
+  }
+  const SharedBytes held = SharedBytes::CopyOf(bytes.data(), 100);
+  uint8_t small[10];
+  held.CopyOut(90, small, 10);
+  EXPECT_TRUE(std::equal(small, small + 10, bytes.data() + 90));
+  EXPECT_THROW(held.CopyOut(91, small, 10), Error);
+  EXPECT_THROW(bytes.CopyOut(bytes.size() + 1, small, 0), Error);
+  fs::resize_file(src, 1 << 20);
+  try {
+    bytes.CopyOut((2 << 20) - 10, small, 10);
+    ADD_FAILURE() << "no error for a file shrunk under its mapping";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(src.string() + ": changed while being read"), std::string::npos) << e.message();
+  }
+  file.reset();
+  fs::remove_all(src.parent_path());
+}
+
 }  // namespace
 }  // namespace trove
