@@ -28,6 +28,7 @@
 #include "cli/tensor_slice.h"
 #include "cli/value_printer.h"
 #include "core/display_escape.h"
+#include "core/tensor_role.h"
 #include "core/ggml_blocks.h"
 #include "core/float_text.h"
 #include "trove/checks.h"
@@ -115,28 +116,36 @@ struct InfoOptions {
   int precision = 0;              // significant digits of the float values shown; 0: every digit
 };
 
-// The tensors' totals: parameters count each stored view once (tied weights once), bytes as
-// they would be written.
+// The tensors' totals: each stored view counted once (tied weights once), as a parameter, as
+// optimizer state or as neither (core/tensor_role.h); bytes once per storage (a storage's bytes
+// as stored, whatever views it holds), per dtype by the first view of each.
 struct TensorTotals {
   uint64_t tensors = 0, distinct = 0, parameters = 0, bytes = 0;
+  uint64_t optimizer_tensors = 0, optimizer_bytes = 0, other_tensors = 0, other_bytes = 0;
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
 };
 
 TensorTotals Totals(const std::vector<const NamedTensor*>& tensors) {
   TensorTotals t;
   std::set<std::tuple<int64_t, int64_t, std::vector<int64_t>, std::vector<int64_t>, int>> seen;
+  std::set<int64_t> storages;
   for (const NamedTensor* n : tensors) {
     const TensorView& v = *n->view;
     ++t.tensors;
     auto& d = t.by_dtype[std::string(Name(v.dtype))];
     ++d.first;
-    d.second += v.nbytes();
-    t.bytes += v.nbytes();
+    const bool new_storage = v.storage_index < 0 || storages.insert(v.storage_index).second;
+    const uint64_t stored = v.storage_index < 0 ? v.nbytes() : (new_storage ? v.storage.size() : 0);
+    d.second += stored;
+    t.bytes += stored;
     const bool first = v.storage_index < 0 ||
                        seen.emplace(v.storage_index, v.storage_offset, v.shape, v.strides, static_cast<int>(v.dtype)).second;
-    if (first) {
-      ++t.distinct;
-      t.parameters += static_cast<uint64_t>(v.numel());
+    if (!first) continue;
+    ++t.distinct;
+    switch (RoleOf(n->key, v)) {
+      case TensorRole::kParameter: t.parameters += static_cast<uint64_t>(v.numel()); break;
+      case TensorRole::kOptimizerState: ++t.optimizer_tensors, t.optimizer_bytes += v.nbytes(); break;
+      case TensorRole::kOther: ++t.other_tensors, t.other_bytes += v.nbytes(); break;
     }
   }
   return t;
@@ -263,7 +272,9 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     Json by_dtype = Json::object();
     for (const auto& [d, c] : totals.by_dtype) by_dtype[d] = {{"tensors", c.first}, {"bytes", c.second}};
     out.Member("summary", {{"tensors", totals.tensors}, {"distinct_tensors", totals.distinct},
-                           {"parameters", totals.parameters}, {"bytes", totals.bytes}, {"by_dtype", by_dtype}});
+                           {"parameters", totals.parameters}, {"bytes", totals.bytes}, {"by_dtype", by_dtype},
+                           {"optimizer_state", {{"tensors", totals.optimizer_tensors}, {"bytes", totals.optimizer_bytes}}},
+                           {"other", {{"tensors", totals.other_tensors}, {"bytes", totals.other_bytes}}}});
     out.BeginArray("records");
     for (const auto& r : doc.records) {
       out.Element({{"name", r.name}, {"offset", r.offset}, {"size", r.size}, {"stored_size", r.stored_size},
@@ -310,6 +321,14 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     };
     line("tensors", Thousands(totals.tensors) + (totals.distinct != totals.tensors ? " (" + Thousands(totals.distinct) + " distinct)" : ""));
     line("parameters", Thousands(totals.parameters));
+    auto bytes_text = [&](uint64_t n) { return tty ? HumanBytes(n) : Thousands(n) + " bytes"; };
+    if (totals.optimizer_tensors > 0) {
+      line("optimizer state", Thousands(totals.optimizer_tensors) + " tensors (" + bytes_text(totals.optimizer_bytes) + ")");
+    }
+    if (totals.other_tensors > 0 && totals.other_tensors < totals.distinct) {
+      line("other tensors", Thousands(totals.other_tensors) + " (" + bytes_text(totals.other_bytes) +
+                                "): integers, bools, RNG, running stats");
+    }
     line("tensor bytes", Thousands(totals.bytes) + (tty && totals.bytes >= 1024 ? " (" + HumanBytes(totals.bytes) + ")" : std::string()));
     if (!dtypes.empty()) line("by dtype", dtypes);
   }

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "cli/commands.h"
+#include "core/tensor_role.h"
 #include "core/count_text.h"
 #include "cli/escaped_output.h"
 #include "cli/json_output.h"
@@ -105,7 +106,8 @@ StatsReport ComputeStatsReport(const Document& doc, const std::vector<const Name
     auto [it, inserted] = seen.emplace(IdentityOf(*t->view), views.size());
     row.first = inserted;
     if (inserted) {
-      r.parameters += static_cast<uint64_t>(t->view->numel());
+      // Parameters as info counts them: not optimizer state, RNG state or integers (core/tensor_role.h).
+      if (RoleOf(t->key, *t->view) == TensorRole::kParameter) r.parameters += static_cast<uint64_t>(t->view->numel());
       r.bytes_by_dtype[std::string(Name(t->view->dtype))] += t->view->nbytes();
       if (!row.skipped) views.push_back(t->view);
     }

@@ -37,3 +37,45 @@ def test_a_long_list_of_numbers_is_one_line(tmp_path):
     p = subprocess.run([os.path.join(conftest.BIN_DIR, "trove"), "info", str(path)], capture_output=True, text=True)
     assert p.returncode == 0, p
     assert "params: [0, 1, 2, 3, 4, ..., 75] (76 items)" in p.stdout, p.stdout
+
+
+def test_parameters_are_the_model_s_and_tied_storage_counts_once(tmp_path):
+    """A training checkpoint: the summary's parameters are the model's floating tensors, not the
+    optimizer's moments, RNG states, running statistics or integer counters (the rule of
+    core/tensor_role.h), tied weights count once, and the bytes count each storage once."""
+    import argparse
+    import json
+    import random
+
+    import numpy as np
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(3, 8)).sum().backward()
+    opt.step()
+    embed = torch.nn.Embedding(100, 8)
+    ck = {"epoch": 3, "args": argparse.Namespace(lr=1e-3), "model": model.state_dict(), "optimizer": opt.state_dict(),
+          "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+          "tied": {"embed.weight": embed.weight, "lm_head.weight": embed.weight}}
+    path = tmp_path / "train.ckpt"
+    torch.save(ck, path)
+    want = sum(p.numel() for p in model.parameters()) + embed.weight.numel()
+    p = subprocess.run([os.path.join(conftest.BIN_DIR, "trove"), "info", str(path), "--json"], capture_output=True, text=True)
+    assert p.returncode == 0, p
+    summary = json.loads(p.stdout)["summary"]
+    assert summary["parameters"] == want, summary
+    moments = [t for s in opt.state_dict()["state"].values() for t in s.values()]
+    assert summary["optimizer_state"] == {"tensors": len(moments), "bytes": sum(t.numel() * t.element_size() for t in moments)}
+    # running_mean, running_var, num_batches_tracked, the numpy and torch RNG states.
+    assert summary["other"]["tensors"] == 5, summary
+    stored = set()
+    total = 0
+    for t in list(model.state_dict().values()) + moments + [embed.weight, torch.get_rng_state()]:
+        if t.storage().data_ptr() not in stored:
+            stored.add(t.storage().data_ptr())
+            total += t.storage().size() * t.element_size()
+    total += np.random.get_state()[1].nbytes
+    assert summary["bytes"] == total < path.stat().st_size, (summary, total)
+    p = subprocess.run([os.path.join(conftest.BIN_DIR, "trove"), "info", str(path)], capture_output=True, text=True)
+    assert f"  parameters         {want:,}\n" in p.stdout, p.stdout
+    assert f"  optimizer state    {len(moments)} tensors (" in p.stdout, p.stdout
