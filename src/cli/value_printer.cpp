@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <string_view>
 
+#include "cli/table.h"
 #include "core/display_escape.h"
 #include "core/float_text.h"
 #include "core/utf8.h"
@@ -104,8 +107,72 @@ std::string ListSummary(const Value& v, int precision) {
   return s + (list ? "]" : ")") + " (" + std::to_string(n) + " items)";
 }
 
+// One-line summaries in an overview (summarize_lists): a short tuple or list of scalars, lists of
+// scalars and tensors (an RNG state: Python's (version, (625 ints), None), numpy's
+// ('MT19937', array, pos, has_gauss, cached)), and, as an item of a list, a dict of such values
+// (an optimizer's parameter group: lr, betas, eps, weight_decay, params). The line is cut to end
+// within the terminal's width (kOneLineColumns in a pipe), `room` characters of it left after
+// the indent and label. None when v is not such a value.
+constexpr size_t kOneLineItems = 8, kOneLineEntries = 24, kOneLineColumns = 120, kMinOneLineRoom = 40;
+// What a cut line's end takes: ", ...) (24 entries)".
+constexpr size_t kOneLineTail = 20;
+
+std::string OneLineItem(const Value& item, int precision) {
+  if (item.kind == ValueKind::kTensor) return "tensor " + TensorSummary(*item.tensor);
+  if (ScalarList(item) && item.items.size() > kSummaryHeadItems + kSummaryTailItems + 1) return ListSummary(item, precision);
+  return ScalarText(item, 24, precision);
+}
+
+bool OneLineable(const Value& item) {
+  const Value& shown = StandsFor(item) ? *StandsFor(item) : item;
+  return shown.kind == ValueKind::kTensor || IsInline(shown) || ScalarList(shown);
+}
+
+std::optional<std::string> OneLine(const Value& v, bool list_item, int precision, size_t room) {
+  room = std::max(kMinOneLineRoom, room > kOneLineTail ? room - kOneLineTail : 0);
+  std::string s;
+  size_t shown = 0, total = 0;
+  if ((v.kind == ValueKind::kTuple || v.kind == ValueKind::kList) && v.type_name != "torch.Size" &&
+      v.items.size() <= kOneLineItems) {
+    for (const Value* i : v.items)
+      if (!OneLineable(*i)) return std::nullopt;
+    total = v.items.size();
+    s = v.kind == ValueKind::kList ? "[" : "(";
+    for (const Value* i : v.items) {
+      const Value& x = StandsFor(*i) ? *StandsFor(*i) : *i;
+      std::string item = (shown ? ", " : "") + OneLineItem(x, precision);
+      // A long list that does not fit says what it is instead ("tuple of 625").
+      if (s.size() + item.size() > room && x.is_container()) {
+        item = (shown ? ", " : "") + TypeLabel(x) + " of " + std::to_string(x.items.size());
+      }
+      if (shown > 0 && s.size() + item.size() > room) break;
+      s += item;
+      ++shown;
+    }
+    if (shown < total) s += ", ...";
+    return s + (v.kind == ValueKind::kList ? "]" : ")") + (shown < total ? " (" + std::to_string(total) + " items)" : "");
+  }
+  if (list_item && v.kind == ValueKind::kDict && !v.entries.empty() && v.entries.size() <= kOneLineEntries &&
+      !HasNonStrKeys(v)) {
+    for (const auto& e : v.entries)
+      if (!OneLineable(*e.second)) return std::nullopt;
+    total = v.entries.size();
+    s = "{";
+    for (const auto& [k, val] : v.entries) {
+      const std::string entry = (shown ? ", " : "") + EscapeForDisplay(k->text) + ": " +
+                                OneLineItem(StandsFor(*val) ? *StandsFor(*val) : *val, precision);
+      if (shown > 0 && s.size() + entry.size() > room) break;
+      s += entry;
+      ++shown;
+    }
+    if (shown < total) s += ", ...";
+    return s + "}" + (shown < total ? " (" + std::to_string(total) + " entries)" : "");
+  }
+  return std::nullopt;
+}
+
 void Describe(const Value* v, const std::string& label, int depth, std::vector<std::string>& out, size_t max_lines,
-              bool summarize_lists, int precision) {
+              bool summarize_lists, int precision, bool list_item = false) {
   if (out.size() >= max_lines) return;
   if (const Value* inner = StandsFor(*v)) v = inner;
   std::string indent(static_cast<size_t>(depth) * 2, ' ');
@@ -125,6 +192,15 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
   if (summarize_lists && v->items.size() > kSummaryHeadItems + kSummaryTailItems + 1 && ScalarList(*v)) {
     out.push_back(head + ListSummary(*v, precision));
     return;
+  }
+  if (summarize_lists) {
+    const size_t columns = TerminalColumns() > 0 ? TerminalColumns() : kOneLineColumns;
+    // info indents the values by 2 more columns.
+    const size_t used = head.size() + 2;
+    if (std::optional<std::string> line = OneLine(*v, list_item, precision, columns > used ? columns - used : 0)) {
+      out.push_back(head + *line);
+      return;
+    }
   }
   if (v->kind == ValueKind::kObject) {
     out.push_back(head + "<" + TypeName(*v) + ">");
@@ -187,7 +263,7 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
     for (size_t i = 0; i < v->items.size(); ++i) {
       if (v->items[i]->kind == ValueKind::kTensor) { ++skipped; continue; }
       if (out.size() >= max_lines) return;
-      Describe(v->items[i], std::to_string(i), depth + 1, out, max_lines, summarize_lists, precision);
+      Describe(v->items[i], std::to_string(i), depth + 1, out, max_lines, summarize_lists, precision, /*list_item=*/true);
     }
     if (skipped && out.size() < max_lines) out.push_back(indent + "  (" + std::to_string(skipped) + (skipped == 1 ? " tensor)" : " tensors)"));
   }

@@ -79,3 +79,29 @@ def test_parameters_are_the_model_s_and_tied_storage_counts_once(tmp_path):
     p = subprocess.run([os.path.join(conftest.BIN_DIR, "trove"), "info", str(path)], capture_output=True, text=True)
     assert f"  parameters         {want:,}\n" in p.stdout, p.stdout
     assert f"  optimizer state    {len(moments)} tensors (" in p.stdout, p.stdout
+
+
+def test_parameter_groups_and_rng_states_are_one_line_each(tmp_path):
+    """An optimizer's parameter groups, each on one line, and RNG states one line each (Python's
+    random state, numpy's with its array), a tuple showing its tensor item; within 80 columns on
+    an 80-column terminal."""
+    import random
+
+    import numpy as np
+
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.AdamW([{"params": [model.weight], "lr": 0.001}, {"params": [model.bias], "lr": 0.0001}])
+    path = tmp_path / "state.pt"
+    torch.save({"optimizer": opt.state_dict(), "rng": {"python": random.getstate(), "numpy": np.random.get_state()},
+                "pair": (torch.ones(2), "x")}, path)
+    for columns, python_state in ((120, "python: (3, (2147483648, "), (80, "python: (3, tuple of 625, None)")):
+        p = subprocess.run([os.path.join(conftest.BIN_DIR, "trove"), "info", str(path)], capture_output=True, text=True,
+                           env=dict(os.environ, COLUMNS=str(columns)))
+        assert p.returncode == 0, p
+        values = p.stdout[p.stdout.index("\nvalues\n"):].splitlines()
+        groups = [line.strip() for line in values if line.strip().startswith(("0: {", "1: {"))]
+        assert len(groups) == 2 and groups[0].startswith("0: {lr: 0.001, ") and groups[1].startswith("1: {lr: 0.0001, "), values
+        assert any(python_state in line for line in values), values
+        assert any("numpy: ('MT19937', tensor uint32[624], " in line for line in values), values
+        assert any("pair: (tensor float32[2], 'x')" in line for line in values), values
+        assert all(len(line) + 2 <= columns for line in values), [l for l in values if len(l) + 2 > columns]
