@@ -790,7 +790,24 @@ std::vector<CatItem> ResolveCatKey(const Document& doc, const std::string& key) 
   }
   if (key.find_first_of("*?") != std::string::npos) {
     std::vector<CatItem> items;
+    // A pattern without ** matches paths of its own number of components: a subtree at that
+    // depth (`cat ck '*'`: the model, the optimizer, a config) is printed as `cat ck KEY` prints
+    // it, in its place, rather than skipped because none of its leaves is that shallow.
+    const bool any_depth = key.find("**") != std::string::npos;
+    const size_t components = static_cast<size_t>(std::count(key.begin(), key.end(), '/')) + 1;
+    std::set<std::string> subtrees;
     ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
+      if (!any_depth) {
+        size_t end = 0;
+        for (size_t c = 0; c < components && end != std::string::npos; ++c) end = path.find('/', end == 0 && c == 0 ? 0 : end + 1);
+        if (end != std::string::npos) {
+          const std::string prefix = path.substr(0, end);
+          if (KeyMatches(key, prefix) && subtrees.insert(prefix).second) {
+            if (const Value* v = doc.FindValue(prefix)) items.push_back({prefix, std::nullopt, v, true});
+          }
+          return;
+        }
+      }
       if (!KeyMatches(key, path)) return;
       if (leaf.kind == ValueKind::kTensor) items.push_back({path, *leaf.tensor, nullptr, true});
       else items.push_back({path, std::nullopt, &leaf, true});

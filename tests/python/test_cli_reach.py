@@ -115,3 +115,19 @@ def test_a_missing_file_is_named_once(trove, tmp_path, args):
     r = trove(*argv)
     assert r.code == 2 and r.errtext.count("missing.pt") == 1, r
     assert "No such file or directory" in r.errtext
+
+
+def test_a_glob_prints_the_subtrees_it_matches(trove, ck):
+    """`cat ck '*'` prints every top-level value, subtrees included (as `cat ck KEY` prints a
+    subtree), in the file's order; `**` still prints every leaf, each once."""
+    r = trove("cat", ck, "*")
+    assert r.code == 0, r
+    heads = [l for l in r.text.splitlines() if not l.startswith(" ")]
+    assert heads == ["model:", "epoch = 7", "config:", "losses:", "optimizer:"], r.text
+    assert "collections.OrderedDict of 3 tensors" in r.text and "name: 'tiny'" in r.text
+    r = trove("cat", ck, "config/*")
+    assert [l for l in r.text.splitlines() if not l.startswith(" ")][:2] == ["config/lr = 0.001", "config/name = 'tiny'"]
+    r = trove("cat", ck, "**", "--json")
+    keys = [json.loads(l)["key"] for l in r.text.splitlines()]
+    assert keys[:3] == ["model/blocks.0.attn.weight", "model/blocks.0.attn.bias", "model/blocks.1.attn.bias"]
+    assert len(keys) == len(set(keys)) and "optimizer" not in keys and "optimizer/param_groups/0/lr" in keys
