@@ -108,8 +108,13 @@ Json PropertyJson(const PropertyValue& v) {
   return v.text;
 }
 
+// The lines of info's values section: an overview, and with --full the whole tree up to a bound
+// that keeps a hostile tree's text finite (each line is short: value_printer.h cuts them).
+constexpr size_t kOverviewValueLines = 40;
+constexpr size_t kFullValueLines = 1'000'000;
+
 struct InfoOptions {
-  bool json = false, records = false, tsv = false;
+  bool json = false, records = false, tsv = false, full = false;
   std::vector<std::string> keys;  // globs: only matching tensors are listed
   std::string sort;               // "", key, size, dtype
   int depth = 0;                  // > 0: tensors grouped by their first `depth` key components
@@ -387,8 +392,13 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
     }
     tensors.Print(std::cout, aligned);
   }
+  // An overview by default (40 lines, long lists and parameter groups on one line each); --full:
+  // the whole tree, every item on its line, within the printer's own bounds (value_printer.h).
   std::cout << "values\n";
-  for (const auto& line : DescribeValues(doc.root, 40, /*summarize_lists=*/true, o.precision)) std::cout << "  " << line << '\n';
+  for (const auto& line : DescribeValues(doc.root, o.full ? kFullValueLines : kOverviewValueLines, /*summarize_lists=*/!o.full,
+                                         o.precision)) {
+    std::cout << "  " << line << '\n';
+  }
   for (const auto& w : doc.warnings) std::cout << "warning: " << EscapeForDisplay(w, DisplayEscape::kLine) << '\n';
 }
 
@@ -867,6 +877,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
                    "Significant digits of the float values shown (1..17; default: every digit; --json stays exact)")
       ->check(CLI::Range(1, 17));
   info->add_flag("--tsv", info_options.tsv, "Tables as tab-separated lines for scripts (else aligned, terminal or not)");
+  info->add_flag("--full", info_options.full, "The whole value tree, every item on its line (else an overview of 40 lines)");
   AddPolicyFlags(info, info_policy);
   AddNoPagerFlag(info, no_pager);
   info->footer("Examples:\n  trove info model.pt\n  trove info model.pt --sort size --keys 'model/**'\n"

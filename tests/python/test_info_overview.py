@@ -105,3 +105,19 @@ def test_parameter_groups_and_rng_states_are_one_line_each(tmp_path):
         assert any("numpy: ('MT19937', tensor uint32[624], " in line for line in values), values
         assert any("pair: (tensor float32[2], 'x')" in line for line in values), values
         assert all(len(line) + 2 <= columns for line in values), [l for l in values if len(l) + 2 > columns]
+
+
+def test_full_prints_the_whole_value_tree(tmp_path):
+    """The overview gives each long subtree its share of 40 lines and ends it in "..."; --full
+    prints every value on its line."""
+    loops = {f"loop{i}": {f"progress{j}": {"ready": j, "completed": j} for j in range(20)} for i in range(3)}
+    path = tmp_path / "loops.ckpt"
+    torch.save({"epoch": 1, "loops": loops}, path)
+    trove = os.path.join(conftest.BIN_DIR, "trove")
+    overview = subprocess.run([trove, "info", str(path)], capture_output=True, text=True).stdout
+    full = subprocess.run([trove, "info", str(path), "--full"], capture_output=True, text=True).stdout
+    assert "progress19" not in overview and "..." in overview
+    for i in range(3):
+        for j in range(20):
+            assert f"progress{j}: dict of 2" in full
+    assert full.count("completed: 19") == 3, full
