@@ -185,7 +185,15 @@ Json ModelConfigJson(const std::string& model_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
-  const fs::path config = (dir.empty() ? fs::path(".") : dir) / "config.json";
+  fs::path config = (dir.empty() ? fs::path(".") : dir) / "config.json";
+  // A training run's directory keeps the model's config in a folder of its own (verl's
+  // huggingface/); read only as a plain folder and file, never through a symbolic link.
+  if (!fs::exists(fs::symlink_status(config, ec)) && fs::is_directory(model_path, ec)) {
+    const fs::path nested = fs::path(model_path) / "huggingface";
+    if (fs::is_directory(fs::symlink_status(nested, ec)) && fs::is_regular_file(fs::symlink_status(nested / "config.json", ec))) {
+      config = nested / "config.json";
+    }
+  }
   if (!fs::is_regular_file(config, ec) || fs::file_size(config, ec) > kMaxModelConfigBytes || ec) return nullptr;
   std::ifstream in(config, std::ios::binary);
   const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);

@@ -369,13 +369,22 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
   TorchScriptModulesAsDicts(doc, options.note);
   if (options.drop_unknown) DropUnknownObjects(doc, options);
   if (!doc.opt_in_prefixes.empty()) {
-    // Tensors the document holds beside what it stands for are written only when --keys names them.
+    // What the document holds beside what it stands for is written only when --keys names it: an
+    // opt-in subtree --keys names nothing of is left out whole, values included (a verl
+    // directory's scheduler and RNG states), else the tensors in it --keys does not name.
     std::unordered_set<const Value*> left_out;
+    std::vector<bool> named(doc.opt_in_prefixes.size(), false);
     ForEachLeaf(doc.root, [&](const std::string& path, const Value& leaf) {
-      if (leaf.kind == ValueKind::kTensor && doc.IsOptIn(path) && !(!options.keys.empty() && MatchesAny(options.keys, path))) {
-        left_out.insert(&leaf);
-      }
+      if (!doc.IsOptIn(path)) return;
+      const bool asked = !options.keys.empty() && MatchesAny(options.keys, path);
+      if (leaf.kind == ValueKind::kTensor && !asked) left_out.insert(&leaf);
+      for (size_t i = 0; i < named.size(); ++i) named[i] = named[i] || (asked && path.starts_with(doc.opt_in_prefixes[i]));
     });
+    for (size_t i = 0; i < named.size(); ++i) {
+      const std::string& prefix = doc.opt_in_prefixes[i];
+      if (named[i] || prefix.empty() || prefix.back() != '/') continue;
+      if (const Value* subtree = doc.FindValue(prefix.substr(0, prefix.size() - 1))) left_out.insert(subtree);
+    }
     if (!left_out.empty()) DropValues(doc, [&](const Value* v) { return left_out.count(v) > 0; });
   }
   if (!options.keys.empty() || !options.exclude.empty()) {

@@ -264,3 +264,59 @@ def test_placements_not_read_are_named(trove, tmp_path):
     d = tmp_path / "strided"
     make("dtensor-strided", d)
     refused(d, "'model.rows'", "_StridedShard")
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_a_verl_directory_is_its_model(trove, tmp_path, world):
+    """A verl checkpoint as verl's FSDP checkpoint manager writes it: per rank the model's state,
+    the optimizer's (optim_...) and the trainer's own (extra_state_...: the scheduler and the RNG
+    states, which differ from rank to rank), and the model's config in huggingface/. The model is
+    the checkpoint (convert writes it alone, safetensors included); the optimizer and trainer
+    state are listed and reached with --keys; each rank's RNG states are its own; info shows the
+    config."""
+    import json
+    import random
+
+    import numpy as np
+
+    d = tmp_path / "global_step_10" / "actor"
+    d.mkdir(parents=True)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(2, 8)).sum().backward()
+    opt.step()
+    rng = []
+    for r in range(world):
+        torch.manual_seed(r)
+        np.random.seed(r)
+        random.seed(r)
+        rng.append(torch.get_rng_state())
+        torch.save(model.state_dict(), d / f"model_world_size_{world}_rank_{r}.pt")
+        torch.save(opt.state_dict(), d / f"optim_world_size_{world}_rank_{r}.pt")
+        torch.save({"lr_scheduler": {"last_epoch": 3}, "rng": {"cpu": rng[-1], "numpy": np.random.get_state(),
+                                                               "random": random.getstate()}},
+                   d / f"extra_state_world_size_{world}_rank_{r}.pt")
+    (d / "huggingface").mkdir()
+    (d / "huggingface" / "config.json").write_text(json.dumps({"architectures": ["TinyForCausalLM"], "model_type": "tiny"}))
+    r = trove("info", d)
+    assert r.code == 0, r
+    moments = sum(len(s) for s in opt.state_dict()["state"].values())
+    assert "architecture       TinyForCausalLM" in r.text and f"optimizer state    {moments} tensors" in r.text, r.text
+    assert trove("verify", d).code == 0
+    st = tmp_path / "model.safetensors"
+    r = trove("convert", d, st)
+    assert r.code == 0, r
+    tensors, _ = safetensors_spec.read(st.read_bytes())
+    saved = {f"model/{k}": v for k, v in model.state_dict().items()}
+    assert set(tensors) == set(saved)
+    for k, v in saved.items():
+        assert tensors[k][2] == raw_bytes(v), k
+    out = tmp_path / "with_optimizer.pt"
+    assert trove("convert", d, out, "--keys", "model/**", "--keys", "optim/**").code == 0
+    got = torch.load(out)
+    assert torch.equal(got["optim"]["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
+    assert got["optim"]["param_groups"][0]["lr"] == 1e-3 and "extra_state" not in got
+    if world == 2:
+        for rank in range(2):
+            r = trove("cat", d, f"extra_state/rank_{rank}/rng/cpu", "--raw")
+            assert r.code == 0 and r.out == rng[rank].numpy().tobytes(), rank

@@ -650,6 +650,24 @@ Opened OpenFsdp(const std::string& directory, const ReadOptions& options) {
     }
     const std::string label = groups.size() == 1 ? "" : (g.stem.empty() ? g.pattern : g.stem);
     const std::string prefix = label.empty() ? "" : EncodeKeyComponent(label) + "/";
+    if (g.stem == "extra_state" && world > 1) {
+      // verl's trainer state is each rank's own (its RNG states differ by design): one subtree
+      // per rank, rank_0, rank_1..., rather than a replicated value whose copies must agree.
+      Value* per_rank = doc.arena->Dict("dict");
+      for (uint64_t r = 0; r < world; ++r) {
+        const std::string rank = "rank_" + std::to_string(r);
+        WithFile((fs::path(dir->path()) / g.NameOf(r)).string(), [&] {
+          Value* root = Consolidate(prefix + rank + "/", {roots[r]}, doc, o, next_storage, counts);
+          // Its storages are rank r's file's, which a one-rank consolidation names rank 0's.
+          ForEachTensor(root, [&](TensorView& t) {
+            if (t.storage_key.starts_with("0:")) t.storage_key = std::to_string(r) + t.storage_key.substr(1);
+          });
+          per_rank->entries.emplace_back(doc.arena->Str(rank), root);
+        });
+      }
+      group_roots.emplace_back(label, per_rank);
+      continue;
+    }
     WithFile((fs::path(dir->path()) / g.NameOf(0)).string(), [&] {
       group_roots.emplace_back(label, Consolidate(prefix, roots, doc, o, next_storage, counts));
     });
@@ -665,6 +683,16 @@ Opened OpenFsdp(const std::string& directory, const ReadOptions& options) {
         }
       }
       doc.root->entries.emplace_back(doc.arena->Str(label), root);
+    }
+  }
+  // verl writes the optimizer's state and the trainer's (scheduler, RNG) beside the model
+  // (optim_world_size_W_rank_R.pt, extra_state_...): the model is what the directory stands for,
+  // the rest is listed but written, compared and counted only when --keys asks for it, as
+  // DeepSpeed's optimizer state is.
+  const bool has_model = std::any_of(groups.begin(), groups.end(), [](const RankGroup& g) { return g.stem == "model"; });
+  if (has_model && group_roots.size() > 1) {
+    for (const auto& [label, unused] : group_roots) {
+      if (label != "model") doc.opt_in_prefixes.push_back(EncodeKeyComponent(label) + "/");
     }
   }
   doc.tensors = CollectTensors(doc.root);
