@@ -131,3 +131,11 @@ def test_a_glob_prints_the_subtrees_it_matches(trove, ck):
     keys = [json.loads(l)["key"] for l in r.text.splitlines()]
     assert keys[:3] == ["model/blocks.0.attn.weight", "model/blocks.0.attn.bias", "model/blocks.1.attn.bias"]
     assert len(keys) == len(set(keys)) and "optimizer" not in keys and "optimizer/param_groups/0/lr" in keys
+
+
+def test_keys_that_match_nothing_are_said_one_way(trove, ck, tmp_path):
+    for args in (["info", ck], ["stats", ck], ["convert", ck, tmp_path / "out.pt"], ["diff", ck, ck]):
+        r = trove(*args, "--keys", "nothing/*")
+        assert r.code == 2 and "--keys 'nothing/*' select none of the " in r.errtext, (args, r)
+        assert "tensors (trove info lists their keys)" in r.errtext, (args, r)
+    assert not (tmp_path / "out.pt").exists()
