@@ -404,7 +404,7 @@ void PrintInfo(const Document& doc, const InfoOptions& o) {
   // the whole tree, every item on its line, within the printer's own bounds (value_printer.h).
   std::cout << "values\n";
   for (const auto& line : DescribeValues(doc.root, o.full ? kFullValueLines : kOverviewValueLines, /*summarize_lists=*/!o.full,
-                                         o.precision)) {
+                                         o.precision, o.depth)) {
     std::cout << "  " << line << '\n';
   }
   for (const auto& w : doc.warnings) std::cout << "warning: " << EscapeForDisplay(w, DisplayEscape::kLine) << '\n';
@@ -879,7 +879,8 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   info->add_option("--keys", info_options.keys, "Only the tensors whose key path matches a glob (* ** ?); repeatable");
   info->add_option("--sort", info_options.sort, "Order the tensors by key, size (largest first) or dtype")
       ->check(CLI::IsMember({"key", "size", "dtype"}));
-  info->add_option("--depth", info_options.depth, "One row per key prefix of N components (split at / and .)")
+  info->add_option("--depth", info_options.depth,
+                   "One row per key prefix of N components (split at / and .); values shown N levels deep")
       ->check(CLI::PositiveNumber);
   info->add_option("--precision", info_options.precision,
                    "Significant digits of the float values shown (1..17; default: every digit; --json stays exact)")

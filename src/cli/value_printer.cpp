@@ -171,6 +171,9 @@ std::optional<std::string> OneLine(const Value& v, bool list_item, int precision
   return std::nullopt;
 }
 
+// The levels below the root that DescribeValues shows containers' contents at (0: all).
+thread_local int tls_max_depth = 0;
+
 void Describe(const Value* v, const std::string& label, int depth, std::vector<std::string>& out, size_t max_lines,
               bool summarize_lists, int precision, bool list_item = false) {
   if (out.size() >= max_lines) return;
@@ -216,6 +219,7 @@ void Describe(const Value* v, const std::string& label, int depth, std::vector<s
   }
   size_t tensors = CountTensors(v, 100000);
   out.push_back(summary + (tensors ? " (" + std::to_string(tensors) + " tensors inside)" : ""));
+  if (tls_max_depth > 0 && depth >= tls_max_depth) return;  // --depth: deeper contents not shown
   if (v->kind == ValueKind::kDict) {
     size_t skipped = 0;
     // Scalars first (epoch, step, a learning rate), then containers without tensors (a config,
@@ -319,7 +323,9 @@ std::string ScalarText(const Value& wrapped, size_t max_chars, int precision) {
   return "?";
 }
 
-std::vector<std::string> DescribeValues(const Value* root, size_t max_lines, bool summarize_lists, int precision) {
+std::vector<std::string> DescribeValues(const Value* root, size_t max_lines, bool summarize_lists, int precision,
+                                        int max_depth) {
+  tls_max_depth = max_depth;
   std::vector<std::string> out;
   if (root) Describe(root, "", 0, out, max_lines, summarize_lists, precision);
   if (out.size() >= max_lines) out.push_back("...");

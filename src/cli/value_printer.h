@@ -27,8 +27,9 @@ std::string ScalarText(const Value& v, size_t max_chars = 80, int precision = 0)
 // `summarize_lists` (an overview: `trove info`), a list or tuple of scalars longer than a line
 // holds is one line of its first and last items and its length (`params: [0, 1, 2, 3, 4, ...,
 // 75] (76 items)`); without (`trove cat` of a value), one item per line.
-// `precision` as ScalarText's.
+// `precision` as ScalarText's. `max_depth` > 0: containers deeper than that many levels below
+// the root are one line each (their type and size), their contents not shown.
 std::vector<std::string> DescribeValues(const Value* root, size_t max_lines, bool summarize_lists = false,
-                                        int precision = 0);
+                                        int precision = 0, int max_depth = 0);
 
 }  // namespace trove::cli

@@ -121,3 +121,17 @@ def test_full_prints_the_whole_value_tree(tmp_path):
         for j in range(20):
             assert f"progress{j}: dict of 2" in full
     assert full.count("completed: 19") == 3, full
+
+
+def test_depth_cuts_the_value_tree_too(tmp_path):
+    """--depth N groups the tensor table by N key components and shows the values N levels deep:
+    deeper containers are one line each."""
+    path = tmp_path / "deep.ckpt"
+    torch.save({"epoch": 2, "config": {"optim": {"lr": 0.5, "betas": {"b1": 0.9}}}, "w": torch.ones(2)}, path)
+    trove = os.path.join(conftest.BIN_DIR, "trove")
+    one = subprocess.run([trove, "info", str(path), "--depth", "1"], capture_output=True, text=True).stdout
+    two = subprocess.run([trove, "info", str(path), "--depth", "2"], capture_output=True, text=True).stdout
+    everything = subprocess.run([trove, "info", str(path)], capture_output=True, text=True).stdout
+    assert "config: dict of 1" in one and "optim:" not in one and "epoch: 2" in one, one
+    assert "optim: dict of 2" in two and "lr: 0.5" not in two, two
+    assert "lr: 0.5" in everything and "b1: 0.9" in everything, everything
