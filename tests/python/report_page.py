@@ -51,6 +51,7 @@ class Page(html.parser.HTMLParser):
         self.rects = {}           # section id -> <rect> count
         self.histograms = 0       # <svg class="histogram"> in the table
         self.bars = 0             # <rect> in svg.change-bars
+        self.bar_widths = []      # their widths, in order
         self.scripts = 0
         self.text = []
         self._stack = []          # (tag, attrs)
@@ -76,6 +77,7 @@ class Page(html.parser.HTMLParser):
                     self.rects[pa.get("id")] = self.rects.get(pa.get("id"), 0) + 1
             if self._inside(tag="svg", cls="change-bars"):
                 self.bars += 1
+                self.bar_widths.append(float(a.get("width", "0")))
         if tag == "svg" and "histogram" in (a.get("class") or "") and self._inside(id="rows"):
             self.histograms += 1
         if tag in VOID:

@@ -141,6 +141,12 @@ def test_two_checkpoints_show_what_changed(trove, tmp_path):
     order = sorted(scale, key=lambda k: -changed[k]) + ["lora_B"]
     positions = [text.index("model/" + k, text.index("What changed")) for k in order]
     assert positions == sorted(positions), order
+    # The bars on a log scale of the relative change (1e-7 to 1): a change 50x smaller than the
+    # largest still has most of its bar's length (log10(r) + 7 over 7), not a fiftieth of it.
+    widths = dict(zip(order, page.bar_widths))
+    big, small = order[0], order[len(scale) - 1]
+    expected = (math.log10(changed[small]) + 7) / (math.log10(changed[big]) + 7)
+    assert math.isclose(widths[small] / widths[big], expected, rel_tol=0.02), (widths, changed)
     screenshot(out, tmp_path / "change.png")
 
 
