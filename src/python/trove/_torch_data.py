@@ -1,3 +1,5 @@
+# mypy: ignore-errors
+# (private: it reaches trove.data's private names, which the public stubs leave out on purpose)
 """trove.data.TorchDataset: a .psk.d dataset as a torch IterableDataset for data-parallel training.
 
 Imported by trove.data when TorchDataset is first asked for (it needs torch). docs/python.md ("Data")
