@@ -84,12 +84,12 @@ torch.save(out, sys.argv[3])
 def measure(cmd, runs, setup, shell=False, warmup=True):
     """Median wall time and the largest peak RSS (MB) over `runs` runs after one warm-up (none
     without `warmup`); every dirty page is flushed (untimed) before each run, so no run pays for
-    the writeback of another."""
+    the writeback of another, and the removals before it have finished (B.settle_writes)."""
     times, rss = [], []
     first = 0 if warmup else 1
     for i in range(first, runs + 1):
         setup()
-        os.sync()
+        B.settle_writes()
         full = ["/usr/bin/time", "-f", "%M"] + (["sh", "-c", cmd] if shell else list(cmd))
         t0 = time.perf_counter()
         p = subprocess.run(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
@@ -182,7 +182,7 @@ def run(ctx):
         "`trove convert DIR out.safetensors` against `cp` of the bytes it converts (DCP: every `.distcp`; ZeRO: the "
         "optimizer files holding the fp32 masters) and against the load-everything merge in torch (one run). "
         "`vs cp` is cp's time over the row's; peak RSS from GNU time's `%M`, the largest over the runs. Every run "
-        f"starts after `sync`, page cache hot; cp and trove take turns run by run, medians of {max(ctx.runs, CONVERT_RUNS)} pairs.\n",
+        f"starts after `sync` and a 2 s pause for the file system to free what the last run removed, page cache hot; cp and trove take turns run by run, medians of {max(ctx.runs, CONVERT_RUNS)} pairs.\n",
         B.table(["command", "time", "rate (output)", "vs cp", "peak RSS MB"], rows),
         "",
         "Targets (issue 28): at least 0.8 of cp's rate; peak RSS at most 1.5 x the largest tensor + 64 MB.\n",

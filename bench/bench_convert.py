@@ -82,7 +82,7 @@ def run(ctx):
         f"The 1 GB checkpoint of the .pt section ({size:,} bytes), converted to a new file. trove writes "
         "under a temporary name and renames at the end (atomic); like `cp` and `torch.save` it does not fsync a "
         "new output, unless `--sync`. `vs cp` is cp's time over ours. Every write run starts with the page cache "
-        f"clean (`sync`, untimed), so no run pays for the writeback of the one before; cp and the two converts take "
+        f"clean (`sync` and a 2 s pause for the file system to free what the last run removed, untimed), so no run pays for the writeback of the one before; cp and the two converts take "
         f"turns run by run, medians of {runs}.\n",
         B.table(["write", "time", "rate", "vs cp", "vs torch.save"], rows),
         "",

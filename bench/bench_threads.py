@@ -49,7 +49,7 @@ def run(ctx):
         f"The 1 GB checkpoint of the .pt section ({size:,} bytes of float32, page cache warm), each command with "
         f"`--threads 1` and `--threads 2` on this {os.cpu_count()}-CPU machine. `scaling` is the one-thread time over "
         "the two-thread time; `vs cat` is cat's time over the two-thread time (rates are of input bytes). Write "
-        "runs start with the page cache clean of dirty pages (`sync`, untimed). Medians of "
+        "runs start with the page cache clean of dirty pages (`sync` and a 2 s pause for the file system to free what the last run removed, untimed). Medians of "
         f"{runs} runs, the two thread counts taking turns run by run. Load average (1 minute) {load_start:.1f} at "
         f"the start of the section and {os.getloadavg()[0]:.1f} at its end, on {os.cpu_count()} CPUs.\n",
         B.table(["command", "1 thread", "2 threads", "scaling", "vs cat"], rows),

@@ -27,12 +27,25 @@ def drop_caches_hint():
     return "page cache hot"
 
 
+# How long a write run waits after the flush before it starts. This machine's root file system is
+# mounted with `discard`: the blocks of an output removed just before are trimmed after the journal
+# commits, and a write that allocates during that time waits for them (a 1 GB convert or cp took
+# 0.25 s or 0.55-2 s by chance; with this pause, 0.25 s six runs in six).
+SETTLE_SECONDS = 2.0
+
+
+def settle_writes():
+    """Flush every dirty page to disk, then let the file system finish freeing what was removed."""
+    os.sync()
+    time.sleep(SETTLE_SECONDS)
+
+
 def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False, settle=False):
     """Median wall time in seconds of `cmd` (a list, or a string with shell=True).
 
     `setup` (a callable) runs before each timed run and is not timed (e.g. removing an output).
-    `settle`: flush every dirty page to disk before each run (untimed), so that a write benchmark
-    does not pay for the writeback of the run before it. Output goes to /dev/null. A failing
+    `settle`: flush every dirty page to disk before each run and let the removals finish
+    (settle_writes, untimed), so that a write benchmark does not pay for the run before it. Output goes to /dev/null. A failing
     command raises.
     """
     samples = []
@@ -40,7 +53,7 @@ def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False, settle=Fa
         if setup:
             setup()
         if settle:
-            os.sync()
+            settle_writes()
         t0 = time.perf_counter()
         subprocess.run(cmd, shell=shell, check=True, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
