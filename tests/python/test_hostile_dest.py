@@ -224,13 +224,16 @@ def temporaries(root):
 
 
 def start_directory_write(src, out):
-    """Starts a convert into `out` and returns it once its temporary tree holds files."""
+    """Starts a convert into `out` and returns it once its temporary tree holds files.
+
+    The writer runs at the lowest priority and each look lists two folders, not the whole tree:
+    on a loaded machine (ctest -j) a look that walked the growing tree let the write finish first."""
     p = subprocess.Popen([tool("trove"), "convert", src, out, "--to", "tensordict"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=lambda: os.nice(19))
     deadline = time.monotonic() + SIGNAL_WAIT_SECONDS
     while time.monotonic() < deadline:
-        trees = temporaries(out.parent)
-        if trees and len(os.listdir(trees[0])) > 10:
+        trees = [n for n in os.listdir(out.parent) if TEMPORARY_MARK in n]
+        if trees and len(os.listdir(out.parent / trees[0])) > 10:
             return p
         assert p.poll() is None, f"the write ended before it could be signalled: {p.returncode}"
         time.sleep(0.002)
