@@ -23,8 +23,8 @@
 namespace trove {
 
 enum class IoMode {
-  kAuto,   // the default: pread for streaming passes (today the same as kPread; the name
-           // leaves room to choose by file system or residency again)
+  kAuto,   // the default: pread for streaming passes on every file system, network ones
+           // included (today the same as kPread; the name leaves room to choose again)
   kMmap,   // always through the mapping (page faults, kernel read-ahead)
   kPread,  // always pread into a bounded buffer, with posix_fadvise read-ahead
 };
@@ -35,10 +35,5 @@ IoMode GetIoMode();
 std::string_view IoModeName(IoMode mode);
 // The mode a name gives, or nullopt for any other word.
 std::optional<IoMode> ParseIoMode(std::string_view name);
-
-// The name of the network or FUSE file system the open descriptor's file lives on ("nfs",
-// "cifs", "fuse", ...), or "" for a local one (or when fstatfs fails). kAuto reads such files
-// with pread, cold or hot.
-std::string NetworkFileSystemOf(int fd);
 
 }  // namespace trove

@@ -139,7 +139,6 @@ struct MappedRange {
   uint64_t length = 0;
   std::string path;
   int fd = -1;  // the mapped file, open for reading (MappedFile only), for CopyMappedBytes
-  bool network = false;  // on a network or FUSE file system: IoMode::kAuto preads it
   // How far into the file read-ahead was last asked for, by any pass over it (ReadAhead).
   std::shared_ptr<std::atomic<uint64_t>> advised_end;
 };
@@ -319,8 +318,8 @@ struct PreadSource {
 };
 
 // The file behind mapped bytes [data, +size): none for bytes not in one MappedFile, or in one
-// that closed its descriptor. *network says whether it is on a network file system.
-std::optional<PreadSource> FileSourceOf(const uint8_t* data, uint64_t size, bool* network) {
+// that closed its descriptor.
+std::optional<PreadSource> FileSourceOf(const uint8_t* data, uint64_t size) {
   if (size == 0) return std::nullopt;
   MappingRegistry& r = Registry();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -329,7 +328,6 @@ std::optional<PreadSource> FileSourceOf(const uint8_t* data, uint64_t size, bool
   if (range == nullptr || range->fd < 0) return std::nullopt;
   const uint64_t offset = reinterpret_cast<uintptr_t>(data) - start;
   if (size > range->length - offset) return std::nullopt;
-  *network = range->network;
   return PreadSource{range->fd, offset, range->length, range->path, range->advised_end};
 }
 
@@ -339,8 +337,7 @@ std::optional<PreadSource> FileSourceOf(const uint8_t* data, uint64_t size, bool
 // descriptor (then the mapping is read).
 std::optional<PreadSource> PreadSourceOf(const uint8_t* data, uint64_t size) {
   if (GetIoMode() == IoMode::kMmap) return std::nullopt;
-  bool network = false;
-  return FileSourceOf(data, size, &network);
+  return FileSourceOf(data, size);
 }
 
 // Keeps the kernel reading ahead of a front-to-back pass over [0, size) of a file's bytes, in
@@ -622,9 +619,8 @@ void SharedBytes::Stream(const std::function<void(const uint8_t*, size_t)>& fn) 
   }
   // Through the mapping: the same read-ahead advice, so that its faults find their pages coming.
   std::optional<ReadAhead> ahead;
-  bool network = false;
   if (mapped()) {
-    if (std::optional<PreadSource> source = FileSourceOf(base, size_, &network)) ahead.emplace(*source, size_);
+    if (std::optional<PreadSource> source = FileSourceOf(base, size_)) ahead.emplace(*source, size_);
   }
   for (uint64_t done = 0; done < size_;) {
     uint64_t n = std::min<uint64_t>(kStreamWindowBytes, size_ - done);
@@ -709,8 +705,7 @@ void SharedBytes::Reader::ReleaseReadPages() {
 
 RandomAccessWhile::RandomAccessWhile(const SharedBytes& bytes) {
   if (!bytes.mapped() || bytes.empty() || bytes.deferred()) return;
-  bool network = false;
-  if (std::optional<PreadSource> source = FileSourceOf(bytes.data(), bytes.size(), &network)) {
+  if (std::optional<PreadSource> source = FileSourceOf(bytes.data(), bytes.size())) {
     if (::posix_fadvise(source->fd, 0, 0, POSIX_FADV_RANDOM) == 0) {
       fd_ = source->fd;
       bytes_ = bytes;
@@ -736,9 +731,8 @@ void SharedBytes::CopyOut(uint64_t offset, uint8_t* out, size_t n) const {
                                   std::to_string(size_));
   }
   if (n == 0) return;
-  bool network = false;
   std::optional<PreadSource> source;
-  if (mapped() && !deferred()) source = FileSourceOf(data_ + offset, n, &network);
+  if (mapped() && !deferred()) source = FileSourceOf(data_ + offset, n);
   if (!source) {
     std::memcpy(out, data() + offset, n);
     ThrowIfMappedFileChanged();
@@ -778,7 +772,7 @@ std::shared_ptr<const void> OwnMapping(void* address, uint64_t length, std::stri
   {
     MappingRegistry& r = Registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.by_start[reinterpret_cast<uintptr_t>(address)] = {length, std::move(path), -1, false, nullptr};
+    r.by_start[reinterpret_cast<uintptr_t>(address)] = {length, std::move(path), -1, nullptr};
   }
   return std::shared_ptr<const void>(address, [length](const void* p) {
     {
@@ -830,7 +824,6 @@ std::shared_ptr<MappedFile> MappedFile::FromDescriptor(int descriptor, std::stri
     file->map_ = m;
     file->map_size_ = file->size_;
     file->data_ = static_cast<const uint8_t*>(m);
-    const bool network = !NetworkFileSystemOf(owned.get()).empty();
     int fd = -1;
     if (keep_descriptor && g_kept_descriptors.fetch_add(1) < KeptDescriptorBudget()) {
       fd = owned.release();
@@ -839,7 +832,7 @@ std::shared_ptr<MappedFile> MappedFile::FromDescriptor(int descriptor, std::stri
     }
     MappingRegistry& r = Registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path, fd, network, std::make_shared<std::atomic<uint64_t>>(0)};
+    r.by_start[reinterpret_cast<uintptr_t>(m)] = {file->map_size_, path, fd, std::make_shared<std::atomic<uint64_t>>(0)};
     file->fd_ = fd;  // kept for CopyMappedBytes; closed with the mapping
   } else {
     static const uint8_t kEmpty[1] = {0};
