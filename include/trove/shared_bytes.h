@@ -154,6 +154,12 @@ class SharedBytes {
   // Error(kCorrupt) for a range outside the bytes, and the guard's error for a file found
   // shorter than its mapping.
   void CopyOut(uint64_t offset, uint8_t* out, size_t n) const;
+  // Asks the kernel to start reading [offset, offset + n) of the file behind mapped bytes now,
+  // without waiting (posix_fadvise WILLNEED on its descriptor, madvise WILLNEED on the mapping
+  // without one): a parser about to read many small pieces far apart in a cold file (a zip's
+  // local headers) announces the next ones, so that the disk reads them together instead of one
+  // round trip each. Advice only: a no-op for other bytes; a range past their end is cut there.
+  void Prefetch(uint64_t offset, uint64_t n) const;
 
   class Reader;
 

@@ -749,6 +749,19 @@ void SharedBytes::CopyOut(uint64_t offset, uint8_t* out, size_t n) const {
   }
 }
 
+void SharedBytes::Prefetch(uint64_t offset, uint64_t n) const {
+  if (offset >= size_ || !mapped_ || deferred_) return;
+  n = std::min(n, size_ - offset);
+  if (std::optional<PreadSource> source = FileSourceOf(data_ + offset, n)) {
+    ::posix_fadvise(source->fd, static_cast<off_t>(source->offset), static_cast<off_t>(n), POSIX_FADV_WILLNEED);
+    return;
+  }
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(data_ + offset);
+  const uintptr_t begin = first / page * page;
+  ::madvise(reinterpret_cast<void*>(begin), first + n - begin, MADV_WILLNEED);
+}
+
 std::string MappedFileAt(const void* address) { return FileAtAddress(reinterpret_cast<uintptr_t>(address)); }
 
 std::optional<MappedFileDescriptor> DuplicateMappedFile(const void* address) {
