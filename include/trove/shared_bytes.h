@@ -329,9 +329,10 @@ std::optional<MappedFileDescriptor> DuplicateMappedFile(const void* address);
 // (copy_file_range), page cache to page cache, without faulting the pages into this process.
 // A range of 1 MiB or more whose offset within a page differs from the destination's is read
 // from the file into a per-thread 256 KiB buffer and written instead (pread, write): cheaper than
-// the kernel's copy of pages across two (docs/performance.md). Neither touches the mapping.
-// Returns the bytes copied: `size`, or fewer (0 for bytes not in a MappedFile) when the kernel
-// cannot copy between the two files; the caller writes the rest itself. Throws Error(kIo) naming
+// the kernel's copy of pages across two (docs/performance.md), and so is a range the kernel
+// cannot copy between the two files (across file systems). Neither touches the mapping.
+// Returns the bytes copied: `size`, or 0 for bytes not in a MappedFile, which the caller writes
+// itself. Throws Error(kIo) naming
 // `destination` for a write error, or the source when it was truncated meanwhile.
 uint64_t CopyMappedBytes(int out_fd, const uint8_t* data, uint64_t size, const std::string& destination);
 // For mappings made outside MappedFile (a leaf mapped by its prefix): registers [address,

@@ -961,9 +961,16 @@ uint64_t CopyMappedBytes(int out_fd, const uint8_t* data, uint64_t size, const s
     if (n < 0) {
       const int err = errno;
       if (err == EINTR) continue;
-      // The kernel cannot copy between these two files (different filesystems on old kernels,
-      // special files): the caller writes the rest from the mapping.
-      if (err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP || err == EBADF) return done;
+      // The kernel cannot copy between these two files (across file systems, as into a tmpfs
+      // from a disk; special files; an O_APPEND destination): the rest goes through the buffer.
+      // Not a write(2) from the mapping: that faults every source page into this process (a
+      // 1 GB .pt written into /dev/shm at 0.4 of cp's rate, through the buffer at cp's own).
+      if (err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP || err == EBADF) {
+        const off64_t out_offset = ::lseek64(out_fd, 0, SEEK_CUR);
+        return done + CopyThroughBuffer(in_fd, static_cast<uint64_t>(in_offset), out_fd,
+                                        out_offset >= 0 ? static_cast<uint64_t>(out_offset) : 0, size - done, source,
+                                        destination);
+      }
       Fail(ErrorCode::kIo, destination + ": " + std::strerror(err));
     }
     if (n == 0) FailChangedWhileRead(source);
