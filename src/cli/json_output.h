@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trove/error.h"
 #include "trove/value.h"
 
 namespace trove::cli {
@@ -35,6 +36,12 @@ inline constexpr size_t kMaxBoundedJsonBytes = 256;
 
 // {"schema_version": kJsonSchemaVersion, "command": command}: what every top-level object starts with.
 Json Envelope(std::string_view command);
+
+// What a command that was given --json prints on stdout when it fails, so that a script parsing
+// stdout reads why rather than nothing: the envelope and `error`: `code` (ErrorCodeName), `message`
+// (the whole text, as stderr's line has it), `reason`, `file`, `entry` (null when none) and
+// `offset` (null when none).
+Json ErrorJson(std::string_view command, const Error& error);
 
 struct ValueJsonLimits {
   size_t nodes = 10000;                   // nodes encoded; the rest become {"$elided": true}

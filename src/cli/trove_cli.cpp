@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/escaped_output.h"
 #include "cli/help_text.h"
+#include "cli/json_output.h"
 #include "cli/pager.h"
 #include "cli/suggest.h"
 #include "core/display_escape.h"
@@ -253,6 +254,11 @@ int TroveMain(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return UsageError(app, e);
   } catch (const Error& e) {
+    if (const CLI::App* command = ParsedCommand(app)) {
+      const CLI::Option* json = command->get_option_no_throw("--json");
+      if (json != nullptr && json->count() > 0) PrintJson(std::cout, ErrorJson(command->get_name(), e));
+    }
+    std::cout.flush();
     std::fflush(stdout);
     std::cerr << "trove: error: " << e.DisplayMessage() << '\n';
     return ExitStatusAfterSignals(kExitError);

@@ -246,6 +246,8 @@ ConfinedFile ConfinedDirectory::RequireFile(std::string_view name) const {
 }
 
 ConfinedFile OpenUserFile(const std::string& path) {
+  // open("") fails with ENOENT, and the message would name no file: say what was given.
+  if (path.empty()) throw Error(ErrorCode::kUsage, "the path is empty (\"\"): name a file");
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;

@@ -88,7 +88,7 @@ class ConfinedDirectory {
 
 // Opens the file the user named for reading, never blocking (O_NONBLOCK: a FIFO is refused, not
 // waited on) and never reading anything but a regular file. Throws Error(kNotFound/kIo) naming
-// the path, Error(kUnsupported) for a directory or special file.
+// the path, Error(kUnsupported) for a directory or special file, Error(kUsage) for an empty path.
 ConfinedFile OpenUserFile(const std::string& path);
 
 }  // namespace trove

@@ -101,6 +101,7 @@ def check(obj, command):
     problems = errors(obj, SCHEMA)
     if problems:  # say why against the command's own schema, not only "no alternative matched"
         name = {"cat": "cat_tensor" if "data" in obj else "cat_value", "data info": "data_info"}.get(command, command)
+        name = "error" if "error" in obj else name
         problems = errors(obj, SCHEMA["$defs"][name]) or problems
     assert not problems, "\n".join(problems[:20])
     return obj
@@ -174,6 +175,29 @@ def test_every_command_on_every_format(files, name, tmp_path):
     if name == "pskd":
         for tool in (("presk", "data"), ("trove", "data")):
             run_json(*tool, "info", path, "--json", "--samples", "2", command="data info")
+
+
+def test_a_failing_command_prints_its_error_as_json(files, tmp_path):
+    # A script reads stdout: a command given --json that fails says why there too, not only on
+    # stderr, and exits 2 as without --json.
+    junk = tmp_path / "notes.pt"
+    junk.write_bytes(b"\x1b[31mnot a checkpoint\n")
+    missing = tmp_path / "missing.pt"
+    cases = [("info", [junk], "unsupported", junk), ("cat", [junk, "**"], "unsupported", junk),
+             ("stats", [missing], "not-found", missing), ("diff", [files["pt"], missing], "not-found", missing),
+             ("convert", [junk, tmp_path / "o.safetensors"], "unsupported", junk), ("info", [""], "usage", None)]
+    for command, args, code, path in cases:
+        r = run_tool("trove", command, *args, "--json")
+        assert r.code == 2, r
+        obj = check(json.loads(r.out), command)
+        e = obj["error"]
+        assert e["code"] == code and e["file"] == (str(path) if path else None), obj
+        assert e["reason"] in e["message"] and e["entry"] is None, obj
+        assert "trove: error:" in r.errtext and "\x1b" not in r.errtext, r
+    assert not (tmp_path / "o.safetensors").exists()
+    # Without --json, stdout stays empty.
+    r = run_tool("trove", "info", junk)
+    assert r.code == 2 and r.out == b"", r
 
 
 def test_verify_and_scan_are_one_shape_for_one_or_many_paths(files):
