@@ -16,10 +16,11 @@
 #include "trove/diff.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "scratch_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace fs = std::filesystem;
-  static const fs::path dir = fs::path("/dev/shm") / ("trove-convert-fuzz-" + std::to_string(::getpid()));
+  static const fs::path dir = fs::path(trove_fuzz::ScratchPath("convert-fuzz"));
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);

@@ -15,6 +15,7 @@
 #include "formats/gguf/gguf_format.h"
 #include "trove/error.h"
 #include "trove/tensor.h"
+#include "scratch_path.h"
 
 namespace {
 
@@ -29,7 +30,7 @@ void WriteFile(const std::string& path, const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string dir = [] {
-    std::string d = "/dev/shm/trove-gguf-fuzz-" + std::to_string(::getpid());
+    std::string d = trove_fuzz::ScratchPath("gguf-fuzz");
     ::mkdir(d.c_str(), 0700);
     return d;
   }();

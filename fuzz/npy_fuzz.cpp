@@ -17,6 +17,7 @@
 #include "formats/npy/npy_format.h"
 #include "trove/error.h"
 #include "trove/zip_reader.h"
+#include "scratch_path.h"
 
 namespace {
 
@@ -47,7 +48,7 @@ void ExpectSameTensors(const trove::Document& a, const trove::Document& b) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string dir = [] {
-    std::string d = "/dev/shm/trove-npy-fuzz-" + std::to_string(::getpid());
+    std::string d = trove_fuzz::ScratchPath("npy-fuzz");
     ::mkdir(d.c_str(), 0700);
     return d;
   }();

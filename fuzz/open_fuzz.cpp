@@ -13,6 +13,7 @@
 #include "trove/checks.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "scratch_path.h"
 
 namespace {
 
@@ -31,7 +32,7 @@ void WalkTensors(const trove::Document& doc) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/dev/shm/trove-open-fuzz-" + std::to_string(::getpid());
+  static const std::string path = trove_fuzz::ScratchPath("open-fuzz");
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return 0;
   std::fwrite(data, 1, size, f);

@@ -21,6 +21,7 @@
 #include "trove/document.h"
 #include "trove/error.h"
 #include "trove/unpickler.h"
+#include "scratch_path.h"
 
 namespace {
 
@@ -48,7 +49,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/dev/shm/trove-print-fuzz-" + std::to_string(::getpid()) + ".pt";
+  static const std::string path = trove_fuzz::ScratchPath("print-fuzz", ".pt");
   if (trove_fuzz::WritePickleAsPt(path, data, size)) {
     for (const char* permissive : {"", "--permissive"}) {
       std::vector<std::string> info{"trove", "info", path};

@@ -16,12 +16,13 @@
 #include "formats/pskd/token_files.h"
 #include "trove/error.h"
 #include "trove/pskd_dataset.h"
+#include "scratch_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace trove::pskd;
   if (size < 1) return 0;
   static const std::string dir = [] {
-    std::string d = "/dev/shm/trove-tokens-fuzz-" + std::to_string(::getpid());
+    std::string d = trove_fuzz::ScratchPath("tokens-fuzz");
     ::mkdir(d.c_str(), 0700);
     return d;
   }();

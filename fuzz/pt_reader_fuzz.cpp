@@ -9,9 +9,10 @@
 #include "formats/pt/pt_reader.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "scratch_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/dev/shm/trove-pt-fuzz-" + std::to_string(::getpid()) + ".pt";
+  static const std::string path = trove_fuzz::ScratchPath("pt-fuzz", ".pt");
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return 0;
   std::fwrite(data, 1, size, f);

@@ -18,6 +18,7 @@
 
 #include "pickle_in_pt.h"
 #include "python/trove_module.cpp"  // NOLINT: the bridge itself, with PyInit__trove
+#include "scratch_path.h"
 
 namespace {
 
@@ -74,7 +75,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/dev/shm/trove-python-bridge-fuzz-" + std::to_string(::getpid()) + ".pt";
+  static const std::string path = trove_fuzz::ScratchPath("python-bridge-fuzz", ".pt");
   if (!trove_fuzz::WritePickleAsPt(path, data, size)) return 0;
   try {
     (*g_entry)(path);

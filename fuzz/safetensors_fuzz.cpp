@@ -18,6 +18,7 @@
 #include "formats/safetensors/sharded_reader.h"
 #include "trove/error.h"
 #include "trove/safetensors.h"
+#include "scratch_path.h"
 
 namespace {
 
@@ -38,7 +39,7 @@ void WriteFile(const std::string& path, const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string dir = [] {
-    std::string d = "/dev/shm/trove-safetensors-fuzz-" + std::to_string(::getpid());
+    std::string d = trove_fuzz::ScratchPath("safetensors-fuzz");
     ::mkdir(d.c_str(), 0700);
     return d;
   }();

@@ -22,6 +22,7 @@
 #include "trove/checks.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "scratch_path.h"
 
 namespace {
 
@@ -48,7 +49,7 @@ void CheckReportText(const trove::CheckReport& report) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const fs::path root = [] {
-    const fs::path r = "/dev/shm/trove-shard-index-fuzz-" + std::to_string(::getpid());
+    const fs::path r = trove_fuzz::ScratchPath("shard-index-fuzz");
     fs::create_directories(r / "m" / "sub");
     WriteFile(r / "outside.safetensors", kSecret);
     std::error_code ec;

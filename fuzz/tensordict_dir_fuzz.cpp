@@ -16,6 +16,7 @@
 #include "trove/checks.h"
 #include "trove/error.h"
 #include "trove/open.h"
+#include "scratch_path.h"
 
 namespace {
 
@@ -30,7 +31,7 @@ void WriteText(const std::string& path, const std::string& text) { WriteFile(pat
 
 // The fixed part of the tree, written once per process.
 std::string MakeTree() {
-  std::string root = "/dev/shm/trove-tddir-fuzz-" + std::to_string(::getpid());
+  std::string root = trove_fuzz::ScratchPath("tddir-fuzz");
   ::mkdir(root.c_str(), 0700);
   ::mkdir((root + "/sub").c_str(), 0700);
   uint8_t bytes[64];
