@@ -40,7 +40,7 @@ def run(ctx):
         "## Casting (issue 30)\n",
         f"The 1 GB checkpoint of the .pt section ({size:,} bytes of float32) cast to bfloat16 on the way. Rates "
         "are of input bytes; `vs plain` is plain convert's time over this one. Each write run starts with the "
-        f"page cache clean of dirty pages (`sync` and a 2 s pause for the file system to free what the last run removed, untimed). Peak memory of the cast: {rss:.0f} MB.\n",
+        f"page cache clean of dirty pages (`sync` and a 2 s pause, then the last output removed, as `bench/benchlib.py` explains, untimed). Peak memory of the cast: {rss:.0f} MB.\n",
         B.table(["what", "time", "rate", "vs plain", "vs torch"], rows),
         "",
         "Targets (issue 30): the cast at least 0.8 of plain convert's rate and at least 3x faster than torch's "

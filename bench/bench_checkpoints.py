@@ -8,6 +8,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 
 import benchlib as B
@@ -85,12 +86,12 @@ torch.save(out, sys.argv[3])
 def measure(cmd, runs, setup, shell=False, warmup=True):
     """Median wall time and the largest peak RSS (MB) over `runs` runs after one warm-up (none
     without `warmup`); every dirty page is flushed (untimed) before each run, so no run pays for
-    the writeback of another, and the removals before it have finished (B.settle_writes)."""
+    the writeback of another (B.settle_writes), and then `setup` removes the old output."""
     times, rss = [], []
     first = 0 if warmup else 1
     for i in range(first, runs + 1):
-        setup()
         B.settle_writes()
+        setup()  # after the pause: B.settle_writes says why
         full = ["/usr/bin/time", "-f", "%M"] + (["sh", "-c", cmd] if shell else list(cmd))
         t0 = time.perf_counter()
         p = subprocess.run(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
@@ -119,12 +120,15 @@ def removing(*paths):
 CONVERT_RUNS = 7
 
 
-def section(ctx, label, d, data_files, largest, merge_script, merge_label):
+def section(ctx, label, d, data_files, largest, merge_script, merge_label, out_dir=None):
+    """The rows of one checkpoint: cp, trove's convert and (written to disk only) torch's merge.
+    `out_dir`: where the outputs go (the work directory on disk when None)."""
     runs = max(ctx.runs, CONVERT_RUNS)
     trove = ctx.tool("trove")
-    out = os.path.join(ctx.work, "ckpt_out.safetensors")
-    out_pt = os.path.join(ctx.work, "ckpt_merged.pt")
-    out_cp = os.path.join(ctx.work, "ckpt_copy")
+    into = out_dir or ctx.work
+    out = os.path.join(into, "ckpt_out.safetensors")
+    out_pt = os.path.join(into, "ckpt_merged.pt")
+    out_cp = os.path.join(into, "ckpt_copy")
     nbytes = sum(os.path.getsize(f) for f in data_files)
     cp = "mkdir -p " + out_cp + " && cp " + " ".join(f'"{f}"' for f in data_files) + f' "{out_cp}/"'
     # cp and trove take turns run by run (a warm-up of each first), so that a drift of the
@@ -138,19 +142,43 @@ def section(ctx, label, d, data_files, largest, merge_script, merge_label):
     t_cp, rss_cp = statistics.median(t for t, _ in cps), max(r for _, r in cps)
     t_tr, rss_tr = statistics.median(t for t, _ in trs), max(r for _, r in trs)
     out_size = os.path.getsize(out)
-    # The load-everything merge takes minutes: run once, without a warm-up (the inputs are hot
-    # from the runs above).
-    t_torch, rss_torch = measure([PY, "-c", merge_script, TESTS, d, out_pt], 1, removing(out_pt), warmup=False)
-    removing(out, out_pt, out_cp)()
     target = 1.5 * largest / MIB + 64
-    return [
-        [f"{label}: `cp` of the {nbytes / 1e9:.2f} GB it converts (anchor)", B.fmt_s(t_cp), B.fmt_rate(nbytes, t_cp),
-         "1.00", f"{rss_cp:.0f}"],
-        [f"{label}: `trove convert DIR out.safetensors` ({out_size / 1e9:.2f} GB out)", B.fmt_s(t_tr),
+    where = " into tmpfs" if out_dir else ""
+    rows = [
+        [f"{label}: `cp` of the {nbytes / 1e9:.2f} GB it converts{where} (anchor)", B.fmt_s(t_cp),
+         B.fmt_rate(nbytes, t_cp), "1.00", f"{rss_cp:.0f}"],
+        [f"{label}: `trove convert DIR out.safetensors`{where} ({out_size / 1e9:.2f} GB out)", B.fmt_s(t_tr),
          B.fmt_rate(out_size, t_tr), f"{t_cp / t_tr:.2f}", f"{rss_tr:.0f} (target {target:.0f})"],
-        [f"{label}: {merge_label}", B.fmt_s(t_torch), B.fmt_rate(out_size, t_torch), f"{t_cp / t_torch:.2f}",
-         f"{rss_torch:.0f}"],
     ]
+    if out_dir is None:
+        # The load-everything merge takes minutes: run once, without a warm-up (the inputs are hot
+        # from the runs above).
+        t_torch, rss_torch = measure([PY, "-c", merge_script, TESTS, d, out_pt], 1, removing(out_pt), warmup=False)
+        rows.append([f"{label}: {merge_label}", B.fmt_s(t_torch), B.fmt_rate(out_size, t_torch),
+                     f"{t_cp / t_torch:.2f}", f"{rss_torch:.0f}"])
+    removing(out, out_pt, out_cp)()
+    return rows
+
+
+def tmpfs_dir(room):
+    """A fresh directory in /dev/shm with `room` bytes free, or None."""
+    if not os.path.isdir("/dev/shm") or shutil.disk_usage("/dev/shm").free < room:
+        return None
+    return tempfile.mkdtemp(prefix="trove-bench-", dir="/dev/shm")
+
+
+# Both checkpoints again with every output in a tmpfs: the disk's write rate here drifts 2-5x
+# within a run (the root file system is mounted with `discard`), which the disk rows' ratio
+# carries; into memory cp holds still and the ratio is the convert's own.
+def sections(ctx, label, d, data_files, largest, merge_script, merge_label):
+    rows = section(ctx, label, d, data_files, largest, merge_script, merge_label)
+    shm = tmpfs_dir(3 * sum(os.path.getsize(f) for f in data_files))
+    if shm is None:
+        return rows
+    try:
+        return rows + section(ctx, label, d, data_files, largest, merge_script, merge_label, out_dir=shm)
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
 
 
 def run(ctx):
@@ -162,7 +190,7 @@ def run(ctx):
         subprocess.run([PY, "-c", MAKE_DCP, TESTS, dcp], check=True, env=dict(os.environ, GLOO_SOCKET_IFNAME="lo"))
         dcp_files = sorted(os.path.join(dcp, f) for f in os.listdir(dcp) if f.endswith(".distcp"))
         dcp_size = sum(os.path.getsize(f) for f in dcp_files)
-        rows = section(ctx, "DCP", dcp, dcp_files, 384 * MIB, MERGE_DCP,
+        rows = sections(ctx, "DCP", dcp, dcp_files, 384 * MIB, MERGE_DCP,
                        "torch.load of every chunk, torch.save (dcp_to_torch_save's way)")
         removing(dcp)()
         subprocess.run([PY, "-c", MAKE_ZERO, TESTS, zero, str(ZERO_LAYERS)], check=True)
@@ -170,7 +198,7 @@ def run(ctx):
         zero_all = sorted(os.path.join(tag, f) for f in os.listdir(tag))
         zero_size = sum(os.path.getsize(f) for f in zero_all)
         zero_optim = [f for f in zero_all if f.endswith("_optim_states.pt")]
-        rows += section(ctx, "ZeRO-3", zero, zero_optim, 256 * MIB, MERGE_ZERO,
+        rows += sections(ctx, "ZeRO-3", zero, zero_optim, 256 * MIB, MERGE_ZERO,
                         "torch.load of every rank file, concatenation, torch.save (zero_to_fp32's way)")
     finally:
         removing(dcp, zero)()
@@ -183,9 +211,12 @@ def run(ctx):
         "`trove convert DIR out.safetensors` against `cp` of the bytes it converts (DCP: every `.distcp`; ZeRO: the "
         "optimizer files holding the fp32 masters) and against the load-everything merge in torch (one run). "
         "`vs cp` is cp's time over the row's; peak RSS from GNU time's `%M`, the largest over the runs. Every run "
-        f"starts after `sync` and a 2 s pause for the file system to free what the last run removed, page cache hot; cp and trove take turns run by run, medians of {max(ctx.runs, CONVERT_RUNS)} pairs.\n",
+        f"starts after `sync` and a 2 s pause, then the last output removed, as `bench/benchlib.py` explains, page cache hot; cp and trove take turns run by run, medians of {max(ctx.runs, CONVERT_RUNS)} pairs.\n",
         B.table(["command", "time", "rate (output)", "vs cp", "peak RSS MB"], rows),
         "",
+        "The rows `into tmpfs` write cp's and trove's outputs into `/dev/shm` instead of the disk: this root file "
+        "system is mounted with `discard` and its write rate drifts 2-5x within a run, which the disk rows' ratios "
+        "carry; into memory the anchor holds still and the ratio is the convert's own.\n",
         "Targets (issue 28): at least 0.8 of cp's rate; peak RSS at most 1.5 x the largest tensor + 64 MB.\n",
         "Both go out by `copy_file_range`, as cp's bytes do, page cache to page cache: a single-chunk DCP tensor is a "
         "view of its file, written at the same offset within a page as in its file (the safetensors header is padded "

@@ -44,7 +44,7 @@ def run(ctx):
         turns["tdz"].append(B.time_cmd([trove, "convert", big, out_tdz], runs=1, warmup=int(i == 0),
                                        setup=rm(out_tdz), settle=True))
     t_cp, t_pt, t_tdz = (statistics.median(turns[k]) for k in ("cp", "pt", "tdz"))
-    shm_rows = writes_to_tmpfs(trove, big, size, runs)
+    shm_rows = writes_to_tmpfs(trove, big, size, TMPFS_RUNS)
     t_pt_sync = B.time_cmd([trove, "convert", "--sync", big, out_pt], runs=ctx.runs, setup=rm(out_pt), settle=True)
     t_cp_sync = B.time_cmd(f'cp "{big}" "{out_cp}" && sync "{out_cp}"', runs=ctx.runs, setup=rm(out_cp), shell=True, settle=True)
     # torch.save alone (the load is not timed): the script prints its own save time.
@@ -84,7 +84,7 @@ def run(ctx):
         f"The 1 GB checkpoint of the .pt section ({size:,} bytes), converted to a new file. trove writes "
         "under a temporary name and renames at the end (atomic); like `cp` and `torch.save` it does not fsync a "
         "new output, unless `--sync`. `vs cp` is cp's time over ours. Every write run starts with the page cache "
-        f"clean (`sync` and a 2 s pause for the file system to free what the last run removed, untimed), so no run pays for the writeback of the one before; cp and the two converts take "
+        f"clean (`sync` and a 2 s pause, then the last output removed, as `bench/benchlib.py` explains, untimed), so no run pays for the writeback of the one before; cp and the two converts take "
         f"turns run by run, medians of {runs}.\n",
         B.table(["write", "time", "rate", "vs cp", "vs torch.save"], rows),
         "",
@@ -98,6 +98,12 @@ def run(ctx):
         "Targets (issue 5): convert at least 5x faster than torch.save and at least 60% of cp's rate; diff at least as fast as cmp.\n",
         *shm_rows,
     ])
+
+
+# Runs of each write into tmpfs: under a second each, and a run in four or five of trove's takes
+# 2-6x its median (kernel time, allocating the tmpfs pages; not seen under perf or strace), so more
+# runs than on disk keep the median off that tail.
+TMPFS_RUNS = 15
 
 
 # The writes of issue 30's target (.pt, .safetensors and .tdz at >= 0.9 of cp's rate) again, into a

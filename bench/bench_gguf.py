@@ -227,7 +227,7 @@ def run(ctx):
         f"Dequantizing: one tensor per type with {n_values:,} values (random blocks, fp16 scales in [-1, 1]), "
         f"medians of {ctx.runs} calls in one process; trove's values are checked equal to numpy's first. "
         f"Converting: a float16 GGUF of {size16:,} bytes; each write run starts with the page cache clean of "
-        f"dirty pages (`sync` and a 2 s pause for the file system to free what the last run removed, untimed); trove and cp take turns run by run, medians of {len(convs)} pairs. Page cache hot. "
+        f"dirty pages (`sync` and a 2 s pause, then the last output removed, as `bench/benchlib.py` explains, untimed); trove and cp take turns run by run, medians of {len(convs)} pairs. Page cache hot. "
         f"Load average (1 minute) {load_start:.1f} at the start of the section and {os.getloadavg()[0]:.1f} at its "
         f"end, on {os.cpu_count()} CPUs: other processes' load lengthens the absolute times (the anchors' too); the "
         "ratios to anchors measured alongside are the figures to read.\n",

@@ -58,7 +58,7 @@ def run(ctx):
         "## safetensors (issue 16)\n",
         f"The 1 GB checkpoint of the .pt section ({len(keys)} tensors) and the same tensors as .safetensors "
         f"({size:,} bytes). `vs anchor` is the anchor's time over ours. Write runs start with the page cache "
-        f"clean (`sync` and a 2 s pause for the file system to free what the last run removed, untimed). Peak memory of the conversion: {rss:.0f} MB.\n",
+        f"clean (`sync` and a 2 s pause, then the last output removed, as `bench/benchlib.py` explains, untimed). Peak memory of the conversion: {rss:.0f} MB.\n",
         B.table(["what", "time", "rate", "vs anchor"], rows),
         "",
         "Targets (issue 16): `info` under 10 ms at any size (the 10 MB and 1 GB rows alike: metadata only); "

@@ -27,15 +27,21 @@ def drop_caches_hint():
     return "page cache hot"
 
 
-# How long a write run waits after the flush before it starts. This machine's root file system is
-# mounted with `discard`: the blocks of an output removed just before are trimmed after the journal
-# commits, and a write that allocates during that time waits for them (a 1 GB convert or cp took
-# 0.25 s or 0.55-2 s by chance; with this pause, 0.25 s six runs in six).
+# How long a write run waits after the flush before it starts: the journal commits and the file
+# system (mounted with `discard` here) trims what earlier runs removed before the run allocates.
 SETTLE_SECONDS = 2.0
 
 
 def settle_writes():
-    """Flush every dirty page to disk, then let the file system finish freeing what was removed."""
+    """Flush every dirty page to disk, then let the file system finish freeing what was removed.
+
+    Callers remove the run's old output after this, right before the run (time_cmd does): this
+    machine is a virtual one whose balloon device reports free memory to the host (virtio
+    free page reporting, 2 s after it is freed), and the host takes it back; whatever process
+    touches such memory first pays a host fault per page, 5-8x the time of a 2 GB write. Removed
+    during the pause, the old output's page cache would be reported and the run after it pay
+    (ZeRO-3's convert 2.2 s against cp's 0.36 s, or the other way round by the order of the two);
+    removed after it, the run reuses those pages while they are still the guest's."""
     os.sync()
     time.sleep(SETTLE_SECONDS)
 
@@ -45,15 +51,16 @@ def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False, settle=Fa
 
     `setup` (a callable) runs before each timed run and is not timed (e.g. removing an output).
     `settle`: flush every dirty page to disk before each run and let the removals finish
-    (settle_writes, untimed), so that a write benchmark does not pay for the run before it. Output goes to /dev/null. A failing
+    (settle_writes, untimed, before `setup`), so that a write benchmark does not pay for the run
+    before it. Output goes to /dev/null. A failing
     command raises.
     """
     samples = []
     for i in range(warmup + runs):
-        if setup:
-            setup()
         if settle:
             settle_writes()
+        if setup:  # after the pause, not before: settle_writes says why
+            setup()
         t0 = time.perf_counter()
         subprocess.run(cmd, shell=shell, check=True, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
