@@ -861,6 +861,13 @@ size_t Problems(const CheckReport& r) {
   return n;
 }
 
+// A path verify or scan could not read at all: its line on stderr, as the command line prints any
+// error, after what stdout holds so far.
+void ReportUnreadable(const Error& e) {
+  std::cout.flush();
+  std::cerr << "trove: error: " << e.DisplayMessage() << '\n';
+}
+
 }  // namespace
 
 void AddInspectCommands(CLI::App& app, int* exit_code) {
@@ -985,19 +992,28 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   AddIoOption(verify);
   verify->footer("Bytes no checksum covers (formats without checksums: tensordict directories, .psk.d, .safetensors, "
                  "legacy .pt) are read and bounds-checked, and counted apart.\n"
-                 "Exit status: 0 sound, 1 problems found (each listed), 2 could not read.");
+                 "Exit status: 0 sound, 1 problems found (each listed), 2 a path could not be read (the others are still "
+                 "verified).");
   verify->callback([exit_code] {
     bool any_problem = false;
+    bool any_unreadable = false;
     Json files = Json::array();
     for (const auto& p : paths) {
       CheckReport r;
       std::vector<FileDigest> digests;
-      {
+      try {
         Progress progress(!json);  // erased before the file's lines
         VerifyOptions options;
         options.progress = progress.Callback();
         r = Verify(p, options);
         if (sha256) digests = Sha256Files(p, progress.Callback());
+      } catch (const Error& e) {
+        // One path that cannot be read (not a checkpoint, missing) is reported, and the
+        // others are still verified: `trove verify downloads/*` must not stop at the first.
+        any_unreadable = true;
+        if (json) files.push_back(Json{{"path", p}, {"ok", false}, {"error", ErrorFieldsJson(e)}});
+        else ReportUnreadable(e);
+        continue;
       }
       const size_t problems = Problems(r);
       any_problem |= problems > 0;
@@ -1037,11 +1053,11 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     }
     if (json) {
       Json j = Envelope("verify");
-      j["ok"] = !any_problem;
+      j["ok"] = !any_problem && !any_unreadable;
       j["files"] = std::move(files);
       PrintJson(ExactStdout(), j);
     }
-    *exit_code = any_problem ? kExitFindings : kExitOk;
+    *exit_code = any_unreadable ? kExitError : any_problem ? kExitFindings : kExitOk;
   });
 
   auto* scan = app.add_subcommand("scan", "Security report: pickle globals, code records, container anomalies");
@@ -1049,15 +1065,25 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   scan->add_flag("--json", json, "One JSON object for scripts: {\"files\": [...]} (docs/json.md)");
   scan->add_option("--fail-on", fail_on, "Lowest severity that makes the exit status 1")
       ->check(CLI::IsMember({"info", "medium", "high", "critical"}));
-  scan->footer("Nothing in the file is executed. Exit status: 0 clean, 1 findings at or above --fail-on, 2 error.\n"
+  scan->footer("Nothing in the file is executed. Exit status: 0 clean, 1 findings at or above --fail-on, 2 a path "
+               "could not be read (the others are still scanned).\n"
                "Example:\n  trove scan downloads/*.pt --fail-on high");
   scan->callback([exit_code] {
     Severity threshold = fail_on == "info" ? Severity::kInfo : fail_on == "high" ? Severity::kHigh
                        : fail_on == "critical" ? Severity::kCritical : Severity::kMedium;
     bool failing = false;
+    bool any_unreadable = false;
     Json files = Json::array();
     for (const auto& p : paths) {
-      CheckReport r = Scan(p);
+      CheckReport r;
+      try {
+        r = Scan(p);
+      } catch (const Error& e) {  // reported; the other paths are still scanned (as verify does)
+        any_unreadable = true;
+        if (json) files.push_back(Json{{"path", p}, {"failing", true}, {"error", ErrorFieldsJson(e)}});
+        else ReportUnreadable(e);
+        continue;
+      }
       bool file_failing = false;
       for (const auto& f : r.findings) file_failing |= f.severity >= threshold;
       failing |= file_failing;
@@ -1096,11 +1122,11 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     if (json) {
       Json j = Envelope("scan");
       j["fail_on"] = fail_on;
-      j["failing"] = failing;
+      j["failing"] = failing || any_unreadable;
       j["files"] = std::move(files);
       PrintJson(ExactStdout(), j);
     }
-    *exit_code = failing ? kExitFindings : kExitOk;
+    *exit_code = any_unreadable ? kExitError : failing ? kExitFindings : kExitOk;
   });
 }
 

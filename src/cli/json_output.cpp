@@ -259,15 +259,19 @@ Json Envelope(std::string_view command) {
   return Json{{"schema_version", kJsonSchemaVersion}, {"command", std::string(command)}};
 }
 
+Json ErrorFieldsJson(const Error& error) {
+  const auto or_null = [](const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); };
+  return Json{{"code", std::string(ErrorCodeName(error.code()))},
+              {"message", error.message()},
+              {"reason", error.reason()},
+              {"file", or_null(error.file())},
+              {"entry", or_null(error.entry())},
+              {"offset", error.offset() ? Json(*error.offset()) : Json(nullptr)}};
+}
+
 Json ErrorJson(std::string_view command, const Error& error) {
   Json j = Envelope(command);
-  const auto or_null = [](const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); };
-  j["error"] = Json{{"code", std::string(ErrorCodeName(error.code()))},
-                    {"message", error.message()},
-                    {"reason", error.reason()},
-                    {"file", or_null(error.file())},
-                    {"entry", or_null(error.entry())},
-                    {"offset", error.offset() ? Json(*error.offset()) : Json(nullptr)}};
+  j["error"] = ErrorFieldsJson(error);
   return j;
 }
 

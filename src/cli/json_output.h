@@ -42,6 +42,9 @@ Json Envelope(std::string_view command);
 // (the whole text, as stderr's line has it), `reason`, `file`, `entry` (null when none) and
 // `offset` (null when none).
 Json ErrorJson(std::string_view command, const Error& error);
+// That `error` object alone: what verify and scan put in place of a path's report when the path
+// cannot be read at all (the other paths are still checked).
+Json ErrorFieldsJson(const Error& error);
 
 struct ValueJsonLimits {
   size_t nodes = 10000;                   // nodes encoded; the rest become {"$elided": true}

@@ -200,6 +200,27 @@ def test_a_failing_command_prints_its_error_as_json(files, tmp_path):
     assert r.code == 2 and r.out == b"", r
 
 
+def test_verify_and_scan_go_on_past_a_path_they_cannot_read(files, tmp_path):
+    # `trove verify downloads/*`: a file that is no checkpoint (or is missing) is reported in its
+    # place, the others are still checked, and the exit status says a path could not be read.
+    junk = tmp_path / "notes.pt"
+    junk.write_bytes(b"not a checkpoint\n")
+    paths = [files["pt"], junk, tmp_path / "missing.pt", files["safetensors"]]
+    for command, flag in (("verify", "ok"), ("scan", "failing")):
+        r = run_tool("trove", command, *paths, "--json")
+        assert r.code == 2, r
+        obj = check(json.loads(r.out), command)
+        assert [f["path"] for f in obj["files"]] == [str(p) for p in paths], obj
+        assert obj[flag] is (command == "scan"), obj
+        good, bad, missing, last = obj["files"]
+        assert "error" not in good and "error" not in last and last["format"] == "safetensors", obj
+        assert bad["error"]["code"] == "unsupported" and bad["error"]["file"] == str(junk), obj
+        assert missing["error"]["code"] == "not-found", obj
+        r = run_tool("trove", command, *paths)
+        assert r.code == 2 and r.errtext.count("trove: error:") == 2, r
+        assert str(files["safetensors"]) in r.text, r
+
+
 def test_verify_and_scan_are_one_shape_for_one_or_many_paths(files):
     paths = [files[n] for n in FORMATS]
     for command in ("verify", "scan"):
