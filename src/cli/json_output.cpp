@@ -266,7 +266,8 @@ Json ErrorFieldsJson(const Error& error) {
               {"reason", error.reason()},
               {"file", or_null(error.file())},
               {"entry", or_null(error.entry())},
-              {"offset", error.offset() ? Json(*error.offset()) : Json(nullptr)}};
+              {"offset", error.offset() ? Json(*error.offset()) : Json(nullptr)},
+              {"spec_code", error.spec_code() ? Json(*error.spec_code()) : Json(nullptr)}};
 }
 
 Json ErrorJson(std::string_view command, const Error& error) {

@@ -39,8 +39,8 @@ Json Envelope(std::string_view command);
 
 // What a command that was given --json prints on stdout when it fails, so that a script parsing
 // stdout reads why rather than nothing: the envelope and `error`: `code` (ErrorCodeName), `message`
-// (the whole text, as stderr's line has it), `reason`, `file`, `entry` (null when none) and
-// `offset` (null when none).
+// (the whole text, as stderr's line has it), `reason`, `file`, `entry`, `offset` and `spec_code`
+// (the format specification's error number: 9002 for .psk.d's E9002), each null when none.
 Json ErrorJson(std::string_view command, const Error& error);
 // That `error` object alone: what verify and scan put in place of a path's report when the path
 // cannot be read at all (the other paths are still checked).

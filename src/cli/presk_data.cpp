@@ -566,15 +566,28 @@ int Batches(const std::vector<std::string>& words) {
   return kExitOk;
 }
 
-// `command`: the command that ran, whose help a usage error points to.
-void PrintError(const Error& e, const std::string& command) {
+// The E9xxx code an error is reported with.
+std::optional<PskdCode> ReportedCode(const Error& e) {
   std::optional<PskdCode> code = PskdCodeOf(e);
-  const std::string message = e.DisplayMessageWithoutSpecCode();
   if (!code) {
     // Errors from the core carry no E9xxx code: an unreadable input is E9002, an I/O error E9003.
     if (e.code() == ErrorCode::kNotFound) code = PskdCode::kNotPskd;
     if (e.code() == ErrorCode::kIo) code = PskdCode::kTruncated;
   }
+  return code;
+}
+
+// `command`: the command that ran, whose help a usage error points to. `info --json` also prints
+// the error object of docs/json.md on stdout, for the script that reads it.
+void PrintError(const Error& e, const std::string& command, const std::vector<std::string>& words) {
+  const std::optional<PskdCode> code = ReportedCode(e);
+  if (command == "info" && std::find(words.begin(), words.end(), "--json") != words.end()) {
+    Json j = ErrorJson("data info", e);
+    if (code) j["error"]["spec_code"] = static_cast<int>(*code);
+    PrintJson(std::cout, j);
+    std::cout.flush();
+  }
+  const std::string message = e.DisplayMessageWithoutSpecCode();
   if (code) {
     std::cerr << "presk data: error[E" << static_cast<int>(*code) << "]: " << message << '\n';
   } else {
@@ -631,7 +644,7 @@ int RunPreskData(const std::vector<std::string>& args) {
     });
   } catch (const Error& e) {
     std::cout.flush();
-    PrintError(e, command);
+    PrintError(e, command, rest);
     return ExitStatusAfterSignals(kExitError);
   } catch (const std::exception& e) {
     std::cout.flush();

@@ -191,13 +191,19 @@ def test_a_failing_command_prints_its_error_as_json(files, tmp_path):
         assert r.code == 2, r
         obj = check(json.loads(r.out), command)
         e = obj["error"]
-        assert e["code"] == code and e["file"] == (str(path) if path else None), obj
+        assert e["code"] == code and e["file"] == (str(path) if path else None) and e["spec_code"] is None, obj
         assert e["reason"] in e["message"] and e["entry"] is None, obj
         assert "trove: error:" in r.errtext and "\x1b" not in r.errtext, r
     assert not (tmp_path / "o.safetensors").exists()
     # Without --json, stdout stays empty.
     r = run_tool("trove", "info", junk)
     assert r.code == 2 and r.out == b"", r
+    # presk data info says which E9xxx code, as its stderr line does.
+    for tool in (("presk", "data"), ("trove", "data")):
+        r = run_tool(*tool, "info", junk, "--json")
+        assert r.code == 2 and "error[E9002]" in r.errtext, r
+        e = check(json.loads(r.out), "data info")["error"]
+        assert e["spec_code"] == 9002 and e["file"] == str(junk), e
 
 
 def test_verify_and_scan_go_on_past_a_path_they_cannot_read(files, tmp_path):
