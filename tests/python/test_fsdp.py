@@ -307,16 +307,34 @@ def test_a_verl_directory_is_its_model(trove, tmp_path, world):
     r = trove("convert", d, st)
     assert r.code == 0, r
     tensors, _ = safetensors_spec.read(st.read_bytes())
-    saved = {f"model/{k}": v for k, v in model.state_dict().items()}
+    # The model's own names, as its state_dict has them: what convert writes loads into the model.
+    saved = model.state_dict()
     assert set(tensors) == set(saved)
     for k, v in saved.items():
         assert tensors[k][2] == raw_bytes(v), k
+    pt = tmp_path / "model.pt"
+    assert trove("convert", d, pt).code == 0
+    fresh = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    fresh.load_state_dict(torch.load(pt))  # strict: every key and no other
+    for k, v in fresh.state_dict().items():
+        assert torch.equal(v, saved[k]), k
     out = tmp_path / "with_optimizer.pt"
-    assert trove("convert", d, out, "--keys", "model/**", "--keys", "optim/**").code == 0
+    assert trove("convert", d, out, "--keys", "*", "--keys", "optim/**").code == 0
     got = torch.load(out)
     assert torch.equal(got["optim"]["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
     assert got["optim"]["param_groups"][0]["lr"] == 1e-3 and "extra_state" not in got
+    assert set(got) == set(saved) | {"optim"}, set(got)
     if world == 2:
         for rank in range(2):
             r = trove("cat", d, f"extra_state/rank_{rank}/rng/cpu", "--raw")
             assert r.code == 0 and r.out == rng[rank].numpy().tobytes(), rank
+
+
+def test_a_model_key_named_like_another_kind_is_refused(trove, tmp_path):
+    # The model's tensors are at the top beside the other kinds' entries: a model key spelled
+    # like one of them would make two entries of one name.
+    d = tmp_path / "clash"
+    d.mkdir()
+    torch.save({"optim": torch.ones(2), "w": torch.zeros(2)}, d / "model_world_size_1_rank_0.pt")
+    torch.save({"state": {}, "param_groups": []}, d / "optim_world_size_1_rank_0.pt")
+    refused(d, "two entries are both named 'optim'")

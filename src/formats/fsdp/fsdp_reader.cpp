@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -625,6 +626,12 @@ Opened OpenFsdp(const std::string& directory, const ReadOptions& options) {
   Counts counts;
   uint64_t world_size = 0;
   std::vector<std::pair<std::string, Value*>> group_roots;
+  // verl writes the optimizer's state and the trainer's (scheduler, RNG) beside the model
+  // (optim_world_size_W_rank_R.pt, extra_state_...): the model is what the directory stands for.
+  // Its tensors are at the top under their own names, so that what convert writes loads into the
+  // model as it is (as DeepSpeed's masters are); the other kinds are under their names and opt-in.
+  const bool has_model = std::any_of(groups.begin(), groups.end(), [](const RankGroup& g) { return g.stem == "model"; });
+  const bool model_at_top = has_model && groups.size() > 1;
   for (const RankGroup& g : groups) {
     const uint64_t world = CheckRanks(g, dir->path());
     if (world_size != 0 && world != world_size) {
@@ -649,7 +656,7 @@ Opened OpenFsdp(const std::string& directory, const ReadOptions& options) {
       doc.file_size += size;
     }
     const std::string label = groups.size() == 1 ? "" : (g.stem.empty() ? g.pattern : g.stem);
-    const std::string prefix = label.empty() ? "" : EncodeKeyComponent(label) + "/";
+    const std::string prefix = label.empty() || (model_at_top && label == "model") ? "" : EncodeKeyComponent(label) + "/";
     if (g.stem == "extra_state" && world > 1) {
       // verl's trainer state is each rank's own (its RNG states differ by design): one subtree
       // per rank, rank_0, rank_1..., rather than a replicated value whose copies must agree.
@@ -677,22 +684,30 @@ Opened OpenFsdp(const std::string& directory, const ReadOptions& options) {
   } else {
     doc.root = doc.arena->Dict("dict");
     for (const auto& [label, root] : group_roots) {
-      for (const auto& [other, unused] : doc.root->entries) {
-        if (other->text == label) {
-          throw Error(ErrorCode::kCorrupt, "two kinds of rank files are both named '" + label + "'").SetFile(directory);
+      if (model_at_top && label == "model") {
+        if (root->kind != ValueKind::kDict) {
+          Fail(ErrorCode::kCorrupt, directory + ": the model's rank files hold " + std::string(KindName(root->kind)) +
+                                        ", not a state dict");
         }
+        // First in the loop's order (groups are sorted, but "model" need not come first): the
+        // kinds' names are checked against its keys below, whichever comes first.
+        doc.root->entries.insert(doc.root->entries.begin(), root->entries.begin(), root->entries.end());
+        continue;
       }
       doc.root->entries.emplace_back(doc.arena->Str(label), root);
     }
-  }
-  // verl writes the optimizer's state and the trainer's (scheduler, RNG) beside the model
-  // (optim_world_size_W_rank_R.pt, extra_state_...): the model is what the directory stands for,
-  // the rest is listed but written, compared and counted only when --keys asks for it, as
-  // DeepSpeed's optimizer state is.
-  const bool has_model = std::any_of(groups.begin(), groups.end(), [](const RankGroup& g) { return g.stem == "model"; });
-  if (has_model && group_roots.size() > 1) {
+    std::set<std::string_view> seen;
+    for (const auto& [key, unused] : doc.root->entries) {
+      if (key->kind == ValueKind::kStr && !seen.insert(key->text).second) {
+        throw Error(ErrorCode::kCorrupt, "two entries are both named '" + key->text +
+                                             "' (kinds of rank files, or the model's keys beside them)")
+            .SetFile(directory);
+      }
+    }
+    // The rest is listed but written, compared and counted only when --keys asks for it, as
+    // DeepSpeed's optimizer state is.
     for (const auto& [label, unused] : group_roots) {
-      if (label != "model") doc.opt_in_prefixes.push_back(EncodeKeyComponent(label) + "/");
+      if (!(model_at_top && label == "model")) doc.opt_in_prefixes.push_back(EncodeKeyComponent(label) + "/");
     }
   }
   doc.tensors = CollectTensors(doc.root);
