@@ -338,3 +338,17 @@ def test_a_model_key_named_like_another_kind_is_refused(trove, tmp_path):
     torch.save({"optim": torch.ones(2), "w": torch.zeros(2)}, d / "model_world_size_1_rank_0.pt")
     torch.save({"state": {}, "param_groups": []}, d / "optim_world_size_1_rank_0.pt")
     refused(d, "two entries are both named 'optim'")
+
+
+def test_kinds_without_a_model_are_all_written(trove, tmp_path):
+    # Several kinds and none of them `model`: no kind stands for the checkpoint, each is an entry
+    # under its name and convert writes them all.
+    d = tmp_path / "kinds"
+    d.mkdir()
+    torch.save({"w": torch.ones(2)}, d / "actor_rank_0.pt")
+    torch.save({"w": torch.zeros(3)}, d / "critic_rank_0.pt")
+    out = tmp_path / "all.safetensors"
+    r = trove("convert", d, out)
+    assert r.code == 0, r
+    tensors, _ = safetensors_spec.read(out.read_bytes())
+    assert set(tensors) == {"actor/w", "critic/w"}, set(tensors)

@@ -686,8 +686,9 @@ Opened OpenFsdp(const std::string& directory, const ReadOptions& options) {
     for (const auto& [label, root] : group_roots) {
       if (model_at_top && label == "model") {
         if (root->kind != ValueKind::kDict) {
-          Fail(ErrorCode::kCorrupt, directory + ": the model's rank files hold " + std::string(KindName(root->kind)) +
-                                        ", not a state dict");
+          throw Error(ErrorCode::kCorrupt,
+                      "the model's rank files hold " + std::string(KindName(root->kind)) + ", not a state dict")
+              .SetFile(directory);
         }
         // First in the loop's order (groups are sorted, but "model" need not come first): the
         // kinds' names are checked against its keys below, whichever comes first.
@@ -704,10 +705,10 @@ Opened OpenFsdp(const std::string& directory, const ReadOptions& options) {
             .SetFile(directory);
       }
     }
-    // The rest is listed but written, compared and counted only when --keys asks for it, as
-    // DeepSpeed's optimizer state is.
+    // Beside a model, the rest is listed but written, compared and counted only when --keys asks
+    // for it, as DeepSpeed's optimizer state is.
     for (const auto& [label, unused] : group_roots) {
-      if (!(model_at_top && label == "model")) doc.opt_in_prefixes.push_back(EncodeKeyComponent(label) + "/");
+      if (model_at_top && label != "model") doc.opt_in_prefixes.push_back(EncodeKeyComponent(label) + "/");
     }
   }
   doc.tensors = CollectTensors(doc.root);
