@@ -8,7 +8,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 
 import benchlib as B
@@ -160,19 +159,12 @@ def section(ctx, label, d, data_files, largest, merge_script, merge_label, out_d
     return rows
 
 
-def tmpfs_dir(room):
-    """A fresh directory in /dev/shm with `room` bytes free, or None."""
-    if not os.path.isdir("/dev/shm") or shutil.disk_usage("/dev/shm").free < room:
-        return None
-    return tempfile.mkdtemp(prefix="trove-bench-", dir="/dev/shm")
-
-
 # Both checkpoints again with every output in a tmpfs: the disk's write rate here drifts 2-5x
 # within a run (the root file system is mounted with `discard`), which the disk rows' ratio
 # carries; into memory cp holds still and the ratio is the convert's own.
 def sections(ctx, label, d, data_files, largest, merge_script, merge_label):
     rows = section(ctx, label, d, data_files, largest, merge_script, merge_label)
-    shm = tmpfs_dir(3 * sum(os.path.getsize(f) for f in data_files))
+    shm = B.tmpfs_dir(3 * sum(os.path.getsize(f) for f in data_files))
     if shm is None:
         return rows
     try:

@@ -5,7 +5,6 @@ import os
 import statistics
 import shutil
 import subprocess
-import tempfile
 
 import benchlib as B
 from bench_pt import make
@@ -110,9 +109,9 @@ TMPFS_RUNS = 15
 # tmpfs: the disk's write rate here drifts 2-5x within a run (the root file system is mounted with
 # `discard`), while into memory cp's time holds still run to run, so the ratio is the copy's alone.
 def writes_to_tmpfs(trove, big, size, runs):
-    if not os.path.isdir("/dev/shm") or shutil.disk_usage("/dev/shm").free < 3 * size:
+    shm = B.tmpfs_dir(3 * size)
+    if shm is None:
         return ["(No tmpfs with room for the outputs at /dev/shm: the writes into memory were not measured.)\n"]
-    shm = tempfile.mkdtemp(prefix="trove-bench-", dir="/dev/shm")
     try:
         outs = {"cp": os.path.join(shm, "cp_out.pt"), "pt": os.path.join(shm, "out.pt"),
                 "safetensors": os.path.join(shm, "out.safetensors"), "tdz": os.path.join(shm, "out.tdz")}

@@ -4,7 +4,6 @@ section, next to `cat FILE > /dev/null` (reading the same bytes, the floor of a 
 import os
 import shutil
 import statistics
-import tempfile
 
 import benchlib as B
 from bench_pt import make
@@ -17,9 +16,7 @@ def run(ctx):
     # The casts write into a tmpfs when there is one with room: the disk's write rate here drifts
     # 2-5x within a run (the root file system is mounted with `discard`), more than the scaling
     # measured; into memory the write is the same every run, and what is left is the cast's.
-    shm = None
-    if os.path.isdir("/dev/shm") and shutil.disk_usage("/dev/shm").free > 2 * size:
-        shm = tempfile.mkdtemp(prefix="trove-bench-", dir="/dev/shm")
+    shm = B.tmpfs_dir(2 * size)
     out = os.path.join(shm or ctx.work, "threads_out.pt")
     copy = os.path.join(ctx.work, "threads_copy.pt")
     if not os.path.exists(copy):

@@ -6,8 +6,10 @@ a median over repeated runs with the ratio to the anchor. Nothing here asserts a
 """
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 
 
@@ -44,6 +46,15 @@ def settle_writes():
     removed after it, the run reuses those pages while they are still the guest's."""
     os.sync()
     time.sleep(SETTLE_SECONDS)
+
+
+def tmpfs_dir(room):
+    """A fresh directory in the tmpfs at /dev/shm when it has `room` bytes free, else None; the
+    caller removes it. Writes into memory have no disk under them: this machine's disk write
+    rate drifts 2-5x within a run, and the ratio of a write into memory is the writer's own."""
+    if not os.path.isdir("/dev/shm") or shutil.disk_usage("/dev/shm").free < room:
+        return None
+    return tempfile.mkdtemp(prefix="trove-bench-", dir="/dev/shm")
 
 
 def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False, settle=False):
