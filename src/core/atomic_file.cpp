@@ -307,22 +307,34 @@ AtomicFile::AtomicFile(std::string destination, Durability durability)
   sync_ = durability == Durability::kDurable || fs::exists(fs::symlink_status(destination_, ec));
   RemoveOrphans(destination_);
   const std::string dir = ParentDir(destination_);
-  fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
-  if (fd_ < 0) {
-    if (errno == ENOENT) FailErrno(destination_, ENOENT);
-    if (errno == EACCES || errno == EROFS) FailErrno(destination_, errno);
-    for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
-      temp_path_ = HiddenSibling(destination_);
-      fd_ = ::open(temp_path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) FailErrno(destination_, errno);
-    }
-    if (fd_ < 0) FailErrno(destination_, EEXIST);
-  }
-  // Marks the file as ours for as long as this writer lives, under any name it gets (see
-  // RemoveOrphans).
-  ::flock(fd_, LOCK_EX | LOCK_NB);
+  // Counted as live before the file exists: a signal from here on is left to the write loop,
+  // which removes the file, rather than ending the process at once (with the file left, when it
+  // has a name, and no word of why).
   LiveWriter::Enter();
-  buffer_.reserve(kWriteBufferBytes);
+  try {
+    fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd_ < 0) {
+      if (errno == ENOENT) FailErrno(destination_, ENOENT);
+      if (errno == EACCES || errno == EROFS) FailErrno(destination_, errno);
+      for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
+        temp_path_ = HiddenSibling(destination_);
+        fd_ = ::open(temp_path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+        if (fd_ < 0 && errno != EEXIST) FailErrno(destination_, errno);
+      }
+      if (fd_ < 0) FailErrno(destination_, EEXIST);
+    }
+    // Marks the file as ours for as long as this writer lives, under any name it gets (see
+    // RemoveOrphans).
+    ::flock(fd_, LOCK_EX | LOCK_NB);
+    buffer_.reserve(kWriteBufferBytes);
+  } catch (...) {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+    }
+    LiveWriter::Leave();
+    throw;
+  }
 }
 
 AtomicFile::~AtomicFile() {
