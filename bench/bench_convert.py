@@ -25,6 +25,7 @@ def run(ctx):
     trove = ctx.tool("trove")
     out_pt = os.path.join(ctx.work, "conv_out.pt")
     out_tdz = os.path.join(ctx.work, "conv_out.tdz")
+    out_st = os.path.join(ctx.work, "conv_out.safetensors")
     out_cp = os.path.join(ctx.work, "cp_out.pt")
     out_save = os.path.join(ctx.work, "save_out.pt")
 
@@ -33,16 +34,19 @@ def run(ctx):
 
     # A write's time varies by a quarter run to run on this machine, more than the gaps measured:
     # cp and the converts take turns run by run (a drift of the machine's speed falls on all
-    # alike), and the medians of at least 7 runs are quoted.
-    runs = max(ctx.runs, 7)
-    turns = {"pt": [], "tdz": [], "cp": []}
+    # alike), and the medians of at least 9 runs are quoted.
+    runs = max(ctx.runs, 9)
+    turns = {"pt": [], "tdz": [], "st": [], "cp": []}
     for i in range(runs):
         turns["cp"].append(B.time_cmd(["cp", big, out_cp], runs=1, warmup=int(i == 0), setup=rm(out_cp), settle=True))
         turns["pt"].append(B.time_cmd([trove, "convert", big, out_pt], runs=1, warmup=int(i == 0), setup=rm(out_pt),
                                       settle=True))
         turns["tdz"].append(B.time_cmd([trove, "convert", big, out_tdz], runs=1, warmup=int(i == 0),
                                        setup=rm(out_tdz), settle=True))
-    t_cp, t_pt, t_tdz = (statistics.median(turns[k]) for k in ("cp", "pt", "tdz"))
+        turns["st"].append(B.time_cmd([trove, "convert", big, out_st], runs=1, warmup=int(i == 0),
+                                      setup=rm(out_st), settle=True))
+    rm(out_st)()
+    t_cp, t_pt, t_tdz, t_st = (statistics.median(turns[k]) for k in ("cp", "pt", "tdz", "st"))
     shm_rows = writes_to_tmpfs(trove, big, size, TMPFS_RUNS)
     t_pt_sync = B.time_cmd([trove, "convert", "--sync", big, out_pt], runs=ctx.runs, setup=rm(out_pt), settle=True)
     t_cp_sync = B.time_cmd(f'cp "{big}" "{out_cp}" && sync "{out_cp}"', runs=ctx.runs, setup=rm(out_cp), shell=True, settle=True)
@@ -70,6 +74,7 @@ def run(ctx):
          f"{t_cp / t_save:.2f}", ""],
         ["`trove convert` → .pt", B.fmt_s(t_pt), B.fmt_rate(size, t_pt), f"{t_cp / t_pt:.2f}", f"{t_save / t_pt:.1f}x"],
         ["`trove convert` → .tdz", B.fmt_s(t_tdz), B.fmt_rate(size, t_tdz), f"{t_cp / t_tdz:.2f}", f"{t_save / t_tdz:.1f}x"],
+        ["`trove convert` → .safetensors", B.fmt_s(t_st), B.fmt_rate(size, t_st), f"{t_cp / t_st:.2f}", f"{t_save / t_st:.1f}x"],
         ["`trove convert --sync` → .pt (durable)", B.fmt_s(t_pt_sync), B.fmt_rate(size, t_pt_sync),
          f"{t_cp / t_pt_sync:.2f} ({t_cp_sync / t_pt_sync:.2f} of cp && sync's time)", f"{t_save / t_pt_sync:.1f}x"],
     ]
@@ -83,7 +88,7 @@ def run(ctx):
         f"The 1 GB checkpoint of the .pt section ({size:,} bytes), converted to a new file. trove writes "
         "under a temporary name and renames at the end (atomic); like `cp` and `torch.save` it does not fsync a "
         "new output, unless `--sync`. `vs cp` is cp's time over ours. Every write run starts with the page cache "
-        f"clean (`sync` and a 2 s pause, then the last output removed, as `bench/benchlib.py` explains, untimed), so no run pays for the writeback of the one before; cp and the two converts take "
+        f"clean (`sync` and a 2 s pause, then the last output removed, as `bench/benchlib.py` explains, untimed), so no run pays for the writeback of the one before; cp and the three converts take "
         f"turns run by run, medians of {runs}.\n",
         B.table(["write", "time", "rate", "vs cp", "vs torch.save"], rows),
         "",
