@@ -17,17 +17,26 @@
 namespace trove {
 namespace {
 
+namespace fs = std::filesystem;
+
+// A new directory `name` (under the temporary directory, with the process id) holding src.bin:
+// `size` bytes of a pattern that repeats neither within a page nor page to page.
+std::string PatternFile(const std::string& name, size_t size, fs::path* dir) {
+  *dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  fs::create_directories(*dir);
+  std::string pattern(size, '\0');
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<char>((i * 131 + i / 4099) & 0xff);
+  std::ofstream(*dir / "src.bin", std::ios::binary) << pattern;
+  return pattern;
+}
+
 // Large writes of mapped bytes go through the kernel (copy_file_range) straight from the mapped
 // file; what lands must be exactly those bytes at the writer's position; what the kernel cannot
 // copy goes through a buffer, and bytes outside any mapping fall back to the caller.
 TEST(CopyMappedBytesTest, CopiesFromTheFileFallsBackAndNamesATruncatedSource) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("trove-copy-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  fs::path dir;
+  const std::string pattern = PatternFile("trove-copy", 3 * 1024 * 1024 + 123, &dir);
   const fs::path src = dir / "src.bin";
-  std::string pattern(3 * 1024 * 1024 + 123, '\0');
-  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<char>((i * 131 + i / 4099) & 0xff);
-  { std::ofstream(src, std::ios::binary) << pattern; }
   auto file = MappedFile::Open(src.string());
   const uint64_t at = 4097, length = 2 * 1024 * 1024 + 7;  // unaligned on both sides
   SharedBytes slice = file->Slice(at, length);
@@ -94,14 +103,9 @@ TEST(CopyMappedBytesTest, CopiesFromTheFileFallsBackAndNamesATruncatedSource) {
 // copy_file_range (equal offsets within a page) and through the buffer (different ones), the
 // bytes land in order, once each.
 TEST(CopyMappedBytesTest, LandsExactlyWhereverTheDestinationStarts) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("trove-copy-blocks-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path src = dir / "src.bin";
-  std::string pattern(3 * 1024 * 1024 + 321, '\0');
-  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<char>((i * 167 + i / 4093) & 0xff);
-  { std::ofstream(src, std::ios::binary) << pattern; }
-  auto file = MappedFile::Open(src.string());
+  fs::path dir;
+  const std::string pattern = PatternFile("trove-copy-blocks", 3 * 1024 * 1024 + 321, &dir);
+  auto file = MappedFile::Open((dir / "src.bin").string());
   const uint64_t kBlock = 256 * 1024;
   for (const uint64_t prefix : {uint64_t{0}, uint64_t{1}, uint64_t{4095}, kBlock - 1, kBlock, kBlock + 1, kBlock + 4096 + 64}) {
     for (const uint64_t from : {uint64_t{64}, uint64_t{4096 + 5}, prefix % 4096 + 8192}) {
