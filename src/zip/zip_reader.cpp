@@ -203,13 +203,13 @@ class Parser {
   std::vector<ZipProblem> refused_;      // kReport: entries refused on their own
   uint64_t dropped_ = 0;
   uint64_t dropped_disagreements_ = 0;
-  // The central directory and where the end records begin.
   // Bytes [window_at_, +window_.size()) of the archive, copied out of its file in one read: a run
   // of local headers close together (an archive of small entries) and the data descriptors and
   // small payloads between them. ReaderAt serves reads inside it from here: two reads per entry
   // cost a hot `info` of 100,000 one-element tensors 200,000 system calls.
   std::vector<uint8_t> window_;
   uint64_t window_at_ = 0;
+  // The central directory and where the end records begin.
   uint64_t count_ = 0;
   uint64_t cd_offset_ = 0;
   uint64_t cd_size_ = 0;
