@@ -445,33 +445,41 @@ AtomicDirectory::AtomicDirectory(std::string destination, Durability durability,
   const bool exists = fs::exists(fs::symlink_status(destination_, ec));
   sync_ = durability == Durability::kDurable || exists;
   RemoveOrphans(destination_);
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    // The tree is made under its temporary name, then locked. Between the two, another writer's
-    // RemoveOrphans may take it for an orphan (unlocked) and remove it; so once locked, the tree
-    // is ours only if the name still leads to the directory we locked. Otherwise try a new name.
-    // Killed between mkdir and flock, an empty unlocked tree is left: the next writer takes it.
-    std::string name = HiddenSibling(destination_);
-    if (::mkdir(name.c_str(), 0777) != 0) {
-      if (errno == EEXIST) continue;
-      FailErrno(destination_, errno);
+  // Counted as live before the tree exists, as AtomicFile is: a signal from here on is left to
+  // the write loop, which removes the tree, rather than ending the process with no word of why.
+  LiveWriter::Enter();
+  try {
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      // The tree is made under its temporary name, then locked. Between the two, another writer's
+      // RemoveOrphans may take it for an orphan (unlocked) and remove it; so once locked, the tree
+      // is ours only if the name still leads to the directory we locked. Otherwise try a new name.
+      // Killed between mkdir and flock, an empty unlocked tree is left: the next writer takes it.
+      std::string name = HiddenSibling(destination_);
+      if (::mkdir(name.c_str(), 0777) != 0) {
+        if (errno == EEXIST) continue;
+        FailErrno(destination_, errno);
+      }
+      lock_fd_ = ::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (lock_fd_ < 0) {
+        if (errno == ENOENT) continue;  // already taken by a cleaner
+        FailErrno(destination_, errno);
+      }
+      struct stat locked {}, named {};
+      if (::flock(lock_fd_, LOCK_EX) != 0 || ::fstat(lock_fd_, &locked) != 0 ||
+          ::lstat(name.c_str(), &named) != 0 || locked.st_dev != named.st_dev || locked.st_ino != named.st_ino) {
+        ::close(lock_fd_);
+        lock_fd_ = -1;
+        continue;
+      }
+      temp_path_ = name;
+      return;
     }
-    lock_fd_ = ::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (lock_fd_ < 0) {
-      if (errno == ENOENT) continue;  // already taken by a cleaner
-      FailErrno(destination_, errno);
-    }
-    struct stat locked {}, named {};
-    if (::flock(lock_fd_, LOCK_EX) != 0 || ::fstat(lock_fd_, &locked) != 0 ||
-        ::lstat(name.c_str(), &named) != 0 || locked.st_dev != named.st_dev || locked.st_ino != named.st_ino) {
-      ::close(lock_fd_);
-      lock_fd_ = -1;
-      continue;
-    }
-    temp_path_ = name;
-    LiveWriter::Enter();
-    return;
+    FailErrno(destination_, EEXIST);
+  } catch (...) {
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+    LiveWriter::Leave();
+    throw;
   }
-  FailErrno(destination_, EEXIST);
 }
 
 AtomicDirectory::~AtomicDirectory() {
