@@ -1,7 +1,9 @@
 #include "trove/diff.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -161,30 +163,30 @@ bool SameElements(const TensorView& a, const TensorView& b) {
   return true;
 }
 
-// `progress` gets `weight` bytes (A's stored bytes) in all, spread over the windows compared.
-void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, TensorDiff& d, ProgressReporter& progress,
-             uint64_t weight) {
+// What a comparison adds up over elements, combined piece by piece in order (CombineSums).
+struct DiffSums {
+  double sum_sq = 0, sum_sq_a = 0, max_abs = 0;
+  uint64_t max_abs_index = 0;  // flat index in the whole tensor
+  uint64_t differing = 0;
+  bool within = true;
+};
+
+// `a` and `b` element by element into `s`; their first element is the tensor's `first_index`.
+// `progress` gets `weight` bytes in all, spread over the windows compared.
+void AddDifferences(const TensorView& a, const TensorView& b, uint64_t first_index, const DiffOptions& o, DiffSums& into,
+                    ProgressReporter& progress, uint64_t weight) {
   const size_t es = ElementSize(a.dtype), es_b = ElementSize(b.dtype);
   const uint64_t n = static_cast<uint64_t>(a.numel());
-  const bool same_dtype = a.dtype == b.dtype;
-  d.identical = same_dtype && SameElements(a, b);
-  if (d.identical || n == 0) {
-    progress.Add(weight);
-    d.within_tolerance = true;
-    // ||a||_2 is still reported for relative figures: zero difference needs no pass over a.
-    return;
-  }
+  if (n == 0) return;
   const bool complex = Info(a.dtype).kind == DTypeKind::kComplex || a.dtype == DType::kFloat4E2M1FNx2;
-  double sum_sq = 0, sum_sq_a = 0, max_abs = 0;
-  uint64_t max_abs_index = 0;
-  bool within = true;
-  uint64_t differing = 0;
-  // A second pass from the start: the first one stopped at the first differing window.
   const WindowPair w = ThreadWindows(WindowSlot::kCompare, static_cast<size_t>(std::min(n, kDiffWindowElements) * es),
                                      static_cast<size_t>(std::min(n, kDiffWindowElements) * es_b));
   uint8_t* const wa = w.a;
   uint8_t* const wb = w.b;
   ElementReader ra(a), rb(b);
+  // Summed here, not in `into`: the pieces' sums lie side by side, and threads writing them
+  // element by element would fight over their cache lines.
+  DiffSums s = into;
   for (uint64_t i = 0; i < n; ++i) {
     if (i % kDiffWindowElements == 0) {
       const uint64_t count = std::min(kDiffWindowElements, n - i);
@@ -205,24 +207,96 @@ void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, Ten
       if (va == vb) diff = 0;  // equal infinities
       double ad = std::fabs(diff);
       if (std::isnan(ad)) ad = INFINITY;
-      sum_sq += diff * diff;
-      if (std::isfinite(va)) sum_sq_a += va * va;
-      if (ad > max_abs) {
-        max_abs = ad;
-        max_abs_index = i;
+      s.sum_sq += diff * diff;
+      if (std::isfinite(va)) s.sum_sq_a += va * va;
+      if (ad > s.max_abs) {
+        s.max_abs = ad;
+        s.max_abs_index = first_index + i;
       }
       if (ad != 0) differs = true;
-      if (!(ad <= o.atol + o.rtol * std::fabs(vb))) within = false;
+      if (!(ad <= o.atol + o.rtol * std::fabs(vb))) s.within = false;
     }
-    differing += differs;
+    s.differing += differs;
   }
-  d.max_abs = max_abs;
-  d.l2 = std::sqrt(sum_sq);
-  d.l2_a = std::sqrt(sum_sq_a);
-  d.max_abs_index = max_abs_index;
-  d.within_tolerance = within;
-  d.elements_differing = differing;
+  into = s;
 }
+
+// The next piece's sums into `into` (pieces in order: the first element reaching the maximum
+// stays the one reported).
+void CombineSums(DiffSums& into, const DiffSums& piece) {
+  into.sum_sq += piece.sum_sq;
+  into.sum_sq_a += piece.sum_sq_a;
+  if (piece.max_abs > into.max_abs) {
+    into.max_abs = piece.max_abs;
+    into.max_abs_index = piece.max_abs_index;
+  }
+  into.differing += piece.differing;
+  into.within = into.within && piece.within;
+}
+
+void SetDifferences(const DiffSums& s, TensorDiff& d) {
+  d.max_abs = s.max_abs;
+  d.l2 = std::sqrt(s.sum_sq);
+  d.l2_a = std::sqrt(s.sum_sq_a);
+  d.max_abs_index = s.max_abs_index;
+  d.within_tolerance = s.within;
+  d.elements_differing = s.differing;
+}
+
+// `progress` gets `weight` bytes (A's stored bytes) in all, spread over the windows compared.
+void Compare(const TensorView& a, const TensorView& b, const DiffOptions& o, TensorDiff& d, ProgressReporter& progress,
+             uint64_t weight) {
+  const uint64_t n = static_cast<uint64_t>(a.numel());
+  d.identical = a.dtype == b.dtype && SameElements(a, b);
+  if (d.identical || n == 0) {
+    progress.Add(weight);
+    d.within_tolerance = true;
+    // ||a||_2 is still reported for relative figures: zero difference needs no pass over a.
+    return;
+  }
+  // A second pass from the start: the first one stopped at the first differing window.
+  DiffSums s;
+  AddDifferences(a, b, 0, o, s, progress, weight);
+  SetDifferences(s, d);
+}
+
+// Tensors of more elements than this are compared in pieces of this many on the worker threads
+// at once: compared whole, one huge tensor (an embedding of several GB) kept one thread busy
+// while the others waited. 16 MiB of float32 a piece, so that starting one costs nothing. The
+// pieces are fixed by the data, not by the thread count, and combined in order, so the report
+// is the same for any thread count.
+constexpr uint64_t kDiffPieceElements = uint64_t{1} << 22;
+
+// Views whose elements a flat range of the storage holds, in order: cut into pieces as they are.
+bool SplitsFlat(const TensorView& v) {
+  return v.has_data && !v.cast_source && !v.quantizer && !IsBlockDType(v.dtype) && Info(v.dtype).readable &&
+         v.is_contiguous();
+}
+
+// Elements [first, +count) of a SplitsFlat view, as a view of their own.
+TensorView FlatPiece(const TensorView& v, uint64_t first, uint64_t count) {
+  TensorView piece = v;
+  piece.shape = {static_cast<int64_t>(count)};
+  piece.strides = {1};
+  piece.storage_offset = v.storage_offset + static_cast<int64_t>(first);
+  return piece;
+}
+
+// A tensor compared in pieces: first whether each piece is the same bytes, then (when one is
+// not) every piece's differences, in a second round.
+struct PiecewiseComparison {
+  size_t index = 0;  // in DiffReport::tensors
+  const TensorView* a = nullptr;
+  const TensorView* b = nullptr;
+  uint64_t elements = 0;
+  std::vector<char> identical;  // per piece, from the first round
+  std::vector<DiffSums> sums;   // per piece, from the second
+  uint64_t pieces() const { return (elements + kDiffPieceElements - 1) / kDiffPieceElements; }
+  uint64_t first(uint64_t p) const { return p * kDiffPieceElements; }
+  uint64_t count(uint64_t p) const { return std::min(kDiffPieceElements, elements - first(p)); }
+  // A's stored bytes of piece p, for the progress reporter.
+  uint64_t weight(uint64_t p) const { return count(p) * ElementSize(a->dtype); }
+};
 
 }  // namespace
 
@@ -263,6 +337,7 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
   std::unordered_map<std::string, bool> seen_in_a;
   std::vector<std::pair<size_t, std::function<void()>>> comparisons;  // (tensor, its comparison)
   std::optional<ProgressReporter> reporter;  // made once bytes_compared is known, before any comparison runs
+  std::deque<PiecewiseComparison> piecewise;  // large tensors, compared in pieces (stable addresses)
   for (const auto& [key, view] : tensors_a) {
     seen_in_a.emplace(key, true);
     auto it = in_b.find(key);
@@ -318,9 +393,27 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
         d.within_tolerance = !va.has_data && !vb.has_data;
         d.identical = d.within_tolerance && va.dtype == vb.dtype;
       } else {
-        comparisons.push_back({index, [&r, &options, &reporter, index, pa = &va, pb = &vb] {
-          Compare(*pa, *pb, options, r.tensors[index], *reporter, pa->nbytes());
-        }});
+        if (d.elements > kDiffPieceElements && SplitsFlat(va) && SplitsFlat(vb)) {
+          PiecewiseComparison& c = piecewise.emplace_back();
+          c.index = index;
+          c.a = &va;
+          c.b = &vb;
+          c.elements = d.elements;
+          c.identical.assign(c.pieces(), 0);
+          c.sums.resize(c.pieces());
+          for (uint64_t p = 0; p < c.pieces(); ++p) {
+            comparisons.push_back({index, [&reporter, &c, p] {
+              // Dtypes that differ are never identical: the second round compares every piece.
+              if (c.a->dtype != c.b->dtype) return;
+              c.identical[p] = SameElements(FlatPiece(*c.a, c.first(p), c.count(p)), FlatPiece(*c.b, c.first(p), c.count(p)));
+              if (c.identical[p]) reporter->Add(c.weight(p));
+            }});
+          }
+        } else {
+          comparisons.push_back({index, [&r, &options, &reporter, index, pa = &va, pb = &vb] {
+            Compare(*pa, *pb, options, r.tensors[index], *reporter, pa->nbytes());
+          }});
+        }
         r.bytes_compared += va.nbytes();
       }
     }
@@ -330,6 +423,35 @@ DiffReport Diff(const Document& a, const Document& b, const DiffOptions& options
   RunPieces(comparisons.size(), [&](uint64_t k) {
     WithContext("tensor '" + r.tensors[comparisons[k].first].key + "'", comparisons[k].second);
   });
+  // The second round: the pieces of large tensors that are not the same bytes throughout.
+  std::vector<std::pair<PiecewiseComparison*, uint64_t>> second;
+  for (PiecewiseComparison& c : piecewise) {
+    TensorDiff& d = r.tensors[c.index];
+    d.identical = std::all_of(c.identical.begin(), c.identical.end(), [](char same) { return same != 0; });
+    // ||a||_2 is still reported for relative figures: zero difference needs no pass over a.
+    if (d.identical) {
+      d.within_tolerance = true;
+      continue;
+    }
+    for (uint64_t p = 0; p < c.pieces(); ++p) second.emplace_back(&c, p);
+  }
+  RunPieces(second.size(), [&](uint64_t k) {
+    PiecewiseComparison& c = *second[k].first;
+    const uint64_t p = second[k].second;
+    WithContext("tensor '" + r.tensors[c.index].key + "'", [&] {
+      // The bytes of a piece found identical are counted already.
+      ProgressReporter& progress = *reporter;
+      AddDifferences(FlatPiece(*c.a, c.first(p), c.count(p)), FlatPiece(*c.b, c.first(p), c.count(p)), c.first(p), options,
+                     c.sums[p], progress, c.identical[p] ? 0 : c.weight(p));
+    });
+  });
+  for (PiecewiseComparison& c : piecewise) {
+    TensorDiff& d = r.tensors[c.index];
+    if (d.identical) continue;
+    DiffSums total;
+    for (const DiffSums& piece : c.sums) CombineSums(total, piece);
+    SetDifferences(total, d);
+  }
   reporter->Finish();
   for (const auto& [key, view] : tensors_b)
     if (!seen_in_a.count(key)) r.only_in_b.push_back(key);

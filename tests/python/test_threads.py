@@ -9,6 +9,7 @@ import zipfile
 import zlib
 
 import numpy as np
+import pytest
 import torch
 
 from test_gguf import DEQUANTIZERS, random_blocks, write_gguf
@@ -192,3 +193,49 @@ def test_many_tensors_cast_into_safetensors_whatever_the_thread_count(tmp_path, 
             begin, end = header[k]["data_offsets"]
             assert body[begin:end] == want.contiguous().view(torch.uint8).numpy().tobytes(), (k, threads)
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_diff_of_one_large_tensor_in_pieces(tmp_path, trove):
+    # More than 2^22 elements: compared in pieces on the worker threads (src/core/diff.cpp),
+    # here three of them, the last short. The figures are numpy's over the whole tensor.
+    n = (1 << 23) + 12345
+    g = torch.Generator().manual_seed(9)
+    a = {"emb": torch.randn(n, generator=g), "small": torch.randn(1000, generator=g)}
+    b = {k: v.clone() for k, v in a.items()}
+    for at in (5, (1 << 22) - 1, 1 << 22, n - 1):
+        b["emb"][at] += 0.25
+    b["emb"][(1 << 22) + 7] += 2.0   # the largest difference, in the second piece...
+    b["emb"][(1 << 23) + 3] += 2.0   # ...and equal to it in the third: the first one is reported
+    a["emb"][100] = b["emb"][100] = float("nan")
+    torch.save(a, tmp_path / "a.pt")
+    torch.save(b, tmp_path / "b.pt")
+    torch.save({"emb": a["emb"].clone()}, tmp_path / "same.pt")
+    torch.save({"emb": a["emb"].to(torch.float16)}, tmp_path / "half.pt")
+    x, y = a["emb"].double().numpy(), b["emb"].double().numpy()
+    ok = ~np.isnan(x)
+    reports = []
+    for threads in THREADS:
+        r = trove("diff", tmp_path / "a.pt", tmp_path / "b.pt", "--json", *threads)
+        assert r.code == 1, r
+        reports.append(r.out)
+    assert reports[0] == reports[1] == reports[2]
+    row = {t["key"]: t for t in json.loads(reports[0])["tensors"]}["emb"]
+    d = np.abs(x[ok] - y[ok])
+    assert row["max_abs"] == d.max()
+    assert row["max_abs_at"] == [(1 << 22) + 7]
+    assert row["elements_differing"] == 6
+    assert row["l2"] == pytest.approx(np.sqrt((d * d).sum()), rel=1e-12)
+    assert row["relative_l2"] == pytest.approx(np.sqrt((d * d).sum()) / np.sqrt((x[ok] ** 2).sum()), rel=1e-12)
+    # The same bytes in every piece: identical, without a second round.
+    r = trove("diff", tmp_path / "a.pt", tmp_path / "same.pt", "--json", "--keys", "emb")
+    assert r.code == 0, r
+    assert json.loads(r.out)["tensors"][0]["identical"] is True
+    # Two dtypes: every piece compared by value.
+    outs = [trove("diff", tmp_path / "a.pt", tmp_path / "half.pt", "--json", "--keys", "emb", *t) for t in THREADS]
+    assert outs[0].out == outs[1].out == outs[2].out
+    row = json.loads(outs[0].out)["tensors"][0]
+    h = a["emb"].to(torch.float16).double().numpy()
+    d = np.abs(x[ok] - h[ok])
+    assert row["max_abs"] == d.max()
+    assert row["max_abs_at"] == [int(np.flatnonzero(ok)[d.argmax()])]
+    assert row["elements_differing"] == int((d != 0).sum())
