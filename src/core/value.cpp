@@ -71,9 +71,9 @@ const Value* Value::Find(std::string_view key) const {
 }
 
 Value* ValueArena::New(ValueKind kind) {
-  values_.emplace_back();
-  values_.back().kind = kind;
-  return &values_.back();
+  Value& v = values_.emplace_back();
+  v.kind = kind;
+  return &v;
 }
 
 Value* ValueArena::Bool(bool b) {
@@ -192,9 +192,9 @@ Value* ValueArena::Object(std::string type_name, Value* args) {
 }
 
 Value* ValueArena::Tensor(TensorView view) {
-  tensors_.push_back(std::move(view));
+  TensorView* stored = AddTensorView(std::move(view));
   Value* v = New(ValueKind::kTensor);
-  v->tensor = &tensors_.back();
+  v->tensor = stored;
   return v;
 }
 

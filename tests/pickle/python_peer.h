@@ -31,7 +31,10 @@ inline std::string RunPython(const std::string& script) {
     std::ofstream f(path);
     f << script;
   }
-  std::string command = std::string(kPython) + " " + path;
+  // Appended piece by piece: GCC 12 warns (-Warray-bounds, wrongly) on operator+ here.
+  std::string command = kPython;
+  command += ' ';
+  command += path;
   FILE* p = popen(command.c_str(), "r");
   std::string out;
   if (p != nullptr) {
