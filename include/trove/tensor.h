@@ -256,6 +256,12 @@ bool Dequantizable(const TensorView& v);
 
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[2, 3]"
 
+// The strides (in elements) of a contiguous tensor of `shape` (sizes >= 0): row-major (C order),
+// or column-major (`fortran_order`, numpy's other layout). A dimension of size 0 counts as 1, as
+// torch and numpy count it, so a shape holding no elements can still ask for strides beyond 64
+// bits: Error(kCorrupt) then, naming the shape, instead of a product that overflows.
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape, bool fortran_order = false);
+
 // Swaps each element's bytes in place (complex types swap each half).
 void ByteSwapElements(uint8_t* data, uint64_t count, DType dtype);
 

@@ -544,8 +544,7 @@ TensorView CastView(const TensorView& source, DType dtype) {
   v.dtype = dtype;
   v.shape = source.shape;
   if (blocks) v.shape.back() = v.shape.back() / Info(source.dtype).block_bytes * Info(source.dtype).block_values;
-  v.strides.assign(source.shape.size(), 1);
-  for (size_t i = v.shape.size(); i-- > 1;) v.strides[i - 1] = v.strides[i] * std::max<int64_t>(v.shape[i], 1);
+  v.strides = ContiguousStrides(v.shape);
   v.has_data = source.has_data;
   v.requires_grad = source.requires_grad;
   v.is_parameter = source.is_parameter;
@@ -555,6 +554,20 @@ TensorView CastView(const TensorView& source, DType dtype) {
   v.cast_source = std::make_shared<TensorView>(source);
   if (kind == DTypeKind::kFloat) v.cast_losses = std::make_shared<CastLosses>();
   return v;
+}
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape, bool fortran_order) {
+  const size_t n = shape.size();
+  std::vector<int64_t> strides(n, 1);
+  int64_t stride = 1;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = fortran_order ? k : n - 1 - k;  // the fastest dimension first
+    strides[i] = stride;
+    if (k + 1 < n && __builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride)) {
+      Fail(ErrorCode::kCorrupt, "shape " + ShapeString(shape) + ": its strides do not fit in 64 bits");
+    }
+  }
+  return strides;
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
@@ -649,12 +662,14 @@ int64_t TensorView::numel() const {
 }
 
 bool TensorView::is_contiguous() const {
+  // No element: any layout is contiguous (and the sizes right of a zero need not multiply within
+  // 64 bits).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return true;
   int64_t expected = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     if (shape[i] == 1) continue;
-    if (shape[i] == 0) return true;
     if (strides[i] != expected) return false;
-    expected *= shape[i];
+    if (__builtin_mul_overflow(expected, shape[i], &expected)) return false;  // not a view Validate passes
   }
   return true;
 }

@@ -53,9 +53,11 @@ void Save(const std::string& path, const std::vector<TensorToSave>& tensors,
                                   " needs " + std::to_string(need) + " bytes, " + std::to_string(t.size) + " given");
     }
     if (t.data == nullptr && need != 0) Fail(ErrorCode::kUsage, "tensor '" + t.name + "': no data");
-    for (size_t d = t.shape.size(); d-- > 1;) view.strides[d - 1] = view.strides[d] * std::max<int64_t>(t.shape[d], 1);
     view.storage = SharedBytes(nullptr, static_cast<const uint8_t*>(t.data), t.size);
-    WithContext("tensor '" + t.name + "'", [&] { view.Validate(); });
+    WithContext("tensor '" + t.name + "'", [&] {
+      view.strides = ContiguousStrides(t.shape);
+      view.Validate();
+    });
     // '/' separates dicts; the last component names the tensor.
     Value* dict = doc.root;
     size_t start = 0;

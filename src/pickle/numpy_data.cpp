@@ -105,13 +105,7 @@ TensorView ArrayView(const ArrayType& type, const std::vector<int64_t>& shape, b
     Fail(ErrorCode::kCorrupt, "numpy array of shape " + ShapeString(shape) + " and dtype " + std::string(Name(type.dtype)) +
                                   " holds " + std::to_string(bytes.size()) + " bytes, not " + std::to_string(expected));
   }
-  int64_t stride = 1;
-  const size_t n = shape.size();
-  for (size_t k = 0; k < n; ++k) {
-    const size_t i = fortran ? k : n - 1 - k;  // the fastest dimension first
-    view.strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
-  }
+  view.strides = ContiguousStrides(shape, fortran);
   if (type.order == ByteOrder::kBig && view.byte_order == ByteOrder::kLittle) {
     std::vector<uint8_t> swapped(bytes.begin(), bytes.end());
     ByteSwapElements(swapped.data(), swapped.size() / ElementSize(type.dtype), type.dtype);

@@ -370,8 +370,7 @@ Document ReadDcpCheckpoint(const std::string& path, bool path_is_directory, cons
       } else {
         view.dtype = item.dtype;
         view.shape = item.shape;
-        view.strides.assign(item.shape.size(), 1);
-        for (size_t d = item.shape.size(); d > 1; --d) view.strides[d - 2] = view.strides[d - 1] * item.shape[d - 1];
+        view.strides = ContiguousStrides(item.shape);
         const uint64_t nbytes = numel * ElementSize(item.dtype);
         view.storage = item.chunks.empty() || nbytes == 0
                            ? SharedBytes::FromVector(std::vector<uint8_t>(static_cast<size_t>(nbytes)))

@@ -271,8 +271,7 @@ TensorView Contiguous(DType dtype, const std::vector<int64_t>& shape) {
   TensorView view;
   view.dtype = dtype;
   view.shape = shape;
-  view.strides.assign(shape.size(), 1);
-  for (size_t d = shape.size(); d > 1; --d) view.strides[d - 2] = view.strides[d - 1] * shape[d - 1];
+  view.strides = ContiguousStrides(shape);
   return view;
 }
 

@@ -585,8 +585,7 @@ Value* Consolidate(const std::string& prefix, const std::vector<Value*>& roots, 
       } else {
         view.dtype = first.dtype;
         view.shape = first.shape;
-        view.strides.assign(first.shape.size(), 1);
-        for (size_t d = first.shape.size(); d > 1; --d) view.strides[d - 2] = view.strides[d - 1] * first.shape[d - 1];
+        view.strides = ContiguousStrides(first.shape);
         uint64_t nbytes = 0;  // the tiles cover the tensor: their sizes add up to it
         for (const Piece& t : tiles) nbytes += static_cast<uint64_t>(t.local.numel()) * ElementSize(first.dtype);
         auto assembly = std::make_shared<const FsdpAssembly>(key, first.dtype, first.shape, std::move(tiles), std::move(replicas));

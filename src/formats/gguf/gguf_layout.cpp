@@ -392,6 +392,15 @@ class Parser {
       }
     }
     ti.values = values;
+    // Its view's strides count a dimension of 0 as 1 (as torch and numpy do), so the dimensions
+    // around a zero multiply too: [0, 2^40, 2^40, 0] holds no value but no view either.
+    uint64_t strides_span = 1;
+    for (uint32_t d = 0; d < kMaxDims; ++d) {
+      if (__builtin_mul_overflow(strides_span, std::max<uint64_t>(ti.ne[d], 1), &strides_span) ||
+          strides_span > static_cast<uint64_t>(INT64_MAX)) {
+        FailAt(ErrorCode::kCorrupt, dims_at, who + ": the product of its nonzero dimensions overflows int64");
+      }
+    }
     if (ti.ne[0] % ti.type->block_values() != 0) {
       FailAt(ErrorCode::kCorrupt, dims_at, who + ": ne[0] = " + std::to_string(ti.ne[0]) + " is not a multiple of " +
                                                std::string(ti.type->name) + "'s block of " + std::to_string(ti.type->block_values()) + " values");

@@ -164,13 +164,14 @@ void AddTensors(const GgufLayout& g, const std::shared_ptr<MappedFile>& file, co
       if (view.shape.empty()) view.shape.push_back(1);
       view.shape.back() = static_cast<int64_t>(ti.ne[0] / ti.type->block_values() * ti.type->block_bytes());
     }
-    view.strides.assign(view.shape.size(), 1);
-    for (size_t d = view.shape.size(); d-- > 1;) view.strides[d - 1] = view.strides[d] * std::max<int64_t>(view.shape[d], 1);
     view.byte_order = g.big_endian ? ByteOrder::kBig : ByteOrder::kLittle;
     view.storage = bytes.Slice(g.data_offset + ti.offset, ti.bytes);
     view.storage_index = index++;
     view.storage_key = std::string(ti.name);
-    view.Validate();
+    WithContext("tensor '" + std::string(ti.name) + "'", [&] {
+      view.strides = ContiguousStrides(view.shape);
+      view.Validate();
+    });
     root->entries.emplace_back(doc.arena->Str(std::string(ti.name)), doc.arena->Tensor(std::move(view)));
     ContainerRecord r;
     r.name = std::string(ti.name);

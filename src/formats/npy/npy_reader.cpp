@@ -111,12 +111,7 @@ Value* ArrayValue(const NpyHeader& h, const SharedBytes& bytes, const std::strin
   TensorView view;
   view.dtype = h.dtype;
   view.shape = h.shape;
-  view.strides.assign(h.shape.size(), 1);
-  if (h.fortran_order) {
-    for (size_t d = 1; d < h.shape.size(); ++d) view.strides[d] = view.strides[d - 1] * std::max<int64_t>(h.shape[d - 1], 1);
-  } else {
-    for (size_t d = h.shape.size(); d-- > 1;) view.strides[d - 1] = view.strides[d] * std::max<int64_t>(h.shape[d], 1);
-  }
+  view.strides = ContiguousStrides(h.shape, h.fortran_order);
   view.byte_order = h.byte_order;
   view.storage = bytes.Slice(data_offset, h.data_bytes);
   view.storage_index = storage_index;

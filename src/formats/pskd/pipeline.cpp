@@ -133,8 +133,7 @@ TensorView BatchLoader::LeafTensor(const Batch& batch, size_t leaf_index) const 
   view.dtype = leaf.dtype();
   view.shape.push_back(static_cast<int64_t>(batch.size));
   for (int64_t d : leaf.shape()) view.shape.push_back(d);
-  view.strides.assign(view.shape.size(), 1);
-  for (size_t i = view.shape.size(); i-- > 1;) view.strides[i - 1] = view.strides[i] * view.shape[i];
+  view.strides = ContiguousStrides(view.shape);
   const std::vector<uint8_t>& bytes = batch.leaves.at(leaf_index);
   view.storage = SharedBytes::CopyOf(bytes.data(), bytes.size());
   view.storage_index = static_cast<int64_t>(leaf_index);

@@ -20,8 +20,7 @@ TensorView LeafView(const PskdFile& file, const Leaf& leaf, size_t k) {
   view.dtype = leaf.dtype();
   view.shape.push_back(static_cast<int64_t>(h.count));
   for (int64_t d : leaf.shape()) view.shape.push_back(d);
-  view.strides.assign(view.shape.size(), 1);
-  for (size_t i = view.shape.size(); i-- > 2;) view.strides[i - 1] = view.strides[i] * view.shape[i];
+  view.strides = ContiguousStrides(view.shape);  // the first is set below: samples may interleave
   view.storage_index = static_cast<int64_t>(k);
   view.storage_key = "data/" + std::to_string(k);
   const uint64_t data_bytes = h.count * type.sample_bytes;  // checked against the file by ParseHeader

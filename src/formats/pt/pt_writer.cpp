@@ -369,13 +369,7 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
     storage_pid[placeholder] = arena.Tuple({storage_str, cls, key_strs[r], cpu_str, arena.Int(static_cast<int64_t>(numel))});
     int64_t offset = rec.whole_of ? v->storage_offset : 0;
     std::vector<int64_t> strides = v->strides;
-    if (rec.compact) {  // its own contiguous record
-      int64_t s = 1;
-      for (size_t i = v->shape.size(); i-- > 0;) {
-        strides[i] = s;
-        s *= std::max<int64_t>(v->shape[i], 1);
-      }
-    }
+    if (rec.compact) strides = ContiguousStrides(v->shape);  // its own contiguous record
     if (v->bare_storage) {
       // A storage saved by itself: its persistent id alone, as torch.save writes one.
       if (offset != 0 || v->nbytes() != rec.nbytes) {

@@ -330,12 +330,13 @@ Document ReadSafetensorsParts(const std::string& path, uint64_t size, const uint
     view.dtype = *t.dtype->dtype;  // checked above
     view.shape.assign(t.shape.begin(), t.shape.end());  // each below 2^63, checked above
     std::vector<uint64_t>().swap(t.shape);
-    view.strides.assign(view.shape.size(), 1);
-    for (size_t d = view.shape.size(); d-- > 1;) view.strides[d - 1] = view.strides[d] * std::max<int64_t>(view.shape[d], 1);
     view.storage = data.Slice(t.offsets[0], t.offsets[1] - t.offsets[0]);
     view.storage_index = index++;
     view.storage_key = t.name;
-    WithContext(Quote(t.name), [&] { view.Validate(); });
+    WithContext(Quote(t.name), [&] {
+      view.strides = ContiguousStrides(view.shape);
+      view.Validate();
+    });
     root->entries.emplace_back(doc.arena->Str(std::move(t.name)), doc.arena->Tensor(std::move(view)));
   }
   doc.root = root;

@@ -445,12 +445,6 @@ class LevelReader {
     return *dtype;
   }
 
-  static std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
-    std::vector<int64_t> strides(shape.size(), 1);
-    for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<int64_t>(shape[i], 1);
-    return strides;
-  }
-
   void CountLeaf(const std::string& dir) {
     if (++stats.leaves > kMaxLeaves) {
       Fail(ErrorCode::kLimit, src_.Describe(dir, "") + ": more than kMaxLeaves (" + std::to_string(kMaxLeaves) +
