@@ -49,6 +49,28 @@ TEST(TensorViewTest, AnEmptyViewTakesAnyOffsetAsTorchDoes) {
   EXPECT_THROW(MakeView(std::vector<uint8_t>(16), DType::kFloat32, {1}, {1}, int64_t{1} << 62).Validate(), Error);
 }
 
+TEST(TensorViewTest, ContiguousStridesCountZerosAsOnesAndRefuseOverflow) {
+  EXPECT_EQ(ContiguousStrides({2, 3, 4}), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_EQ(ContiguousStrides({2, 3, 4}, /*fortran_order=*/true), (std::vector<int64_t>{1, 2, 6}));
+  EXPECT_EQ(ContiguousStrides({3, 0, 5}), (std::vector<int64_t>{5, 5, 1}));  // torch.empty(3, 0, 5).stride()
+  EXPECT_EQ(ContiguousStrides({}), (std::vector<int64_t>{}));
+  // The largest stride is the product of all but one dimension: the last one never multiplies.
+  EXPECT_EQ(ContiguousStrides({int64_t{1} << 62, 2}), (std::vector<int64_t>{2, 1}));
+  const int64_t huge = int64_t{1} << 40;
+  for (bool fortran : {false, true}) {
+    try {
+      ContiguousStrides({0, huge, huge, 0}, fortran);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kCorrupt);
+      EXPECT_NE(e.message().find("[0, 1099511627776, 1099511627776, 0]: its strides do not fit in 64 bits"), std::string::npos)
+          << e.message();
+    }
+  }
+  // An empty view is contiguous whatever its strides, and asking does not multiply the sizes.
+  EXPECT_TRUE(MakeView({}, DType::kFloat32, {0, int64_t{1} << 62, huge}, {1, huge, 1}).is_contiguous());
+}
+
 TEST(TensorViewTest, GathersTransposeAndSwapsBigEndian) {
   std::vector<uint8_t> bytes(12 * 2);
   for (int i = 0; i < 12; ++i) { bytes[2 * i] = static_cast<uint8_t>(i); bytes[2 * i + 1] = 0; }
