@@ -5,8 +5,22 @@ import os
 import shutil
 import statistics
 
+import subprocess
+
 import benchlib as B
-from bench_pt import make
+from bench_pt import PY, make
+
+# Two checkpoints of one tensor of 2^28 float32 (1 GiB) that differ in one element of every
+# thousand: diff compares every element of it (the equal files above only compare bytes), cut into
+# pieces (a tensor this large would otherwise be one thread's work).
+ONE_TENSOR = """
+import sys, torch
+g = torch.Generator().manual_seed(7)
+a = torch.randn(1 << 28, generator=g)
+torch.save({"emb": a}, sys.argv[1])
+a[::1000] += 1
+torch.save({"emb": a}, sys.argv[2])
+"""
 
 
 def run(ctx):
@@ -22,6 +36,11 @@ def run(ctx):
     if not os.path.exists(copy):
         shutil.copyfile(big, copy)
 
+    one_a = os.path.join(ctx.work, "one_tensor_a.pt")
+    one_b = os.path.join(ctx.work, "one_tensor_b.pt")
+    if not (os.path.exists(one_a) and os.path.exists(one_b)):
+        subprocess.run([PY, "-c", ONE_TENSOR, one_a, one_b], check=True)
+
     def rm():
         os.path.exists(out) and os.remove(out)
 
@@ -31,6 +50,7 @@ def run(ctx):
         ("`trove convert --dtype bfloat16` → .pt", [trove, "convert", big, out, "--dtype", "bfloat16"], {"setup": rm, "settle": True}),
         ("`trove convert --dtype float16` → .pt", [trove, "convert", big, out, "--dtype", "float16"], {"setup": rm, "settle": True}),
         ("`trove diff` of two equal files", [trove, "diff", big, copy], {}),
+        ("`trove diff` of one 1 GiB tensor, 0.1% of its elements changed", [trove, "diff", one_a, one_b], {"ok": (1,)}),
     ]
     # Ratios of two times that each vary by a tenth run to run here: at least 7 pairs.
     runs = max(ctx.runs, 7)
@@ -46,8 +66,9 @@ def run(ctx):
                 t1s.append(B.time_cmd(cmd + ["--threads", "1"], runs=1, **kw))
                 t2s.append(B.time_cmd(cmd + ["--threads", "2"], runs=1, **kw))
             t1, t2 = statistics.median(t1s), statistics.median(t2s)
-            rows.append([label, f"{B.fmt_s(t1)} ({B.fmt_rate(size, t1)})", f"{B.fmt_s(t2)} ({B.fmt_rate(size, t2)})",
-                         f"{t1 / t2:.2f}", f"{t_cat / t2:.2f}"])
+            n = os.path.getsize(cmd[2])  # the bytes of the (first) input
+            rows.append([label, f"{B.fmt_s(t1)} ({B.fmt_rate(n, t1)})", f"{B.fmt_s(t2)} ({B.fmt_rate(n, t2)})",
+                         f"{t1 / t2:.2f}", f"{(n / t2) / (size / t_cat):.2f}"])
     finally:
         rm()
         if shm:
@@ -57,7 +78,7 @@ def run(ctx):
         "## Threads (issue 30)\n",
         f"The 1 GB checkpoint of the .pt section ({size:,} bytes of float32, page cache warm), each command with "
         f"`--threads 1` and `--threads 2` on this {os.cpu_count()}-CPU machine. `scaling` is the one-thread time over "
-        "the two-thread time; `vs cat` is cat's time over the two-thread time (rates are of input bytes). The casts "
+        "the two-thread time; `vs cat` is the two-thread rate over cat's (rates are of the first input's bytes). The casts "
         f"write {where}. Write runs start with the page cache clean of dirty pages (`sync` and a 2 s pause, then the last output removed, as `bench/benchlib.py` explains, untimed). Medians of "
         f"{runs} runs, the two thread counts taking turns run by run. Load average (1 minute) {load_start:.1f} at "
         f"the start of the section and {os.getloadavg()[0]:.1f} at its end, on {os.cpu_count()} CPUs.\n",

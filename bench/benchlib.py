@@ -57,14 +57,14 @@ def tmpfs_dir(room):
     return tempfile.mkdtemp(prefix="trove-bench-", dir="/dev/shm")
 
 
-def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False, settle=False):
+def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False, settle=False, ok=(0,)):
     """Median wall time in seconds of `cmd` (a list, or a string with shell=True).
 
     `setup` (a callable) runs before each timed run and is not timed (e.g. removing an output).
     `settle`: flush every dirty page to disk before each run and let the removals finish
     (settle_writes, untimed, before `setup`), so that a write benchmark does not pay for the run
-    before it. Output goes to /dev/null. A failing
-    command raises.
+    before it. Output goes to /dev/null. A command exiting with a status not in `ok` (`diff`
+    exits 1 for files that differ) raises.
     """
     samples = []
     for i in range(warmup + runs):
@@ -73,9 +73,10 @@ def time_cmd(cmd, runs=5, warmup=1, setup=None, env=None, shell=False, settle=Fa
         if setup:  # after the pause, not before: settle_writes says why
             setup()
         t0 = time.perf_counter()
-        subprocess.run(cmd, shell=shell, check=True, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        r = subprocess.run(cmd, shell=shell, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         dt = time.perf_counter() - t0
+        if r.returncode not in ok:
+            raise subprocess.CalledProcessError(r.returncode, cmd)
         if i >= warmup:
             samples.append(dt)
     return statistics.median(samples)
