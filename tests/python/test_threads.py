@@ -114,6 +114,15 @@ def test_verify_finds_a_bad_byte_in_any_piece_of_a_large_entry(tmp_path, trove):
             assert problems[0]["entry"] == info.filename
 
 
+def diff_with_any_thread_count(trove, a, b, *args, code=1):
+    """`trove diff A B --json ARGS` with each thread count: one report, whatever the count."""
+    runs = [trove("diff", a, b, "--json", *args, *threads) for threads in THREADS]
+    for r in runs:
+        assert r.code == code, r
+    assert runs[0].out == runs[1].out == runs[2].out
+    return json.loads(runs[0].out)
+
+
 def test_diff_is_the_same_with_any_thread_count(tmp_path, trove):
     g = torch.Generator().manual_seed(5)
     a = {f"t{i}": torch.randn(300_000, generator=g) for i in range(7)}
@@ -122,13 +131,7 @@ def test_diff_is_the_same_with_any_thread_count(tmp_path, trove):
     b["t5"] *= 1.0001
     torch.save(a, tmp_path / "a.pt")
     torch.save(b, tmp_path / "b.pt")
-    reports = []
-    for threads in THREADS:
-        r = trove("diff", tmp_path / "a.pt", tmp_path / "b.pt", "--json", *threads)
-        assert r.code == 1, r
-        reports.append(r.out)
-    assert reports[0] == reports[1] == reports[2]
-    rows = {t["key"]: t for t in json.loads(reports[0])["tensors"]}
+    rows = {t["key"]: t for t in diff_with_any_thread_count(trove, tmp_path / "a.pt", tmp_path / "b.pt")["tensors"]}
     assert [k for k, t in rows.items() if not t.get("identical")] == ["t2", "t5"]
 
 
@@ -213,13 +216,8 @@ def test_diff_of_one_large_tensor_in_pieces(tmp_path, trove):
     torch.save({"emb": a["emb"].to(torch.float16)}, tmp_path / "half.pt")
     x, y = a["emb"].double().numpy(), b["emb"].double().numpy()
     ok = ~np.isnan(x)
-    reports = []
-    for threads in THREADS:
-        r = trove("diff", tmp_path / "a.pt", tmp_path / "b.pt", "--json", *threads)
-        assert r.code == 1, r
-        reports.append(r.out)
-    assert reports[0] == reports[1] == reports[2]
-    row = {t["key"]: t for t in json.loads(reports[0])["tensors"]}["emb"]
+    report = diff_with_any_thread_count(trove, tmp_path / "a.pt", tmp_path / "b.pt")
+    row = {t["key"]: t for t in report["tensors"]}["emb"]
     d = np.abs(x[ok] - y[ok])
     assert row["max_abs"] == d.max()
     assert row["max_abs_at"] == [(1 << 22) + 7]
@@ -231,9 +229,7 @@ def test_diff_of_one_large_tensor_in_pieces(tmp_path, trove):
     assert r.code == 0, r
     assert json.loads(r.out)["tensors"][0]["identical"] is True
     # Two dtypes: every piece compared by value.
-    outs = [trove("diff", tmp_path / "a.pt", tmp_path / "half.pt", "--json", "--keys", "emb", *t) for t in THREADS]
-    assert outs[0].out == outs[1].out == outs[2].out
-    row = json.loads(outs[0].out)["tensors"][0]
+    row = diff_with_any_thread_count(trove, tmp_path / "a.pt", tmp_path / "half.pt", "--keys", "emb")["tensors"][0]
     h = a["emb"].to(torch.float16).double().numpy()
     d = np.abs(x[ok] - h[ok])
     assert row["max_abs"] == d.max()
