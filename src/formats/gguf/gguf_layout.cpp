@@ -384,23 +384,17 @@ class Parser {
     const uint64_t offset_at = in_.offset();
     ti.offset = in_.U64();
     // Values and bytes, every product checked against int64 (ggml's sizes); a dimension of 0 is
-    // accepted (an empty tensor), as ggml accepts it.
-    uint64_t values = 1;
+    // accepted (an empty tensor), as ggml accepts it. The product counts a 0 as 1, as the view's
+    // strides do (torch's and numpy's count): [0, 2^40, 2^40, 0] holds no value but has no view.
+    uint64_t span = 1;
+    bool empty = false;
     for (uint32_t d = 0; d < kMaxDims; ++d) {
-      if (__builtin_mul_overflow(values, ti.ne[d], &values) || values > static_cast<uint64_t>(INT64_MAX)) {
-        FailAt(ErrorCode::kCorrupt, dims_at, who + ": the product of its dimensions overflows int64");
+      empty = empty || ti.ne[d] == 0;
+      if (__builtin_mul_overflow(span, std::max<uint64_t>(ti.ne[d], 1), &span) || span > static_cast<uint64_t>(INT64_MAX)) {
+        FailAt(ErrorCode::kCorrupt, dims_at, who + ": the product of its dimensions overflows int64 (a 0 counted as 1)");
       }
     }
-    ti.values = values;
-    // Its view's strides count a dimension of 0 as 1 (as torch and numpy do), so the dimensions
-    // around a zero multiply too: [0, 2^40, 2^40, 0] holds no value but no view either.
-    uint64_t strides_span = 1;
-    for (uint32_t d = 0; d < kMaxDims; ++d) {
-      if (__builtin_mul_overflow(strides_span, std::max<uint64_t>(ti.ne[d], 1), &strides_span) ||
-          strides_span > static_cast<uint64_t>(INT64_MAX)) {
-        FailAt(ErrorCode::kCorrupt, dims_at, who + ": the product of its nonzero dimensions overflows int64");
-      }
-    }
+    ti.values = empty ? 0 : span;
     if (ti.ne[0] % ti.type->block_values() != 0) {
       FailAt(ErrorCode::kCorrupt, dims_at, who + ": ne[0] = " + std::to_string(ti.ne[0]) + " is not a multiple of " +
                                                std::string(ti.type->name) + "'s block of " + std::to_string(ti.type->block_values()) + " values");
