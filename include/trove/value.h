@@ -81,48 +81,6 @@ struct Value {
   const Value* Find(std::string_view key) const;
 };
 
-// Elements that never move once made, in blocks that grow from 8 to 256 elements, each block one
-// allocation: a std::deque's blocks hold two Values, and one malloc per two nodes was a fifth of a
-// hot `info` of a .pt of 100,000 tensors. Unused places of the last block are default-constructed.
-template <class T>
-class StableBlocks {
- public:
-  T& emplace_back() {
-    if (blocks_.empty() || last_used_ == blocks_.back().capacity) {
-      const size_t capacity = blocks_.empty() ? kFirstBlock : std::min(blocks_.back().capacity * 2, kLargestBlock);
-      blocks_.push_back({std::make_unique<T[]>(capacity), capacity});
-      last_used_ = 0;
-    }
-    ++size_;
-    return blocks_.back().items[last_used_++];
-  }
-  size_t size() const { return size_; }
-  template <class F>
-  void ForEach(F&& fn) {
-    for (size_t b = 0; b < blocks_.size(); ++b) {
-      const size_t used = b + 1 == blocks_.size() ? last_used_ : blocks_[b].capacity;
-      for (size_t i = 0; i < used; ++i) fn(blocks_[b].items[i]);
-    }
-  }
-  template <class F>
-  void ForEach(F&& fn) const {
-    for (size_t b = 0; b < blocks_.size(); ++b) {
-      const size_t used = b + 1 == blocks_.size() ? last_used_ : blocks_[b].capacity;
-      for (size_t i = 0; i < used; ++i) fn(static_cast<const T&>(blocks_[b].items[i]));
-    }
-  }
-
- private:
-  static constexpr size_t kFirstBlock = 8, kLargestBlock = 256;
-  struct Block {
-    std::unique_ptr<T[]> items;
-    size_t capacity;
-  };
-  std::vector<Block> blocks_;
-  size_t last_used_ = 0;  // of the last block
-  size_t size_ = 0;
-};
-
 class ValueArena {
  public:
   ValueArena() = default;
@@ -167,6 +125,48 @@ class ValueArena {
   }
 
  private:
+  // Elements that never move once made, in blocks that grow from 8 to 256 elements, each block one
+  // allocation: a std::deque's blocks hold two Values, and one malloc per two nodes was a fifth of a
+  // hot `info` of a .pt of 100,000 tensors. Unused places of the last block are default-constructed.
+  template <class T>
+  class StableBlocks {
+   public:
+    T& emplace_back() {
+      if (blocks_.empty() || last_used_ == blocks_.back().capacity) {
+        const size_t capacity = blocks_.empty() ? kFirstBlock : std::min(blocks_.back().capacity * 2, kLargestBlock);
+        blocks_.push_back({std::make_unique<T[]>(capacity), capacity});
+        last_used_ = 0;
+      }
+      ++size_;
+      return blocks_.back().items[last_used_++];
+    }
+    size_t size() const { return size_; }
+    template <class F>
+    void ForEach(F&& fn) {
+      for (size_t b = 0; b < blocks_.size(); ++b) {
+        const size_t used = b + 1 == blocks_.size() ? last_used_ : blocks_[b].capacity;
+        for (size_t i = 0; i < used; ++i) fn(blocks_[b].items[i]);
+      }
+    }
+    template <class F>
+    void ForEach(F&& fn) const {
+      for (size_t b = 0; b < blocks_.size(); ++b) {
+        const size_t used = b + 1 == blocks_.size() ? last_used_ : blocks_[b].capacity;
+        for (size_t i = 0; i < used; ++i) fn(static_cast<const T&>(blocks_[b].items[i]));
+      }
+    }
+
+   private:
+    static constexpr size_t kFirstBlock = 8, kLargestBlock = 256;
+    struct Block {
+      std::unique_ptr<T[]> items;
+      size_t capacity;
+    };
+    std::vector<Block> blocks_;
+    size_t last_used_ = 0;  // of the last block
+    size_t size_ = 0;
+  };
+
   StableBlocks<Value> values_;
   StableBlocks<TensorView> tensors_;
 };
