@@ -118,7 +118,7 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   static PolicyFlags convert_policy, diff_policy;
   static double rtol = 0, atol = 0;
 
-  auto* convert = app.add_subcommand("convert", "Convert between formats: .pt, tensordict, .tdz, .psk.d, .safetensors, .npy, .npz (--to)");
+  auto* convert = app.add_subcommand("convert", "Convert between formats: .pt, tensordict, .tdz, .psk.d, .safetensors, .npy, .npz, .gguf (--to)");
   convert->add_option("src", src, "Any file or directory trove reads")->required();
   convert->add_option("dst", dst, "Output; its format comes from its name unless --to is given")->required();
   std::vector<std::string> writable;

@@ -186,8 +186,10 @@ int TroveMain(int argc, char** argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     return RunPreskData(args);
   }
-  CLI::App app{"trove: inspect, read, verify, convert and write ML tensor containers "
-               "(PyTorch .pt/.pth/.bin/.ckpt, tensordict directories and .tdz archives, .psk.d files).\n"
+  CLI::App app{"trove: inspect, read, verify, convert and write ML tensor containers: PyTorch "
+               ".pt/.pth/.bin/.ckpt, safetensors (and sharded), GGUF, numpy .npy/.npz, tensordict "
+               "directories and .tdz archives, .psk.d files, and training checkpoints read as one "
+               "(torch.distributed.checkpoint, DeepSpeed ZeRO, FSDP).\n"
                "Nothing in a file is ever executed."};
   app.name("trove");
   // Before the commands are added: each takes its parent's formatter.
