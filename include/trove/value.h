@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -125,20 +126,39 @@ class ValueArena {
   }
 
  private:
-  // Elements that never move once made, in blocks that grow from 8 to 256 elements, each block one
-  // allocation: a std::deque's blocks hold two Values, and one malloc per two nodes was a fifth of a
-  // hot `info` of a .pt of 100,000 tensors. Unused places of the last block are default-constructed.
+  // Raw memory for blocks of nodes. A block of kHugeBlockBytes is a mapping of its own, aligned to
+  // that size and advised to be backed by one transparent huge page: a .pt of 100,000 tensors
+  // makes 1.5 million nodes (290 MB), and a page fault per 4 KiB of them was a quarter of a hot
+  // `info` on a virtual machine (docs/performance.md). Smaller blocks come from operator new.
+  static constexpr size_t kHugeBlockBytes = size_t{2} << 20;
+  static void* AllocateBlock(size_t bytes, bool huge);
+  static void FreeBlock(void* block, size_t bytes, bool huge) noexcept;
+
+  // Elements that never move once made, in blocks that grow from 8 elements to kHugeBlockBytes,
+  // each block one allocation (a std::deque's blocks hold two Values: one malloc per two nodes was
+  // a fifth of a hot `info` of a .pt of 100,000 tensors). An element is constructed when made.
   template <class T>
   class StableBlocks {
    public:
+    StableBlocks() = default;
+    StableBlocks(const StableBlocks&) = delete;
+    StableBlocks& operator=(const StableBlocks&) = delete;
+    ~StableBlocks() {
+      ForEach([](T& item) { item.~T(); });
+      for (const Block& b : blocks_) FreeBlock(b.items, b.capacity * sizeof(T), b.capacity == kLargestBlock);
+    }
     T& emplace_back() {
       if (blocks_.empty() || last_used_ == blocks_.back().capacity) {
         const size_t capacity = blocks_.empty() ? kFirstBlock : std::min(blocks_.back().capacity * 2, kLargestBlock);
-        blocks_.push_back({std::make_unique<T[]>(capacity), capacity});
+        blocks_.reserve(blocks_.size() + 1);  // the push below cannot throw and leak the block
+        void* raw = AllocateBlock(capacity * sizeof(T), capacity == kLargestBlock);
+        blocks_.push_back({static_cast<T*>(raw), capacity});
         last_used_ = 0;
       }
+      T* made = ::new (static_cast<void*>(blocks_.back().items + last_used_)) T();
+      ++last_used_;
       ++size_;
-      return blocks_.back().items[last_used_++];
+      return *made;
     }
     size_t size() const { return size_; }
     template <class F>
@@ -157,9 +177,11 @@ class ValueArena {
     }
 
    private:
-    static constexpr size_t kFirstBlock = 8, kLargestBlock = 256;
+    static_assert(sizeof(T) <= kHugeBlockBytes / 8);
+    // The largest block fills one huge page.
+    static constexpr size_t kFirstBlock = 8, kLargestBlock = kHugeBlockBytes / sizeof(T);
     struct Block {
-      std::unique_ptr<T[]> items;
+      T* items;
       size_t capacity;
     };
     std::vector<Block> blocks_;

@@ -1,6 +1,10 @@
 #include "trove/value.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <new>
+
+#include <sys/mman.h>
 
 #include "core/little_endian.h"
 
@@ -68,6 +72,28 @@ const Value* Value::Find(std::string_view key) const {
   for (const auto& [k, v] : entries)
     if (k->kind == ValueKind::kStr && k->text == key) return v;
   return nullptr;
+}
+
+void* ValueArena::AllocateBlock(size_t bytes, bool huge) {
+  if (!huge) return ::operator new(bytes);
+  // Twice the size, then the unaligned ends given back: an aligned range of exactly one huge page.
+  const size_t span = 2 * kHugeBlockBytes;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugeBlockBytes - 1) / kHugeBlockBytes * kHugeBlockBytes;
+  if (aligned > start) ::munmap(raw, aligned - start);
+  const uintptr_t end = aligned + kHugeBlockBytes;
+  if (start + span > end) ::munmap(reinterpret_cast<void*>(end), start + span - end);
+#ifdef MADV_HUGEPAGE
+  ::madvise(reinterpret_cast<void*>(aligned), kHugeBlockBytes, MADV_HUGEPAGE);  // advice: failure costs only speed
+#endif
+  return reinterpret_cast<void*>(aligned);
+}
+
+void ValueArena::FreeBlock(void* block, size_t bytes, bool huge) noexcept {
+  if (huge) ::munmap(block, kHugeBlockBytes);
+  else ::operator delete(block, bytes);
 }
 
 Value* ValueArena::New(ValueKind kind) {
