@@ -125,3 +125,33 @@ def test_names_are_shown_verbatim_and_cat_takes_them_back(tmp_path, trove):
     assert "model/x/y" in text and "%2F" not in text, text
     r = trove("cat", pt, "model/x/y", "--json")
     assert r.code == 0 and json.loads(r.text)["data"] == [7], r
+
+
+def test_files_of_another_sharding_are_refused_never_deleted(tmp_path, model_dir, trove):
+    # A folder holding shards of another layout (or files merely named like them): save_pretrained
+    # would delete them; trove deletes no file it did not write, so it refuses and writes nothing.
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "model-00001-of-00003.safetensors").write_text("mine")
+    (out / "model.safetensors.index.json").write_text("my notes")
+    (out / "keep.txt").write_text("kept")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    for size in ("5KB", "1GB"):  # two shards (the index is the new layout's, the shard is not), one file
+        r = trove("convert", model_dir / "pytorch_model.bin", out, "--max-shard-size", size)
+        assert r.code == 2 and "model-00001-of-00003.safetensors" in r.errtext and str(out) in r.errtext, r
+        assert "deletes no file it did not write" in r.errtext, r
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert "model.safetensors.index.json" in trove("convert", model_dir / "pytorch_model.bin", out,
+                                                   "--max-shard-size", "1GB").errtext
+    # Once the user has removed them, the same command writes the shards beside the other files.
+    (out / "model-00001-of-00003.safetensors").unlink()
+    (out / "model.safetensors.index.json").unlink()
+    r = trove("convert", model_dir / "pytorch_model.bin", out, "--max-shard-size", "5KB")
+    assert r.code == 0, r
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "generation_config.json", "keep.txt",
+                                                     "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                                                     "model.safetensors.index.json"]
+    # Written again with another layout: its own earlier shards are refused too (nothing is removed).
+    r = trove("convert", model_dir / "pytorch_model.bin", out, "--max-shard-size", "1GB")
+    assert r.code == 2 and "model-00001-of-00002.safetensors, model-00002-of-00002.safetensors" in r.errtext, r
+    assert not (out / "model.safetensors").exists()

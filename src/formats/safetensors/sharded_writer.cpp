@@ -4,6 +4,7 @@
 // and an index with the tensors' total size and each tensor's shard (keys sorted, indented by
 // 2, ASCII, a final newline, as transformers' save_pretrained writes it). A single shard is
 // written as model.safetensors / pytorch_model.bin without an index, as they do.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <vector>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -91,20 +93,31 @@ bool IsShardingName(const std::string& name, const std::string& stem, const std:
   return true;
 }
 
-// After the new shards and index are in place: the files of an earlier sharding of the same
-// naming (other shard counts, the single file or the index the new layout no longer has) would
-// be read with the new ones by tools that glob, so they go, as save_pretrained removes them. Only
-// regular files of exactly those names; never a source of this command; nothing else.
-void RemoveStaleShards(const std::string& directory, const std::string& stem, const std::string& ext,
-                       const std::set<std::string>& written) {
+// Before anything is written: files of another sharding of the same naming (other shard counts,
+// the single file or the index the new layout does not have) would be read with the new shards by
+// tools that glob. save_pretrained deletes them; trove deletes no file it did not write, so it
+// refuses, naming them, and writes nothing. A source of this command is left out (converted in
+// place, it stays beside its shards, as it was).
+// The refusal names at most this many of them (a folder could hold thousands).
+constexpr size_t kListedOtherShards = 5;
+
+void RefuseOtherShardings(const std::string& directory, const std::string& stem, const std::string& ext,
+                          const std::set<std::string>& to_write) {
+  std::vector<std::string> others;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (written.count(name) || !IsShardingName(name, stem, ext)) continue;
-    std::error_code sec;
-    if (!it->is_regular_file(sec) || it->is_symlink(sec) || IsGuardedSource(it->path().string())) continue;
-    ::unlink(it->path().c_str());
+    if (to_write.count(name) || !IsShardingName(name, stem, ext) || IsGuardedSource(it->path().string())) continue;
+    others.push_back(name);
   }
+  if (others.empty()) return;
+  std::sort(others.begin(), others.end());
+  std::string listed;
+  for (size_t k = 0; k < others.size() && k < kListedOtherShards; ++k) listed += (k ? ", " : "") + others[k];
+  if (others.size() > kListedOtherShards) listed += " and " + std::to_string(others.size() - kListedOtherShards) + " more";
+  throw Error(ErrorCode::kRefused, "holds " + listed + " of another sharding, which tools that read every shard would mix with the new ones; "
+                                   "trove deletes no file it did not write: remove them, or write into another folder")
+      .SetFile(directory);
 }
 
 }  // namespace
@@ -153,6 +166,10 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
 
   const bool st = target == Format::kSafetensors;
   const std::string stem = st ? "model" : "pytorch_model", ext = st ? ".safetensors" : ".bin";
+  std::set<std::string> written;
+  for (size_t s = 0; s < shards.size(); ++s) written.insert(ShardFileName(stem, ext, s, shards.size()));
+  if (shards.size() > 1) written.insert(stem + ext + ".index.json");
+  if (std::filesystem::is_directory(directory)) RefuseOtherShardings(directory, stem, ext, written);
   // Into an existing directory (a model folder with its config.json, tokenizer and README) only
   // the shards and the index go; every other file there stays.
   AtomicDirectory out(directory, options.durability, OutputKind::kFilesInDirectory);
@@ -194,8 +211,6 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
     before += share;
   }
   CarryFiles(options, directory, out.path());
-  std::set<std::string> written;
-  for (size_t s = 0; s < shards.size(); ++s) written.insert(ShardFileName(stem, ext, s, shards.size()));
   if (shards.size() > 1) {
     nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     const std::string text = index.dump(2, ' ', /*ensure_ascii=*/true) + "\n";
@@ -204,10 +219,8 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
     file.Write(text.data(), text.size());
     file.Commit();
     out.MoveLast(name);
-    written.insert(name);
   }
   out.Commit();
-  RemoveStaleShards(directory, stem, ext, written);
 }
 
 }  // namespace trove
