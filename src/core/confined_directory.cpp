@@ -32,9 +32,19 @@ std::string_view KindOf(mode_t mode) {
   throw Error(ErrorCode::kRefused, why).AddContext("'" + std::string(name) + "'");
 }
 
-[[noreturn]] void FailErrno(std::string_view name, int err) {
-  throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(err))
-      .AddContext("'" + std::string(name) + "'");
+// A file of a directory as messages show it: the directory as it was named, then the name in it.
+std::string ShownPath(const std::string& dir, std::string_view name) {
+  return dir.empty() ? std::string(name) : (fs::path(dir) / std::string(name)).string();
+}
+
+// The errors below name the file as `shown`: the path of the file asked for, as the directory was
+// named plus the name inside it, so that a message says which checkpoint's file was refused.
+[[noreturn]] void RefuseFile(const std::string& shown, const std::string& why) {
+  throw Error(ErrorCode::kRefused, why).SetFile(shown);
+}
+
+[[noreturn]] void FailErrno(const std::string& shown, int err) {
+  throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(err)).SetFile(shown);
 }
 
 std::vector<std::string_view> Components(std::string_view name) {
@@ -75,40 +85,40 @@ std::string HfRepositoryOf(const std::string& canonical) {
 }
 
 // Checks an opened descriptor against what fstatat saw before the open: the same regular file.
-uint64_t CheckOpened(int fd, const struct stat& before, std::string_view name) {
+uint64_t CheckOpened(int fd, const struct stat& before, const std::string& shown) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) FailErrno(name, errno);
-  if (!S_ISREG(st.st_mode)) Refuse(name, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file");
+  if (::fstat(fd, &st) != 0) FailErrno(shown, errno);
+  if (!S_ISREG(st.st_mode)) RefuseFile(shown, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file");
   if (st.st_dev != before.st_dev || st.st_ino != before.st_ino) {
-    throw Error(ErrorCode::kIo, "changed while being opened").AddContext("'" + std::string(name) + "'");
+    throw Error(ErrorCode::kIo, "changed while being opened").SetFile(shown);
   }
   return static_cast<uint64_t>(st.st_size);
 }
 
 // Opens `leaf` in directory `dfd` by the rule: regular (checked before opening), never followed.
 // nullopt when it does not exist; `symlink` is set instead of failing when it is a link.
-std::optional<ConfinedFile> OpenRegularAt(int dfd, const std::string& leaf, std::string_view name, bool* symlink) {
+std::optional<ConfinedFile> OpenRegularAt(int dfd, const std::string& leaf, const std::string& shown, bool* symlink) {
   struct stat st {};
   if (::fstatat(dfd, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return std::nullopt;
-    FailErrno(name, errno);
+    FailErrno(shown, errno);
   }
   if (S_ISLNK(st.st_mode) && symlink != nullptr) {
     *symlink = true;
     return std::nullopt;
   }
   if (!S_ISREG(st.st_mode)) {
-    if (S_ISLNK(st.st_mode)) Refuse(name, "is a symbolic link (refused: a link could lead anywhere)");
-    Refuse(name, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file (not opened)");
+    if (S_ISLNK(st.st_mode)) RefuseFile(shown, "is a symbolic link (refused: a link could lead anywhere)");
+    RefuseFile(shown, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file (not opened)");
   }
   const int fd = ::openat(dfd, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ELOOP) Refuse(name, "is a symbolic link (refused: a link could lead anywhere)");
-    FailErrno(name, errno);
+    if (errno == ELOOP) RefuseFile(shown, "is a symbolic link (refused: a link could lead anywhere)");
+    FailErrno(shown, errno);
   }
   ConfinedFile out;
   out.fd = Fd(fd);
-  out.size = CheckOpened(fd, st, name);
+  out.size = CheckOpened(fd, st, shown);
   out.identity = {st.st_dev, st.st_ino};
   return out;
 }
@@ -152,6 +162,7 @@ std::shared_ptr<const ConfinedDirectory> ConfinedDirectory::Open(const std::stri
 
 std::optional<ConfinedFile> ConfinedDirectory::OpenFile(std::string_view name) const {
   CheckName(name);
+  const std::string shown = ShownPath(path_, name);
   std::vector<std::string> parts;
   for (std::string_view c : Components(name)) parts.emplace_back(c);
   // Each round walks `parts` (relative to this directory) component by component, never
@@ -168,43 +179,43 @@ std::optional<ConfinedFile> ConfinedDirectory::OpenFile(std::string_view name) c
       struct stat st {};
       if (::fstatat(dfd, parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) return std::nullopt;
-        FailErrno(name, errno);
+        FailErrno(shown, errno);
       }
       if (S_ISLNK(st.st_mode)) {
         char target[PATH_MAX + 1];
         const ssize_t n = ::readlinkat(dfd, parts[i].c_str(), target, PATH_MAX);
-        if (n < 0) FailErrno(name, errno);
+        if (n < 0) FailErrno(shown, errno);
         link_target.assign(target, static_cast<size_t>(n));
         break;
       }
       if (last) {
         bool symlink = false;
-        std::optional<ConfinedFile> file = OpenRegularAt(dfd, parts[i], name, &symlink);
+        std::optional<ConfinedFile> file = OpenRegularAt(dfd, parts[i], shown, &symlink);
         if (symlink) continue;  // replaced by a link meanwhile: the next round reads it
-        if (file) file->path = path_.empty() ? std::string(name) : (fs::path(path_) / std::string(name)).string();
+        if (file) file->path = shown;
         return file;
       }
       if (!S_ISDIR(st.st_mode)) {
-        Refuse(name, "'" + parts[i] + "' is " + std::string(KindOf(st.st_mode)) + ", not a directory");
+        RefuseFile(shown, "'" + parts[i] + "' is " + std::string(KindOf(st.st_mode)) + ", not a directory");
       }
       const int next = ::openat(dfd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (next < 0) {
         if (errno == ENOENT) return std::nullopt;
         if (errno == ELOOP || errno == ENOTDIR) continue;  // replaced meanwhile: walk again
-        FailErrno(name, errno);
+        FailErrno(shown, errno);
       }
       walked = Fd(next);
       dfd = next;
     }
-    if (hops == kMaxLinkHops) Refuse(name, "leads through more than " + std::to_string(kMaxLinkHops) + " symbolic links");
+    if (hops == kMaxLinkHops) RefuseFile(shown, "leads through more than " + std::to_string(kMaxLinkHops) + " symbolic links");
     // parts[i] is a link: its target, relative to the directory holding it (parts[0..i)); an
     // absolute target is taken relative to this directory's canonical path when it starts there.
-    if (link_target.empty()) Refuse(name, "is or passes an empty symbolic link");
+    if (link_target.empty()) RefuseFile(shown, "is or passes an empty symbolic link");
     fs::path joined;
     if (link_target.front() == '/') {
       const fs::path absolute = fs::path(link_target).lexically_normal();
       joined = absolute.lexically_relative(canonical_);
-      if (joined.empty()) Refuse(name, "leads out of its directory through a symbolic link");
+      if (joined.empty()) RefuseFile(shown, "leads out of its directory through a symbolic link");
     } else {
       for (size_t j = 0; j < i; ++j) joined /= parts[j];
       joined /= link_target;
@@ -222,18 +233,18 @@ std::optional<ConfinedFile> ConfinedDirectory::OpenFile(std::string_view name) c
       const fs::path resolved = (fs::path(canonical_) / joined).lexically_normal();
       const fs::path blobs = fs::path(hf_repository_) / "blobs";
       if (hf_repository_.empty() || resolved.parent_path() != blobs || !IsPlainComponent(resolved.filename().string())) {
-        Refuse(name, "leads out of its directory through a symbolic link");
+        RefuseFile(shown, "leads out of its directory through a symbolic link");
       }
       const int bfd = ::open(blobs.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (bfd < 0) FailErrno(name, errno);
+      if (bfd < 0) FailErrno(shown, errno);
       const Fd blobs_fd(bfd);
-      std::optional<ConfinedFile> file = OpenRegularAt(bfd, resolved.filename().string(), name, nullptr);
-      if (!file) FailErrno(name, ENOENT);  // a dangling link: its blob is missing
-      file->path = path_.empty() ? std::string(name) : (fs::path(path_) / std::string(name)).string();
+      std::optional<ConfinedFile> file = OpenRegularAt(bfd, resolved.filename().string(), shown, nullptr);
+      if (!file) FailErrno(shown, ENOENT);  // a dangling link: its blob is missing
+      file->path = shown;
       return file;
     }
     for (const std::string& c : next) {
-      if (!IsPlainComponent(c)) Refuse(name, "leads out of its directory through a symbolic link");
+      if (!IsPlainComponent(c)) RefuseFile(shown, "leads out of its directory through a symbolic link");
     }
     parts = std::move(next);
   }
@@ -241,7 +252,7 @@ std::optional<ConfinedFile> ConfinedDirectory::OpenFile(std::string_view name) c
 
 ConfinedFile ConfinedDirectory::RequireFile(std::string_view name) const {
   std::optional<ConfinedFile> file = OpenFile(name);
-  if (!file) FailErrno(name, ENOENT);
+  if (!file) FailErrno(ShownPath(path_, name), ENOENT);
   return std::move(*file);
 }
 
