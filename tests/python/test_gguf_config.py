@@ -65,4 +65,8 @@ def test_config_json_missing_keys_are_named(tmp_path, trove):
     assert r.code != 0 and "model_type 'whisper'" in r.errtext and "--metadata general.architecture" in r.errtext, r
     (d / "config.json").write_text("[1, 2")
     r = trove("convert", d / "m.pt", tmp_path / "m.gguf")
-    assert r.code != 0 and "not JSON" in r.errtext, r
+    assert r.code != 0 and "not valid JSON" in r.errtext, r
+    (d / "config.json").write_text('{"model_type": "llama", "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    r = trove("convert", d / "m.pt", tmp_path / "m.gguf")
+    assert r.code != 0 and "config.json" in r.errtext and "nested deeper than 32" in r.errtext, r
+    assert not (tmp_path / "m.gguf").exists()

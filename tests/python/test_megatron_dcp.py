@@ -61,7 +61,25 @@ def test_metadata_json_that_is_not_an_object_is_refused(trove, plain, tmp_path):
     d = megatron_dir(plain, tmp_path, {"iteration": 1}, metadata="[1, 2")
     r = run_tool("trove", "info", d, limit=True)
     assert r.code != 0, r
-    assert "metadata.json" in r.errtext and "not a JSON object" in r.errtext, r.errtext
+    assert "metadata.json" in r.errtext and "not valid JSON" in r.errtext, r.errtext
+
+
+def test_deeply_nested_metadata_json_is_refused_not_a_crash(trove, plain, tmp_path):
+    # 100,000 nested arrays: printing the value recursed once per level and overflowed the stack.
+    deep = '{"sharded_backend": "torch_dist", "a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    d = megatron_dir(plain, tmp_path, {"iteration": 1}, metadata=deep)
+    for command in (["info"], ["info", "--json"], ["verify"], ["scan"], ["convert", "--to", "pt"]):
+        args = command + ([d, tmp_path / "out.pt"] if command[0] == "convert" else [d])
+        r = run_tool("trove", *args, limit=True)
+        assert r.code in (1, 2), (command, r)
+        assert "metadata.json" in r.errtext + r.text and "nested deeper than 16" in r.errtext + r.text, (command, r)
+    assert not (tmp_path / "out.pt").exists()
+    # Nesting a real file could have is read.
+    d2 = tmp_path / "shallow"
+    shutil.copytree(d, d2)
+    (d2 / "metadata.json").write_text('{"sharded_backend": "torch_dist", "a": [1, {"b": [2]}]}')
+    r = trove("info", d2)
+    assert r.code == 0 and '[1,{"b":[2]}]' in r.text, r
 
 
 def test_code_in_common_pt_is_found_by_scan_and_refused_by_reads(trove, plain, tmp_path):

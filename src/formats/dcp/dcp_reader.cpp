@@ -14,6 +14,7 @@
 
 #include "core/confined_directory.h"
 #include "core/progress.h"
+#include "formats/bounded_json.h"
 #include "formats/dcp/dcp_layout.h"
 #include "formats/dcp/dcp_metadata.h"
 #include "formats/pt/pt_checks.h"
@@ -297,7 +298,7 @@ void AddMegatronFiles(const ConfinedDirectory& dir, DcpFiles& files, Document& d
       }
       auto mapped = MappedFile::FromDescriptor(json->fd.release(), json_path, json->size, /*keep_descriptor=*/false);
       const std::string_view text(reinterpret_cast<const char*>(mapped->data()), mapped->size());
-      const nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      const nlohmann::json parsed = ParseBoundedJson(text, kMaxMegatronMetadataDepth);
       if (!parsed.is_object()) throw Error(ErrorCode::kCorrupt, "not a JSON object");
       for (const auto& [key, value] : parsed.items()) {
         doc.properties.emplace_back("megatron." + key,

@@ -27,6 +27,9 @@ inline constexpr std::string_view kMegatronMetadataName = "metadata.json";
 inline constexpr std::string_view kMegatronCommonName = "common.pt";
 // metadata.json is a few keys (backend names and versions); a larger one is not Megatron's.
 inline constexpr uint64_t kMaxMegatronMetadataBytes = uint64_t{1} << 20;
+// Megatron writes metadata.json as one flat object of backend names and versions; 16 levels leave
+// room for what a later version adds and keep printing its values shallow.
+inline constexpr int kMaxMegatronMetadataDepth = 16;
 
 // True for a directory holding `.metadata` and at least one `.distcp` file.
 bool IsDcpDirectory(const std::string& directory);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/bounded_json.h"
 #include "formats/gguf/gguf_format.h"
 #include "trove/error.h"
 
@@ -16,6 +17,9 @@ namespace {
 
 // A config.json is a few kilobytes; the cap keeps a hostile one from being read whole into memory.
 constexpr uint64_t kMaxConfigBytes = uint64_t{1} << 20;
+// A config.json nests a few objects (rope_scaling, text_config, quantization_config...): 32 levels
+// is far beyond any model's.
+constexpr int kMaxConfigDepth = 32;
 
 // model_type -> general.architecture (llama.cpp converts Mistral's and Llama's checkpoints alike).
 struct Family {
@@ -36,12 +40,7 @@ std::vector<GgufMetadataEdit> GgufMetadataFromConfig(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    nlohmann::json config;
-    try {
-      config = nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::exception& e) {
-      Fail(ErrorCode::kCorrupt, std::string("not JSON: ") + e.what());
-    }
+    nlohmann::json config = ParseBoundedJson(text.str(), kMaxConfigDepth);
     if (!config.is_object()) Fail(ErrorCode::kCorrupt, "not a JSON object");
     const std::string model_type = config.contains("model_type") && config["model_type"].is_string() ? config["model_type"].get<std::string>() : "";
     const char* arch = nullptr;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/utf8.h"
+#include "formats/bounded_json.h"
 #include "formats/pskd/text_output.h"
 #include "formats/pskd/pskd_text.h"
 #include "formats/pskd/text_input.h"
@@ -86,8 +87,13 @@ CharVocabulary LoadCharVocabulary(const std::string& path) {
   in.seekg(0);
   std::string text(size, '\0');
   in.read(text.data(), static_cast<std::streamsize>(size));
-  nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
-  if (json.is_discarded() || !json.is_array()) {
+  nlohmann::json json;
+  try {
+    json = ParseBoundedJson(text, 1);  // an array of strings
+  } catch (const Error& e) {
+    FailPskd(PskdCode::kBadValue, "vocabulary " + path + " is not a JSON array of strings (" + e.what() + ")");
+  }
+  if (!json.is_array()) {
     FailPskd(PskdCode::kBadValue, "vocabulary " + path + " is not a JSON array of strings");
   }
   CharVocabulary vocab;

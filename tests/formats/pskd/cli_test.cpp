@@ -95,6 +95,13 @@ TEST(PreskCliTest, CharsAndEncodeAreCodePoints) {
   auto sub = RunPresk({"data", "encode", "t.txt", "--vocab", "sub.json", "-o", "o.txt"}, tmp.dir().string());
   EXPECT_EQ(sub.status, 2);
   EXPECT_NE(sub.err.find("is not one character"), std::string::npos) << sub.err;
+  // A vocabulary is an array of strings: nesting is refused while parsing, not walked.
+  WriteFile(tmp.Path("deep.json"), std::string(100000, '[') + std::string(100000, ']'));
+  auto deep = RunPresk({"data", "encode", "t.txt", "--vocab", "deep.json", "-o", "d.txt"}, tmp.dir().string());
+  EXPECT_EQ(deep.status, 2);
+  EXPECT_NE(deep.err.find("vocabulary deep.json is not a JSON array of strings (JSON nested deeper than 1 level"),
+            std::string::npos) << deep.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.Path("d.txt")));
   WriteFile(tmp.Path("latin1.txt"), "caf\xe9\n");
   auto l1 = RunPresk({"data", "chars", "latin1.txt", "-o", "l.json"}, tmp.dir().string());
   EXPECT_EQ(l1.err, "presk data: error[E9004]: latin1.txt: line 1 (byte offset 3): not UTF-8 text\n");
