@@ -5,6 +5,7 @@ past 2^63. numpy refuses such an array ("array is too big"); trove refuses it in
 that reads a shape from the file, naming the file and the tensor, under the suite's bounds."""
 import json
 import struct
+import zipfile
 
 import numpy as np
 import pytest
@@ -44,6 +45,32 @@ CASES = {
     # refuses it too), naming the offset of its dimensions.
     "w.gguf": (gguf_file(), ["tensor 'w'", "the product of its dimensions overflows int64 (a 0 counted as 1)"]),
 }
+
+
+def tensordict_dir(root):
+    # The red team's own *_zero_dim_* cases give [0, 2^62, 2^62] in tensordict, .pt and .psk.d; a
+    # directory's meta.json is a reader of its own, whose message must name the file and the leaf.
+    root.mkdir()
+    (root / "meta.json").write_text(json.dumps({
+        "x": {"device": "cpu", "shape": [0, HUGE, HUGE], "dtype": "torch.float32", "is_nested": False},
+        "shape": [], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"}))
+    (root / "x.memmap").write_bytes(b"")
+    return root
+
+
+@pytest.mark.parametrize("command", ["info", "verify"])
+def test_refused_in_a_tensordict_by_file_and_leaf(tmp_path, command):
+    d = tensordict_dir(tmp_path / "td")
+    r = run_hostile("trove", command, d, watch=tmp_path, expect={1, 2})
+    assert str(d / "meta.json") + ": leaf 'x'" in r.errtext + r.text and STRIDES in r.errtext + r.text, r
+    # The same directory as a .tdz archive (made by Python's zipfile): the archive and its entry.
+    tdz = tmp_path / "td.tdz"
+    with zipfile.ZipFile(tdz, "w") as z:
+        for f in sorted(d.iterdir()):
+            z.write(f, f.name)
+    r = run_hostile("trove", command, tdz, watch=tmp_path, expect={1, 2})
+    assert str(tdz) in r.errtext + r.text and "meta.json: leaf 'x'" in r.errtext + r.text, r
+    assert STRIDES in r.errtext + r.text, r
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -470,7 +470,7 @@ class LevelReader {
     TensorView view;
     view.dtype = dtype;
     view.shape = shape;
-    view.strides = ContiguousStrides(shape);
+    view.strides = WithContext(where, [&] { return ContiguousStrides(shape); });
     auto leaf = OpenLeafFile(dir, key, kMemmapSuffix, static_cast<uint64_t>(nbytes), static_cast<uint64_t>(esize));
     if (!leaf) {
       if (numel != 0) {
@@ -543,7 +543,7 @@ class LevelReader {
       CountLeaf(dir);
       TensorView view;
       view.dtype = dtype;
-      view.strides = ContiguousStrides(comp);
+      view.strides = WithContext(where, [&] { return ContiguousStrides(comp); });
       view.shape = std::move(comp);
       view.storage = data->bytes;
       view.storage_key = data->location;
