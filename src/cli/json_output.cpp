@@ -1,6 +1,7 @@
 #include "cli/json_output.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <unordered_set>
@@ -286,8 +287,42 @@ void AppendJsonFloat(double value, std::string& out) { AppendFloatOrTag(value, o
 void AppendJsonInt(int64_t value, std::string& out) { AppendInteger(value, out); }
 void AppendJsonUInt(uint64_t value, std::string& out) { AppendInteger(value, out); }
 
+// Characters JSON lets through raw that act on a terminal all the same: DEL, the C1 controls
+// (U+0080-U+009F: 0x9B is CSI on terminals that take 8-bit controls), the line and paragraph
+// separators and the bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E,
+// U+2066-U+2069: "Trojan Source" reordering), as the plain-text display rule lists them.
+// `trove info --json` read in a terminal must show names as plain text does, so these are
+// written as \u escapes: the same JSON value, no raw control.
+namespace {
+
+bool ActsOnATerminal(uint32_t cp) {
+  return cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F || cp == 0x2028 ||
+         cp == 0x2029 || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+}  // namespace
+
 void AppendJsonString(std::string_view text, std::string& out) {
-  out += Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
+  const std::string dumped = Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
+  // dump() wrote valid UTF-8 (invalid bytes replaced), so each lead byte starts a whole character.
+  for (size_t i = 0; i < dumped.size();) {
+    const auto c = static_cast<unsigned char>(dumped[i]);
+    const size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    uint32_t cp = c < 0x80 ? c : 0;
+    if (n == 2 && i + 1 < dumped.size()) cp = ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(dumped[i + 1]) & 0x3Fu);
+    if (n == 3 && i + 2 < dumped.size()) {
+      cp = ((c & 0x0Fu) << 12) | ((static_cast<unsigned char>(dumped[i + 1]) & 0x3Fu) << 6) |
+           (static_cast<unsigned char>(dumped[i + 2]) & 0x3Fu);
+    }
+    if (ActsOnATerminal(cp)) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(cp));
+      out += escaped;
+    } else {
+      out.append(dumped, i, n);
+    }
+    i += n;
+  }
 }
 
 std::string DumpJson(const Json& j, int indent) {

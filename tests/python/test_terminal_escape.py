@@ -87,8 +87,9 @@ def assert_plain(data, what):
 
 
 def run(*args, expect=None):
-    """Runs trove; its stderr must be plain text, and its stdout too unless it is JSON, which
-    holds the exact names (DEL, C1 and bidirectional controls are valid in JSON strings)."""
+    """Runs trove; its stdout and stderr must be plain text. JSON holds the exact names, with DEL,
+    C1 and bidirectional controls (valid raw in JSON strings) written as \\u escapes, so that JSON
+    read in a terminal acts on it no more than plain text does."""
     r = run_tool("trove", *args)
     what = "trove " + " ".join(str(a) for a in args[:2])
     assert r.code < 128, (what, r)
@@ -97,8 +98,7 @@ def run(*args, expect=None):
     if "--json" in args:
         for line in r.out.splitlines() if args[0] == "cat" else [r.out]:
             json.loads(line)
-    else:
-        assert_plain(r.out, what + " stdout")
+    assert_plain(r.out, what + " stdout")
     assert_plain(r.err, what + " stderr")
     return r
 
