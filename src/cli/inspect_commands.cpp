@@ -943,9 +943,12 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
     opts.pickle_policy = cat_policy.policy();
     Document doc = OpenWarning(path, opts);
     std::vector<CatItem> items;
-    for (const auto& k : keys) {  // every key resolved before any output
-      for (CatItem& item : ResolveCatKey(doc, k)) items.push_back(std::move(item));
-    }
+    // Errors of a key (none matching, a tensor that cannot be printed) name the file too.
+    WithFile(path, [&] {
+      for (const auto& k : keys) {  // every key resolved before any output
+        for (CatItem& item : ResolveCatKey(doc, k)) items.push_back(std::move(item));
+      }
+    });
     OutputPager pager(!cat_options.json && !cat_options.raw && !no_pager);
     // --raw streams whole tensors (to a file or a pipe): their bytes are the progress line's,
     // piece by piece. Text redirected to a file or a pipe (`cat ck.pt '*' --full > all.txt`) is
@@ -970,8 +973,10 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       }
       // --dequantize names what to do with quantized tensors; a glob's other tensors print as they are.
       if (item.from_glob && item.tensor && Info(item.tensor->dtype).readable) o.dequantize = false;
-      if (item.tensor) CatTensor(item.key, *item.tensor, o);
-      else CatValue(item.key, *item.value, cat_options);
+      WithFile(path, [&] {
+        if (item.tensor) CatTensor(item.key, *item.tensor, o);
+        else CatValue(item.key, *item.value, cat_options);
+      });
       if (text_progress && item.tensor) {
         std::fflush(stdout);
         raw_done += item.tensor->nbytes();
