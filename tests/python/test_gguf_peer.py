@@ -218,6 +218,14 @@ def test_files_trove_writes_agree_with_the_peer(tmp_path, trove):
         view = compare_with_peer(out)
     meta = {e["key"]: e["value"] for e in view["metadata"]}
     assert meta["tokenizer.chat_template"] == template and meta["t.added"] == 7 and meta["general.alignment"] == 64
+    # A key trove writes is printable ASCII (gguf.md): a control or a space is refused, the file unchanged.
+    before = out.read_bytes()
+    for key in ("k\x1b[31m", "my key", "caf\u00e9"):
+        r = trove("gguf", "set", out, key, "v")
+        assert r.code == 2 and "printable ASCII" in r.errtext and "\x1b" not in r.errtext, r
+        r = trove("convert", src, tmp_path / "m.gguf", "--metadata", key + "=v")
+        assert r.code == 2 and "printable ASCII" in r.errtext and not (tmp_path / "m.gguf").exists(), r
+    assert out.read_bytes() == before
 
 
 def test_gguf_metadata_is_for_gguf_and_capped(tmp_path):

@@ -173,9 +173,23 @@ std::string EncodeValue(const std::string& key, ValueType type, const std::strin
   return out;
 }
 
+// A key trove is asked to write: gguf.md's keys are ASCII (lower_snake_case parts joined by dots),
+// and llama.cpp and gguf-py print them as they are, so a control byte or a non-ASCII byte in one
+// would reach their users' terminals. Keys a GGUF source already holds are kept as they are
+// (nothing lost) and can still be deleted.
+void CheckNewKey(const std::string& key) {
+  if (key.empty() || key.size() > gguf::kMaxKeyBytes) Fail(ErrorCode::kUsage, "a GGUF key is 1 to 65535 bytes ('" + key + "')");
+  for (const char c : key) {
+    if (c < 0x21 || c > 0x7E) {
+      Fail(ErrorCode::kUsage, "'" + key + "': a GGUF key is printable ASCII without spaces (gguf.md: lower_snake_case parts joined by '.')");
+    }
+  }
+}
+
 void ApplyEdits(std::vector<Entry>& entries, const std::vector<GgufMetadataEdit>& edits) {
   for (const GgufMetadataEdit& edit : edits) {
     if (edit.key.empty() || edit.key.size() > gguf::kMaxKeyBytes) Fail(ErrorCode::kUsage, "a GGUF key is 1 to 65535 bytes");
+    if (!edit.remove) CheckNewKey(edit.key);
     auto at = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == edit.key; });
     if (edit.remove) {
       if (at == entries.end()) Fail(ErrorCode::kNotFound, "no metadata key '" + edit.key + "' to delete");
@@ -300,7 +314,7 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
     const std::string& key = kv.first;  // a named reference: clang 14 cannot capture a structured binding
     const std::string& value = kv.second;
     if (key == "general.alignment") Fail(ErrorCode::kUsage, "general.alignment is a u32 power of two, not a string: it is kept from a GGUF source (else 32)");
-    if (key.empty() || key.size() > gguf::kMaxKeyBytes) Fail(ErrorCode::kUsage, "a GGUF key is 1 to 65535 bytes ('" + key + "')");
+    CheckNewKey(key);
     std::string typed;
     AppendLe(typed, static_cast<uint32_t>(ValueType::kString), 4);
     AppendString(typed, value);
