@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 
 #include "core/little_endian.h"
 #include "formats/tensordict/level_reader.h"
@@ -187,14 +188,19 @@ class Planner {
     }
     Json meta = Json::object();
     std::map<std::string, std::string> names{{"meta.json", "meta.json"}};
+    // ordered_json finds a key by a linear search (operator[], contains): the level's keys are
+    // checked against a hash set and appended to the object's vector directly, so a level of n keys
+    // costs n, not n^2/2 string compares (40,000 keys took 3.3 s, 20,000 0.8 s).
+    std::unordered_set<std::string> written_keys;
+    auto& level = static_cast<Json::object_t::Container&>(meta.get_ref<Json::object_t&>());
     for (const auto& [key, value] : entries) {
       const std::string kpath = ChildPath(path, key);
       if (key == "shape" || key == "device" || key == "_type") {
         Fail(ErrorCode::kUsage, Display(kpath) + ": a key named '" + key +
                                     "' would be overwritten by the tensordict's own meta.json entry");
       }
-      if (meta.contains(key)) Fail(ErrorCode::kUsage, Display(kpath) + ": two keys are both written as '" + key + "'");
-      meta[key] = PlanEntry(key, *value, kpath, depth, dir, names);
+      if (!written_keys.insert(key).second) Fail(ErrorCode::kUsage, Display(kpath) + ": two keys are both written as '" + key + "'");
+      level.emplace_back(key, PlanEntry(key, *value, kpath, depth, dir, names));
     }
     // The level's own entries, in the spec's order.
     const Value* batch = state != nullptr ? state->Find("batch_size") : nullptr;
@@ -232,10 +238,11 @@ class Planner {
         const std::string& name = k->text;
         if (name == "batch_size" || name == "device" || name == "names" || name == "_type" || name == "shape" ||
             name == "_format_version" || name == "_class" || name == "_names" || name == kSequenceMarker ||
-            meta.contains(name) || !JsonCanHold(*val) || val->kind == ValueKind::kDict) {
+            written_keys.count(name) != 0 || !JsonCanHold(*val) || val->kind == ValueKind::kDict) {
           continue;
         }
-        meta[name] = ValueToJson(*val, Display(path));
+        written_keys.insert(name);
+        level.emplace_back(name, ValueToJson(*val, Display(path)));
       }
     }
     Finish(dir, meta);
