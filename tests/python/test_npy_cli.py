@@ -115,3 +115,31 @@ def test_corpus_npy_files_through_the_command_line(trove, tmp_path):
             table.append((rel, "read, verified, converted to .pt, loaded by torch"))
     print("\n".join(f"{a}\t{b}" for a, b in table))
     assert len(table) == 14
+
+
+def test_an_npz_with_other_members_is_told_by_member(trove, tmp_path):
+    # numpy.load reads such archives (a member that is no .npy as its raw bytes); trove reads only
+    # arrays, and says which member is not one instead of calling the file no checkpoint.
+    import io
+    buf = io.BytesIO()
+    np.save(buf, np.arange(6, dtype="<f4"))
+    odd = tmp_path / "odd.npz"
+    with zipfile.ZipFile(odd, "w") as z:
+        z.writestr("a.npy", buf.getvalue())
+        z.writestr("readme.txt", "hi")
+    assert sorted(np.load(odd).keys()) == ["a", "readme.txt"]
+    for name in (odd, tmp_path / "odd.zip"):
+        if name != odd:
+            name.write_bytes(odd.read_bytes())
+        r = trove("info", name)
+        assert r.code == 2 and f"{name}: member 'readme.txt' is not an .npy array" in r.errtext, r
+    empty = tmp_path / "empty.npz"
+    zipfile.ZipFile(empty, "w").close()
+    r = trove("info", empty)
+    assert r.code == 2 and "an empty zip archive" in r.errtext, r
+    # A zip with no .npy member and not named .npz is still told as a zip that is no checkpoint.
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("readme.txt", "hi")
+    r = trove("info", other)
+    assert r.code == 2 and "not a checkpoint" in r.errtext, r

@@ -28,7 +28,17 @@ void ScanNpyDetected(const Detection& d, CheckReport& report) {
   report.bytes_checked += d.file->size();
 }
 
-DetectConfidence DetectNpz(const Detection& d) { return d.zip && IsNpzArchive(*d.zip) ? kCertain : kNotThisFormat; }
+// Every member an .npy: certain. A zip that is no torch or tensordict archive (those readers are
+// certain of theirs) but holds an .npy member or is named .npz is one whose other members or
+// names the npz reader can say what is wrong with, by member, rather than the torch reader's
+// "not a checkpoint".
+DetectConfidence DetectNpz(const Detection& d) {
+  if (d.zip && IsNpzArchive(*d.zip)) return kCertain;
+  if (!d.zip_magic) return kNotThisFormat;
+  if (d.path.ends_with(".npz")) return kLikely;
+  if (d.zip && HoldsNpyMember(*d.zip)) return kLikely;
+  return kNotThisFormat;
+}
 
 Document ReadNpzDetected(const Detection& d, const ReadOptions& options) {
   if (!d.zip) return ReadNpz(std::make_shared<const ZipReader>(d.file, ZipDisagreement::kReport), options);

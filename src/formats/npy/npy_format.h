@@ -40,6 +40,8 @@ Document ReadNpy(std::shared_ptr<MappedFile> file, const ReadOptions& options);
 
 // numpy.savez's layout: at least one entry, every one named `<name>.npy`.
 bool IsNpzArchive(const ZipReader& zip);
+// True when some member (read or refused) is named <name>.npy.
+bool HoldsNpyMember(const ZipReader& zip);
 
 // One array per member, keyed by the member's name without `.npy`; a name with '/' is a path of
 // nested dicts ("a/b.npy" is `a/b`), unless a part is empty or another member's array sits where

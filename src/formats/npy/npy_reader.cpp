@@ -171,6 +171,16 @@ bool IsNpzArchive(const ZipReader& zip) {
   return true;
 }
 
+bool HoldsNpyMember(const ZipReader& zip) {
+  for (const ZipEntry& e : zip.entries()) {
+    if (IsNpyMemberName(e.name)) return true;
+  }
+  for (const ZipProblem& r : zip.refused_entries()) {
+    if (IsNpyMemberName(r.entry)) return true;
+  }
+  return false;
+}
+
 Document ReadNpz(std::shared_ptr<const ZipReader> zip, const ReadOptions& options) {
   const MappedFile* file = zip->shared_file().get();
   const std::string path = file ? file->path() : std::string();
