@@ -287,15 +287,32 @@ def test_converting_into_a_model_folder_keeps_every_file_it_did_not_write(tmp_pa
     torch.save({f"layer{i}.weight": torch.randn(64, 64) for i in range(6)}, src)
     out = tmp_path / "model"
     keep = model_folder(out)
-    runs = [["--to", "safetensors", "--max-shard-size", "40KB"],   # 6 shards and an index
-            ["--to", "safetensors", "--max-shard-size", "100KB"],  # 3 shards: the 6 go
-            ["--to", "safetensors", "--max-shard-size", "10MB"],   # one file: shards and index go
-            ["--to", "pt", "--max-shard-size", "40KB"]]            # .bin shards beside it
-    for args in runs:
-        run_hostile("trove", "convert", src, out, *args, watch=tmp_path, allowed=[out], expect={0})
+
+    def contents():
+        return {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def convert(*args, expect={0}):
+        r = run_hostile("trove", "convert", src, out, *args, watch=tmp_path, allowed=[out], expect=expect)
         for name, text in keep.items():
             assert (out / name).read_text() == text, (args, name)
-        r = run_hostile("trove", "diff", src, out, watch=tmp_path, expect={0})
+        return r
+
+    convert("--to", "safetensors", "--max-shard-size", "40KB")  # 3 shards of two 16 KiB tensors, an index
+    assert run_hostile("trove", "diff", src, out, watch=tmp_path, expect={0})
+    # Another layout of the same names would leave those shards to be read with the new ones:
+    # save_pretrained deletes them, trove deletes nothing it did not write: refused, nothing changed.
+    for size in ("50KB", "10MB"):  # 2 shards; one file
+        before = contents()
+        r = convert("--to", "safetensors", "--max-shard-size", size, expect={2})
+        assert "model-00001-of-00003.safetensors" in r.errtext and "deletes no file" in r.errtext, r
+        assert contents() == before
+    # The user removes them; then the other layout is written.
+    for name in os.listdir(out):
+        if name.startswith("model-") or name == "model.safetensors.index.json":
+            os.unlink(out / name)
+    convert("--to", "safetensors", "--max-shard-size", "10MB")  # one file
+    convert("--to", "pt", "--max-shard-size", "40KB")           # .bin shards beside it (their own names)
+    assert run_hostile("trove", "diff", src, out / "model.safetensors", watch=tmp_path, expect={0})
     names = sorted(os.listdir(out))
     assert "model.safetensors" in names and not any(n.startswith("model-") for n in names), names
     assert "pytorch_model.bin.index.json" in names
@@ -308,9 +325,10 @@ def test_converting_into_a_model_folder_keeps_every_file_it_did_not_write(tmp_pa
     # Python's writers follow the same rule.
     with pytest.raises(trove.Error):
         trove.save({"a": torch.zeros(2)}, str(out), format="tensordict")
-    trove.convert(str(src), str(out), to="safetensors", max_shard_size="40KB")
-    for name, text in keep.items():
-        assert (out / name).read_text() == text
+    before = contents()
+    with pytest.raises(trove.RefusedError, match="model.safetensors of another sharding"):  # the single file
+        trove.convert(str(src), str(out), to="safetensors", max_shard_size="40KB")
+    assert contents() == before
 
 
 def test_resharding_a_folder_in_place_keeps_the_source_and_other_files(tmp_path):
