@@ -37,14 +37,14 @@ std::string ShownPath(const std::string& dir, std::string_view name) {
   return dir.empty() ? std::string(name) : (fs::path(dir) / std::string(name)).string();
 }
 
-// The errors below name the file as `shown`: the path of the file asked for, as the directory was
-// named plus the name inside it, so that a message says which checkpoint's file was refused.
-[[noreturn]] void RefuseFile(const std::string& shown, const std::string& why) {
-  throw Error(ErrorCode::kRefused, why).SetFile(shown);
-}
-
-[[noreturn]] void FailErrno(const std::string& shown, int err) {
-  throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(err)).SetFile(shown);
+// The errors of OpenFile name the file as the directory was named plus the name in it
+// ('ckpt/sub/x.safetensors'), so that a message says which checkpoint's file was refused. It is a
+// context, not the error's file: the caller's file stays the one the message is about (the index
+// or metadata that named this file: "ckpt/model.safetensors.index.json: shard of tensor 'w':
+// 'ckpt/sub/x.safetensors': No such file or directory").
+[[noreturn]] void FailErrno(std::string_view shown, int err) {
+  throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, std::strerror(err))
+      .AddContext("'" + std::string(shown) + "'");
 }
 
 std::vector<std::string_view> Components(std::string_view name) {
@@ -88,9 +88,9 @@ std::string HfRepositoryOf(const std::string& canonical) {
 uint64_t CheckOpened(int fd, const struct stat& before, const std::string& shown) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) FailErrno(shown, errno);
-  if (!S_ISREG(st.st_mode)) RefuseFile(shown, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file");
+  if (!S_ISREG(st.st_mode)) Refuse(shown, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file");
   if (st.st_dev != before.st_dev || st.st_ino != before.st_ino) {
-    throw Error(ErrorCode::kIo, "changed while being opened").SetFile(shown);
+    throw Error(ErrorCode::kIo, "changed while being opened").AddContext("'" + shown + "'");
   }
   return static_cast<uint64_t>(st.st_size);
 }
@@ -108,12 +108,12 @@ std::optional<ConfinedFile> OpenRegularAt(int dfd, const std::string& leaf, cons
     return std::nullopt;
   }
   if (!S_ISREG(st.st_mode)) {
-    if (S_ISLNK(st.st_mode)) RefuseFile(shown, "is a symbolic link (refused: a link could lead anywhere)");
-    RefuseFile(shown, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file (not opened)");
+    if (S_ISLNK(st.st_mode)) Refuse(shown, "is a symbolic link (refused: a link could lead anywhere)");
+    Refuse(shown, std::string("is ") + std::string(KindOf(st.st_mode)) + ", not a regular file (not opened)");
   }
   const int fd = ::openat(dfd, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ELOOP) RefuseFile(shown, "is a symbolic link (refused: a link could lead anywhere)");
+    if (errno == ELOOP) Refuse(shown, "is a symbolic link (refused: a link could lead anywhere)");
     FailErrno(shown, errno);
   }
   ConfinedFile out;
@@ -196,7 +196,7 @@ std::optional<ConfinedFile> ConfinedDirectory::OpenFile(std::string_view name) c
         return file;
       }
       if (!S_ISDIR(st.st_mode)) {
-        RefuseFile(shown, "'" + parts[i] + "' is " + std::string(KindOf(st.st_mode)) + ", not a directory");
+        Refuse(shown, "'" + parts[i] + "' is " + std::string(KindOf(st.st_mode)) + ", not a directory");
       }
       const int next = ::openat(dfd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (next < 0) {
@@ -207,15 +207,15 @@ std::optional<ConfinedFile> ConfinedDirectory::OpenFile(std::string_view name) c
       walked = Fd(next);
       dfd = next;
     }
-    if (hops == kMaxLinkHops) RefuseFile(shown, "leads through more than " + std::to_string(kMaxLinkHops) + " symbolic links");
+    if (hops == kMaxLinkHops) Refuse(shown, "leads through more than " + std::to_string(kMaxLinkHops) + " symbolic links");
     // parts[i] is a link: its target, relative to the directory holding it (parts[0..i)); an
     // absolute target is taken relative to this directory's canonical path when it starts there.
-    if (link_target.empty()) RefuseFile(shown, "is or passes an empty symbolic link");
+    if (link_target.empty()) Refuse(shown, "is or passes an empty symbolic link");
     fs::path joined;
     if (link_target.front() == '/') {
       const fs::path absolute = fs::path(link_target).lexically_normal();
       joined = absolute.lexically_relative(canonical_);
-      if (joined.empty()) RefuseFile(shown, "leads out of its directory through a symbolic link");
+      if (joined.empty()) Refuse(shown, "leads out of its directory through a symbolic link");
     } else {
       for (size_t j = 0; j < i; ++j) joined /= parts[j];
       joined /= link_target;
@@ -233,7 +233,7 @@ std::optional<ConfinedFile> ConfinedDirectory::OpenFile(std::string_view name) c
       const fs::path resolved = (fs::path(canonical_) / joined).lexically_normal();
       const fs::path blobs = fs::path(hf_repository_) / "blobs";
       if (hf_repository_.empty() || resolved.parent_path() != blobs || !IsPlainComponent(resolved.filename().string())) {
-        RefuseFile(shown, "leads out of its directory through a symbolic link");
+        Refuse(shown, "leads out of its directory through a symbolic link");
       }
       const int bfd = ::open(blobs.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (bfd < 0) FailErrno(shown, errno);
@@ -244,7 +244,7 @@ std::optional<ConfinedFile> ConfinedDirectory::OpenFile(std::string_view name) c
       return file;
     }
     for (const std::string& c : next) {
-      if (!IsPlainComponent(c)) RefuseFile(shown, "leads out of its directory through a symbolic link");
+      if (!IsPlainComponent(c)) Refuse(shown, "leads out of its directory through a symbolic link");
     }
     parts = std::move(next);
   }

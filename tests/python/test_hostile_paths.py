@@ -103,13 +103,13 @@ def test_index_link_out_of_its_directory_is_never_read(tmp_path):
         write_index(e / "model.safetensors.index.json", {"a": shard})
         r = run_hostile("trove", "info", e, watch=tmp_path, expect={2})
         # The message names the file as the directory was named plus the shard's name in it.
-        assert f"{e / shard}: leads out of its directory" in r.errtext, r
+        assert f"'{e / shard}': leads out of its directory" in r.errtext, r
     # So does a shard that is a FIFO, for every command.
     os.unlink(e / "abs.safetensors")
     os.mkfifo(e / "abs.safetensors")
     write_index(e / "model.safetensors.index.json", {"a": "abs.safetensors"})
     for name, r in all_commands(e, tmp_path, expect=(1, 2)).items():
-        assert f"{e / 'abs.safetensors'}: is a FIFO" in r.errtext + r.text, (name, r)
+        assert f"'{e / 'abs.safetensors'}': is a FIFO" in r.errtext + r.text, (name, r)
 
 
 def test_links_inside_the_directory_and_the_hugging_face_cache_keep_working(tmp_path):

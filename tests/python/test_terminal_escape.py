@@ -329,7 +329,7 @@ def test_errors_and_notes_say_nothing_raw(files, tmp_path):
     path = files["pt"][0]
     # A key that is not there: the suggestion and the key list are escaped.
     r = run("cat", path, "t\x1b]0;PWNED-TITLE", expect={2})
-    assert "trove: error: no key 't\\x1b]0;PWNED-TITLE'" in r.errtext
+    assert f"trove: error: {path}: no key 't\\x1b]0;PWNED-TITLE'" in r.errtext
     r = run("cat", path, "nothing-like-it", expect={2})
     assert shown(encode_component(HOSTILE["rlo"])) in r.errtext
     # A value that .safetensors cannot hold: the error names its key; with --drop-values a note
