@@ -17,6 +17,10 @@ LOAD = r"""
 import sys, torch
 sd = torch.load(sys.argv[1])
 """
+LOAD_WEIGHTS_ONLY = r"""
+import sys, torch
+sd = torch.load(sys.argv[1], weights_only=True)
+"""
 LOAD_ALL = r"""
 import sys, torch
 sd = torch.load(sys.argv[1])
@@ -63,6 +67,16 @@ def run(ctx):
     t_cat = B.time_cmd(f'cat "{big}" | wc -c >/dev/null', runs=ctx.runs, shell=True)
     t_torch_all = B.time_cmd([PY, "-c", LOAD_ALL, big], runs=ctx.runs)
     rss = B.peak_rss_mb([trove, "info", big])
+    # Many small tensors (an optimizer state, a model of many layers): the pickle is the whole cost.
+    many = os.path.join(ctx.work, "ckpt_100k_tensors.pt")
+    if not os.path.exists(many):
+        subprocess.run([PY, "-c", MAKE, "100000", "4", many], check=True)
+    t_many = B.time_cmd([trove, "info", many, "--json"], runs=ctx.runs)
+    t_many_torch = B.time_cmd([PY, "-c", LOAD, many], runs=ctx.runs)
+    t_many_wo = B.time_cmd([PY, "-c", LOAD_WEIGHTS_ONLY, many], runs=ctx.runs)
+    rss_many = B.peak_rss_mb([trove, "info", many, "--json"])
+    rss_many_torch = B.peak_rss_mb([PY, "-c", LOAD, many])
+    rss_import = B.peak_rss_mb([PY, "-c", "import torch"])
     out = [
         "## .pt: metadata and reading (issue 2)\n",
         "Checkpoints: 200 float32 tensors made by `torch.save` (10 MB: 12,500 elements each; 1 GB: 1,250,000 each).",
@@ -83,6 +97,11 @@ def run(ctx):
                  ["`torch.load` + touch every tensor (Python)", B.fmt_s(t_torch_all), B.fmt_rate(size, t_torch_all),
                   f"{t_cat / t_torch_all:.2f}"]]),
         "",
+        f"A checkpoint of 100,000 tensors of 4 float32 ({os.path.getsize(many):,} bytes, `torch.save`): "
+        f"`trove info --json` {B.fmt_s(t_many)} (peak RSS {rss_many:.0f} MB), `torch.load` {B.fmt_s(t_many_torch)} "
+        f"({rss_many_torch:.0f} MB, of which {rss_import:.0f} MB are the interpreter and `import torch`; {t_many_torch / t_many:.1f}x trove's time), "
+        f"`torch.load(weights_only=True)` {B.fmt_s(t_many_wo)} ({t_many_wo / t_many:.1f}x). "
+        "Here the pickle is the whole cost: about 15 values per tensor (docs/performance.md).\n",
         "Targets (issue 2): info takes the same time on both files; info at most 1/50 of torch.load's time on 1 GB; "
         "reading all tensor bytes at least half of cat's rate (the `vs cat` column is cat's time over ours).\n",
         "Commands: `python3 bench/run.py --bin build/bin --out docs/benchmarks.md --only pt`.\n",
