@@ -176,28 +176,36 @@ constexpr size_t kSkipBytes = size_t{64} << 10;
 // A window of a deferred entry: an Inflater skipped to the window's start.
 class EntryReader final : public DeferredReader {
  public:
-  EntryReader(SharedBytes raw, uint16_t method, uint64_t usize, const std::string& where, uint64_t offset)
-      : raw_(std::move(raw)), inflater_(method, raw_.data(), raw_.size(), usize, where) {
-    inflater_.Skip(offset);
+  EntryReader(SharedBytes raw, uint16_t method, uint64_t usize, const std::string& where, uint64_t offset,
+              std::string file)
+      : raw_(std::move(raw)), inflater_(method, raw_.data(), raw_.size(), usize, where), file_(std::move(file)) {
+    WithFile(file_, [&] { inflater_.Skip(offset); });
   }
   void Read(uint8_t* out, size_t n) override {
-    if (inflater_.Read(out, n) != n) Fail(ErrorCode::kUsage, "read past the end of deferred bytes");
+    WithFile(file_, [&] {
+      if (inflater_.Read(out, n) != n) Fail(ErrorCode::kUsage, "read past the end of deferred bytes");
+    });
   }
-  void Skip(uint64_t n) override { inflater_.Skip(n); }
+  void Skip(uint64_t n) override {
+    WithFile(file_, [&] { inflater_.Skip(n); });
+  }
 
  private:
   SharedBytes raw_;  // kept alive: the inflater reads it
   Inflater inflater_;
+  std::string file_;  // the archive, named by errors
 };
 
 // A compressed entry's payload, inflated only when asked for (SharedBytes::Deferred).
 class DeferredEntry final : public DeferredSource {
  public:
-  DeferredEntry(SharedBytes raw, uint16_t method, uint64_t usize, std::string where)
-      : raw_(std::move(raw)), method_(method), usize_(usize), where_(std::move(where)) {}
-  SharedBytes Produce() const override { return Decompress(method_, raw_.data(), raw_.size(), usize_, where_); }
+  DeferredEntry(SharedBytes raw, uint16_t method, uint64_t usize, std::string where, std::string file)
+      : raw_(std::move(raw)), method_(method), usize_(usize), where_(std::move(where)), file_(std::move(file)) {}
+  SharedBytes Produce() const override {
+    return WithFile(file_, [&] { return Decompress(method_, raw_.data(), raw_.size(), usize_, where_); });
+  }
   std::unique_ptr<DeferredReader> Open(uint64_t offset) const override {
-    return std::make_unique<EntryReader>(raw_, method_, usize_, where_, offset);
+    return WithFile(file_, [&] { return std::make_unique<EntryReader>(raw_, method_, usize_, where_, offset, file_); });
   }
   std::optional<uint64_t> compressed_size() const override { return raw_.size(); }
 
@@ -206,6 +214,7 @@ class DeferredEntry final : public DeferredSource {
   uint16_t method_;
   uint64_t usize_;
   std::string where_;
+  std::string file_;
 };
 
 }  // namespace
@@ -354,11 +363,12 @@ void DecompressStream(uint16_t method, const uint8_t* src, uint64_t csize, uint6
   }
 }
 
-SharedBytes DeferredDecompress(SharedBytes compressed, uint16_t method, uint64_t usize, std::string where) {
+SharedBytes DeferredDecompress(SharedBytes compressed, uint16_t method, uint64_t usize, std::string where,
+                               std::string file) {
   CheckDeclaredSize(usize, where);
   if (method == static_cast<uint16_t>(ZipMethod::kStored)) return compressed;
-  return SharedBytes::Deferred(std::make_shared<DeferredEntry>(std::move(compressed), method, usize, std::move(where)),
-                               usize);
+  return SharedBytes::Deferred(
+      std::make_shared<DeferredEntry>(std::move(compressed), method, usize, std::move(where), std::move(file)), usize);
 }
 
 }  // namespace trove::zip

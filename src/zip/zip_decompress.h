@@ -64,7 +64,10 @@ void DecompressStream(uint16_t method, const uint8_t* src, uint64_t compressed_s
                       std::string_view where, const std::function<void(const uint8_t*, size_t)>& fn);
 // The entry's payload as deferred bytes (SharedBytes::Deferred): nothing is inflated until the
 // bytes are streamed (DecompressStream, each time) or asked for whole (Decompress, once). Stored
-// entries are returned as they are. `compressed` must stay valid: it is kept.
-SharedBytes DeferredDecompress(SharedBytes compressed, uint16_t method, uint64_t uncompressed_size, std::string where);
+// entries are returned as they are. `compressed` must stay valid: it is kept. `file` (the
+// archive's path, "" when unknown) is named by the errors of the inflating, which happens later,
+// inside whatever pass reads the bytes: a writer's errors would otherwise name its output.
+SharedBytes DeferredDecompress(SharedBytes compressed, uint16_t method, uint64_t uncompressed_size, std::string where,
+                               std::string file = {});
 
 }  // namespace trove::zip

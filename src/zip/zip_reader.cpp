@@ -923,7 +923,9 @@ SharedBytes ZipReader::ReadDeferred(const ZipEntry& entry) const {
   if (entry.method == static_cast<uint16_t>(ZipMethod::kStored)) return Read(entry);
   const std::string where = Where(entry.name, entry.local_header_offset);
   SharedBytes raw = WithContext(where, [&] { return bytes_.Slice(entry.data_offset, entry.compressed_size); });
-  return Recorded(zip::DeferredDecompress(std::move(raw), entry.method, entry.uncompressed_size, where), entry);
+  return Recorded(zip::DeferredDecompress(std::move(raw), entry.method, entry.uncompressed_size, where,
+                                          file_ ? file_->path() : std::string()),
+                  entry);
 }
 
 bool ZipReader::CheckCrc(const ZipEntry& entry) const {

@@ -143,3 +143,19 @@ def test_an_npz_with_other_members_is_told_by_member(trove, tmp_path):
         z.writestr("readme.txt", "hi")
     r = trove("info", other)
     assert r.code == 2 and "not a checkpoint" in r.errtext, r
+
+
+def test_damage_found_while_converting_names_the_source(trove, tmp_path):
+    # A compressed member is inflated only when the writer streams it: the error is the source's.
+    src = tmp_path / "c.npz"
+    np.savez_compressed(src, a=np.arange(100000, dtype=np.int32))
+    data = bytearray(src.read_bytes())
+    data[200:260] = b"\xff" * 60
+    src.write_bytes(bytes(data))
+    out = tmp_path / "out.safetensors"
+    r = trove("convert", src, out)
+    assert r.code == 2 and f"error: {src}: entry 'a.npy'" in r.errtext and "invalid deflate data" in r.errtext, r
+    assert not out.exists()
+    with pytest.raises(trove_module.CorruptError) as e:
+        trove_module.load(str(src))
+    assert e.value.file == str(src) and "a.npy" in str(e.value), e.value
