@@ -133,10 +133,12 @@ class AtomicFile {
   const std::string& destination() const { return destination_; }
   // Whether Commit will fsync (see sync_); a destination made meanwhile is fsync'ed too.
   bool syncs() const { return sync_; }
+  // Replacing an existing file, the new one takes its owner and permission bits.
   void Commit();
 
  private:
   void Flush();
+  void KeepOwnerAndMode();
   std::string destination_;
   std::string temp_path_;  // empty when the file is unnamed (O_TMPFILE)
   int fd_ = -1;

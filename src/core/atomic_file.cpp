@@ -389,6 +389,21 @@ std::string AtomicFile::PathForReading() {
   return "/proc/self/fd/" + std::to_string(fd_);
 }
 
+// A file replaced in place (`gguf set`, `refresh-checksums`, a convert onto an existing file) keeps
+// its owner and permission bits, as an editor saving it would: a read-only file stays read-only,
+// a group's file stays the group's. The set-id bits are not carried (an owner the write cannot
+// give back would keep them). Best effort: a new file's own (the umask's) stay where the owner
+// cannot be given (not root).
+void AtomicFile::KeepOwnerAndMode() {
+  struct stat st {};
+  if (::stat(destination_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  struct stat mine {};
+  if (::fstat(fd_, &mine) == 0 && (mine.st_uid != st.st_uid || mine.st_gid != st.st_gid)) {
+    (void)::fchown(fd_, st.st_uid, st.st_gid);  // EPERM unless root: the file stays ours
+  }
+  (void)::fchmod(fd_, st.st_mode & 0777);
+}
+
 void AtomicFile::Commit() {
   Flush();
   ThrowIfInterrupted();
@@ -424,6 +439,7 @@ void AtomicFile::Commit() {
     }
     if (temp_path_.empty()) FailErrno(destination_, EEXIST);
   }
+  KeepOwnerAndMode();
   if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
     int err = errno;
     ::unlink(temp_path_.c_str());

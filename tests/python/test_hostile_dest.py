@@ -95,6 +95,26 @@ def test_convert_onto_the_source_converts_in_place(tmp_path):
     assert run_hostile("trove", "diff", src, td, watch=tmp_path, expect={0})
 
 
+def test_a_file_replaced_in_place_keeps_its_owner_and_mode(tmp_path):
+    # As an editor saving it: a read-only file stays read-only, a group's file stays the group's.
+    src = small_pt(tmp_path / "m.pt")
+    os.chmod(src, 0o640)
+    if os.geteuid() == 0:
+        os.chown(src, 1234, 5678)
+    run_hostile("trove", "convert", src, src, "--to", "pt", "--dtype", "float16", watch=tmp_path, allowed=[src],
+                expect={0})
+    st = os.stat(src)
+    assert oct(st.st_mode & 0o7777) == oct(0o640)
+    if os.geteuid() == 0:
+        assert (st.st_uid, st.st_gid) == (1234, 5678)
+    out = tmp_path / "out.safetensors"
+    out.write_bytes(b"old")
+    os.chmod(out, 0o444)
+    run_hostile("trove", "convert", src, out, watch=tmp_path, allowed=[out], expect={0})
+    assert oct(os.stat(out).st_mode & 0o7777) == oct(0o444) and out.stat().st_size > 3
+    assert torch.load(src)["w"].dtype == torch.float16
+
+
 def test_convert_into_directory_containing_source_is_refused(tmp_path):
     holder = tmp_path / "holder"
     holder.mkdir()
