@@ -460,7 +460,12 @@ AtomicDirectory::AtomicDirectory(std::string destination, Durability durability,
   std::error_code ec;
   const bool exists = fs::exists(fs::symlink_status(destination_, ec));
   sync_ = durability == Durability::kDurable || exists;
-  RemoveOrphans(destination_);
+  // Files going into a directory that exists are built in a hidden tree inside it, not beside it:
+  // the user named that directory, not its parent (which may be read-only, or another file system
+  // when the directory is a mount point: the renames would fail with EXDEV).
+  const bool inside = exists && kind_ == OutputKind::kFilesInDirectory && fs::is_directory(destination_, ec);
+  const std::string sibling_of = inside ? (fs::path(destination_) / "files").string() : destination_;
+  RemoveOrphans(sibling_of);
   // Counted as live before the tree exists, as AtomicFile is: a signal from here on is left to
   // the write loop, which removes the tree, rather than ending the process with no word of why.
   LiveWriter::Enter();
@@ -470,7 +475,7 @@ AtomicDirectory::AtomicDirectory(std::string destination, Durability durability,
       // RemoveOrphans may take it for an orphan (unlocked) and remove it; so once locked, the tree
       // is ours only if the name still leads to the directory we locked. Otherwise try a new name.
       // Killed between mkdir and flock, an empty unlocked tree is left: the next writer takes it.
-      std::string name = HiddenSibling(destination_);
+      std::string name = HiddenSibling(sibling_of);
       if (::mkdir(name.c_str(), 0777) != 0) {
         if (errno == EEXIST) continue;
         FailErrno(destination_, errno);

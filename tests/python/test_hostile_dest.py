@@ -115,6 +115,30 @@ def test_a_file_replaced_in_place_keeps_its_owner_and_mode(tmp_path):
     assert torch.load(src)["w"].dtype == torch.float16
 
 
+@pytest.mark.parametrize("to", ["gguf", "safetensors"])
+def test_files_into_a_directory_are_built_inside_it_not_beside_it(tmp_path, to):
+    # The user named the directory: its parent may be read-only (here: immutable) or another file
+    # system (the directory a mount point); the hidden tree goes inside the directory.
+    src = tmp_path / "m.pt"
+    torch.manual_seed(0)
+    torch.save({f"w{i}": torch.randn(256, 256) for i in range(4)}, src)
+    parent = tmp_path / "parent"
+    out = parent / "out"
+    out.mkdir(parents=True)
+    (out / "README.md").write_text("mine")
+    if subprocess.run(["chattr", "+i", str(parent)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (not root, or not a file system that has it)")
+    try:
+        dest = out / "g.gguf" if to == "gguf" else out
+        r = run_hostile("trove", "convert", src, dest, "--to", to, "--max-shard-size", "300KB", watch=tmp_path,
+                        allowed=[out], expect={0})
+        names = sorted(os.listdir(out))
+        assert "README.md" in names and len([n for n in names if n.endswith("." + to)]) == 4, (names, r)
+        assert not any(TEMPORARY_MARK in n for n in names + os.listdir(parent)), names
+    finally:
+        subprocess.run(["chattr", "-i", str(parent)], check=True)
+
+
 def test_convert_into_directory_containing_source_is_refused(tmp_path):
     holder = tmp_path / "holder"
     holder.mkdir()
