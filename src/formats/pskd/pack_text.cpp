@@ -99,7 +99,10 @@ uint64_t PackFile(const std::string& input, const SampleType& type, const std::s
       size_t nl = chunk.find('\n', pos);
       size_t stop = nl == std::string_view::npos ? chunk.size() : nl;
       ++line_number;
-      if (PackLine(chunk.substr(pos, stop - pos), line_number, encoder)) writer.Append(encoder.bytes());
+      // An error of the text names its file (then the line), as encode's do.
+      if (WithContext(input, [&] { return PackLine(chunk.substr(pos, stop - pos), line_number, encoder); })) {
+        writer.Append(encoder.bytes());
+      }
       pos = stop + 1;
     }
   }

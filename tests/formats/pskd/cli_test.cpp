@@ -113,7 +113,7 @@ TEST(PreskCliTest, PackWithSpecMessagesAndSkippedLines) {
   WriteFile(tmp.Path("s.txt"), "-- a comment\n1 0.5 0.25\n\n  3 1.5 -2\n64 1 1\n");
   auto bad = RunPresk({"data", "pack", "--type", "(idx[64][], ℝ[x: 2])", "s.txt", "-o", "s.psk.d"}, tmp.dir().string());
   EXPECT_EQ(bad.status, 2);
-  EXPECT_EQ(bad.err, "presk data: error[E9004]: line 5: 64 is not below 64\n");
+  EXPECT_EQ(bad.err, "presk data: error[E9004]: s.txt: line 5: 64 is not below 64\n");
   EXPECT_FALSE(std::filesystem::exists(tmp.Path("s.psk.d")));
   WriteFile(tmp.Path("s.txt"), "-- a comment\n1 0.5 0.25\n\n  3 1.5 -2\n");
   auto ok = RunPresk({"data", "pack", "--type", "(idx[64][], ℝ[x: 2])", "s.txt", "-o", "s.psk.d"}, tmp.dir().string());
@@ -126,12 +126,12 @@ TEST(PreskCliTest, PackWithSpecMessagesAndSkippedLines) {
     const char* line;
     const char* err;
   };
-  for (const Case& c : {Case{"1 0.5\n", "presk data: error[E9004]: line 1: too few values: 2, a sample holds 3\n"},
-                        Case{"1 2 3 4\n", "presk data: error[E9004]: line 1: too many values: 4, a sample holds 3\n"},
-                        Case{"x 1 2\n", "presk data: error[E9004]: line 1: 'x' is not an index\n"},
-                        Case{"1.5 1 2\n", "presk data: error[E9004]: line 1: '1.5' is not an index\n"},
-                        Case{"-1 1 2\n", "presk data: error[E9004]: line 1: '-1' is not an index\n"},
-                        Case{"1 1 two\n", "presk data: error[E9004]: line 1: 'two' is not a real\n"}}) {
+  for (const Case& c : {Case{"1 0.5\n", "presk data: error[E9004]: e.txt: line 1: too few values: 2, a sample holds 3\n"},
+                        Case{"1 2 3 4\n", "presk data: error[E9004]: e.txt: line 1: too many values: 4, a sample holds 3\n"},
+                        Case{"x 1 2\n", "presk data: error[E9004]: e.txt: line 1: 'x' is not an index\n"},
+                        Case{"1.5 1 2\n", "presk data: error[E9004]: e.txt: line 1: '1.5' is not an index\n"},
+                        Case{"-1 1 2\n", "presk data: error[E9004]: e.txt: line 1: '-1' is not an index\n"},
+                        Case{"1 1 two\n", "presk data: error[E9004]: e.txt: line 1: 'two' is not a real\n"}}) {
     WriteFile(tmp.Path("e.txt"), c.line);
     auto r = RunPresk({"data", "pack", "--type", "(idx[64][], ℝ[x: 2])", "e.txt", "-o", "e.psk.d"}, tmp.dir().string());
     EXPECT_EQ(r.status, 2);
@@ -161,7 +161,7 @@ TEST(PreskCliTest, Version2F32AndBf16ReadBackToTheSameNumbers) {
   // 0.1 is not a number of f32: refused, nothing written.
   WriteFile(tmp.Path("t.txt"), "0.1\n");
   auto r = RunPresk({"data", "pack", "--type", "ℝ[]", "--encoding", "f32", "t.txt", "-o", "t.psk.d"}, tmp.dir().string());
-  EXPECT_EQ(r.err, "presk data: error[E9004]: line 1: 0.1 is not a number of f32\n");
+  EXPECT_EQ(r.err, "presk data: error[E9004]: t.txt: line 1: 0.1 is not a number of f32\n");
   EXPECT_FALSE(std::filesystem::exists(tmp.Path("t.psk.d")));
 }
 
