@@ -30,6 +30,9 @@ inline constexpr int kTensordictFormatVersion = 1;
 struct TensordictWriteOptions : WriteOptions {
   // Archives only: how `.memmap` payloads are stored. meta.json and pickles are always stored.
   ZipMethod compression = ZipMethod::kStored;
+  // UnpackTdz only: write compressed entries that together inflate beyond kMaxInflateRatio times
+  // the archive's entries (a decompression bomb's ratio; docs/security.md, "The expansion rule").
+  bool allow_expand = false;
 };
 
 // Reads a tensordict directory or a .tdz archive (detected by content: a directory, or a zip

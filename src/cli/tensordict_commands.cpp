@@ -48,10 +48,14 @@ void AddTensordictCommands(CLI::App& app, int* exit_code) {
   unpack->add_option("dir", dir, "Directory to create (an existing tensordict or empty one is replaced atomically)")
       ->required();
   unpack->add_flag("--sync", args->sync, kSyncFlagHelp);
+  static bool allow_expand = false;
+  unpack->add_flag("--allow-expand", allow_expand,
+                   "Write compressed leaves inflating like a decompression bomb anyway (beyond kMaxInflateRatio)");
   unpack->footer("Example:\n  trove unpack rb.tdz replay_buffer/");
   unpack->callback([exit_code, args] {
     TensordictWriteOptions options;
     options.durability = DurabilityFromSyncFlag(args->sync);
+    options.allow_expand = allow_expand;
     Progress progress;
     options.progress = progress.Callback();
     UnpackTdz(args->archive, args->dir, options);

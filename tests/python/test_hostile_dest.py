@@ -506,3 +506,28 @@ def test_refresh_checksums_leaves_an_archive_it_cannot_make_sound(tmp_path):
     r = run_hostile("trove", "refresh-checksums", archive, watch=tmp_path, expect={2})
     assert leaf.filename in r.errtext, r
     assert archive.read_bytes() == bytes(data)
+
+
+def test_unpack_refuses_a_decompression_bomb_and_streams_what_it_writes(tmp_path):
+    # A 1 MB .tdz whose deflated leaf inflates to 1 GiB (1028:1): unpack is a write like convert,
+    # under the same expansion rule; --allow-expand writes it, streamed (no 1 GiB in memory).
+    import json
+    meta = {"a": {"device": "cpu", "shape": [3, 4], "dtype": "torch.float32", "is_nested": False},
+            "shape": [], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"}
+    bomb = tmp_path / "bomb.tdz"
+    with zipfile.ZipFile(bomb, "w") as z:
+        z.writestr("meta.json", json.dumps(meta))
+        info = zipfile.ZipInfo("a.memmap")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with z.open(info, "w", force_zip64=True) as f:
+            for _ in range(1024):
+                f.write(bytes(1 << 20))
+    out = tmp_path / "out"
+    r = run_hostile("trove", "unpack", bomb, out, watch=tmp_path, expect={2})
+    assert "entry 'a.memmap' inflates" in r.errtext and "kMaxInflateRatio" in r.errtext and str(bomb) in r.errtext, r
+    assert not out.exists()
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", tool("trove"), "unpack", bomb, out, "--allow-expand"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert int(p.stderr.strip().splitlines()[-1]) < 200_000, p.stderr  # peak RSS in KB: streamed
+    assert (out / "a.memmap").stat().st_size == 1 << 30

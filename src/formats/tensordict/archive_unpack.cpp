@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "formats/tensordict/td_names.h"
@@ -13,6 +15,7 @@
 #include "trove/atomic_file.h"
 #include "trove/error.h"
 #include "trove/shared_bytes.h"
+#include "trove/tensor.h"
 #include "trove/tensordict.h"
 #include "trove/zip_reader.h"
 
@@ -60,6 +63,29 @@ int OpenDirChain(int root, const std::vector<std::string>& parts, size_t n, cons
   return current;
 }
 
+// The expansion rule for an archive written out as files: its compressed entries together may
+// inflate to at most kMaxInflateRatio times the bytes all its entries occupy (above
+// kExpandFreeBytes), as for every other write; the error names the entry of the highest ratio.
+void CheckInflation(const ZipReader& zip) {
+  uint64_t occupied = 0, inflated = 0;
+  const ZipEntry* most = nullptr;
+  auto ratio = [](const ZipEntry& e) { return e.uncompressed_size / std::max<uint64_t>(e.compressed_size, 1); };
+  for (const ZipEntry& e : zip.entries()) {
+    occupied = occupied > UINT64_MAX - e.compressed_size ? UINT64_MAX : occupied + e.compressed_size;
+    if (e.method == static_cast<uint16_t>(ZipMethod::kStored)) continue;
+    inflated = inflated > UINT64_MAX - e.uncompressed_size ? UINT64_MAX : inflated + e.uncompressed_size;
+    if (most == nullptr || ratio(e) > ratio(*most)) most = &e;
+  }
+  const uint64_t bound = occupied > UINT64_MAX / kMaxInflateRatio ? UINT64_MAX : occupied * kMaxInflateRatio;
+  if (most == nullptr || inflated <= std::max(kExpandFreeBytes, bound)) return;
+  Fail(ErrorCode::kLimit, "entry '" + most->name + "' inflates " + std::to_string(most->compressed_size) + " bytes to " +
+                              std::to_string(most->uncompressed_size) + " (" + std::to_string(ratio(*most)) +
+                              ":1); the compressed entries would write " + std::to_string(inflated) + " bytes from the " +
+                              std::to_string(occupied) + " the archive's entries occupy: more than kMaxInflateRatio (" +
+                              std::to_string(kMaxInflateRatio) + ":1), a decompression bomb's ratio; --allow-expand "
+                              "writes it anyway");
+}
+
 }  // namespace
 
 void UnpackTdz(const std::string& archive, const std::string& dir, Durability durability) {
@@ -75,6 +101,7 @@ void UnpackTdz(const std::string& archive, const std::string& dir, const Tensord
   if (zip.Find("meta.json") == nullptr) {
     Fail(ErrorCode::kCorrupt, archive + ": not a tensordict archive (no top-level meta.json entry)");
   }
+  if (!options.allow_expand) WithFile(archive, [&] { CheckInflation(zip); });
   AtomicDirectory out(dir, options.durability, OutputKind::kTree, tensordict::IsTensordictFileName);
   uint64_t total = 0;
   for (const ZipEntry& e : zip.entries()) total += e.uncompressed_size;
@@ -101,12 +128,21 @@ void UnpackTdz(const std::string& archive, const std::string& dir, const Tensord
         ::close(dfd);
         if (fd < 0) Fail(ErrorCode::kIo, "entry '" + e.name + "': " + std::strerror(err));
         try {
-          SharedBytes payload = zip.Read(e);
+          // A compressed entry is inflated window by window as it is written (ReadDeferred), never
+          // held whole; a stored one is copied from the mapping.
+          SharedBytes payload = zip.ReadDeferred(e);
           uint64_t written = 0, writeback_started = 0;
-          WriteOut(fd, payload.data(), payload.size(), "entry '" + e.name + "'", written,
-                   out.syncs() ? &writeback_started : nullptr);
+          const std::string where = "entry '" + e.name + "'";
+          if (payload.deferred()) {
+            payload.Stream([&](const uint8_t* p, size_t n) {
+              WriteOut(fd, p, n, where, written, out.syncs() ? &writeback_started : nullptr);
+              progress.Add(n);
+            });
+          } else {
+            WriteOut(fd, payload.data(), payload.size(), where, written, out.syncs() ? &writeback_started : nullptr);
+            progress.Add(payload.size());
+          }
           if (out.syncs()) WriteBehind(fd, written, writeback_started, /*complete=*/true);
-          progress.Add(payload.size());
         } catch (...) {
           ::close(fd);
           throw;
