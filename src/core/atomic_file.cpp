@@ -392,8 +392,8 @@ std::string AtomicFile::PathForReading() {
 // A file replaced in place (`gguf set`, `refresh-checksums`, a convert onto an existing file) keeps
 // its owner and permission bits, as an editor saving it would: a read-only file stays read-only,
 // a group's file stays the group's. The set-id bits are not carried (an owner the write cannot
-// give back would keep them). Best effort: a new file's own (the umask's) stay where the owner
-// cannot be given (not root).
+// give back would keep them). Best effort: where the owner cannot be given back (not root), the
+// new file stays ours, with the old permission bits.
 void AtomicFile::KeepOwnerAndMode() {
   struct stat st {};
   if (::stat(destination_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;

@@ -93,14 +93,14 @@ bool IsShardingName(const std::string& name, const std::string& stem, const std:
   return true;
 }
 
+// The refusal below names at most this many files (a folder could hold thousands).
+constexpr size_t kListedOtherShards = 5;
+
 // Before anything is written: files of another sharding of the same naming (other shard counts,
 // the single file or the index the new layout does not have) would be read with the new shards by
 // tools that glob. save_pretrained deletes them; trove deletes no file it did not write, so it
 // refuses, naming them, and writes nothing. A source of this command is left out (converted in
 // place, it stays beside its shards, as it was).
-// The refusal names at most this many of them (a folder could hold thousands).
-constexpr size_t kListedOtherShards = 5;
-
 void RefuseOtherShardings(const std::string& directory, const std::string& stem, const std::string& ext,
                           const std::set<std::string>& to_write) {
   std::vector<std::string> others;
@@ -166,10 +166,10 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
 
   const bool st = target == Format::kSafetensors;
   const std::string stem = st ? "model" : "pytorch_model", ext = st ? ".safetensors" : ".bin";
-  std::set<std::string> written;
-  for (size_t s = 0; s < shards.size(); ++s) written.insert(ShardFileName(stem, ext, s, shards.size()));
-  if (shards.size() > 1) written.insert(stem + ext + ".index.json");
-  if (std::filesystem::is_directory(directory)) RefuseOtherShardings(directory, stem, ext, written);
+  std::set<std::string> to_write;
+  for (size_t s = 0; s < shards.size(); ++s) to_write.insert(ShardFileName(stem, ext, s, shards.size()));
+  if (shards.size() > 1) to_write.insert(stem + ext + ".index.json");
+  if (std::filesystem::is_directory(directory)) RefuseOtherShardings(directory, stem, ext, to_write);
   // Into an existing directory (a model folder with its config.json, tokenizer and README) only
   // the shards and the index go; every other file there stays.
   AtomicDirectory out(directory, options.durability, OutputKind::kFilesInDirectory);
