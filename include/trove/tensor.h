@@ -58,6 +58,12 @@ inline constexpr uint64_t kExpandFreeBytes = uint64_t{64} << 20;
 // buffer beside real weights is not) and above kExpandFreeBytes, as Apache POI's ZipSecureFile
 // judges a ratio only above a size floor.
 inline constexpr uint64_t kMaxInflateRatio = 256;
+// The rule's inflation test: `inflated` bytes from compressed data whose file holds `occupied`
+// bytes of what is written (every bound saturates instead of wrapping).
+constexpr bool InflatesBeyondRule(uint64_t inflated, uint64_t occupied) {
+  const uint64_t bound = occupied > UINT64_MAX / kMaxInflateRatio ? UINT64_MAX : occupied * kMaxInflateRatio;
+  return inflated > (bound > kExpandFreeBytes ? bound : kExpandFreeBytes);
+}
 
 // What a cast (CastView) did to the values it converted, counted by every pass that streams all
 // of them (the last whole pass is kept, so a writer that streams a tensor twice counts it once).

@@ -819,7 +819,7 @@ void CheckExpansion(const std::vector<NamedTensor>& tensors, bool views_kept) {
                                 "whole (.pt keeps shared storages shared; --keys/--exclude select fewer); "
                                 "--allow-expand writes it anyway");
   }
-  if (inflated > std::max(kExpandFreeBytes, Times(occupied, kMaxInflateRatio))) {
+  if (InflatesBeyondRule(inflated, occupied)) {
     const Entry* most = nullptr;
     for (const auto& [id, e] : entries)
       if (most == nullptr || e.inflated / std::max<uint64_t>(e.compressed, 1) > most->inflated / std::max<uint64_t>(most->compressed, 1)) most = &e;

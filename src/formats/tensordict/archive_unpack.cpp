@@ -76,8 +76,7 @@ void CheckInflation(const ZipReader& zip) {
     inflated = inflated > UINT64_MAX - e.uncompressed_size ? UINT64_MAX : inflated + e.uncompressed_size;
     if (most == nullptr || ratio(e) > ratio(*most)) most = &e;
   }
-  const uint64_t bound = occupied > UINT64_MAX / kMaxInflateRatio ? UINT64_MAX : occupied * kMaxInflateRatio;
-  if (most == nullptr || inflated <= std::max(kExpandFreeBytes, bound)) return;
+  if (most == nullptr || !InflatesBeyondRule(inflated, occupied)) return;
   Fail(ErrorCode::kLimit, "entry '" + most->name + "' inflates " + std::to_string(most->compressed_size) + " bytes to " +
                               std::to_string(most->uncompressed_size) + " (" + std::to_string(ratio(*most)) +
                               ":1); the compressed entries would write " + std::to_string(inflated) + " bytes from the " +
