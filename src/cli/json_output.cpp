@@ -7,7 +7,9 @@
 #include <unordered_set>
 
 #include "cli/value_printer.h"
+#include "core/display_escape.h"
 #include "core/float_text.h"
+#include "core/utf8.h"
 #include "trove/document.h"
 
 namespace trove::cli {
@@ -287,41 +289,25 @@ void AppendJsonFloat(double value, std::string& out) { AppendFloatOrTag(value, o
 void AppendJsonInt(int64_t value, std::string& out) { AppendInteger(value, out); }
 void AppendJsonUInt(uint64_t value, std::string& out) { AppendInteger(value, out); }
 
-// Characters JSON lets through raw that act on a terminal all the same: DEL, the C1 controls
-// (U+0080-U+009F: 0x9B is CSI on terminals that take 8-bit controls), the line and paragraph
-// separators and the bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E,
-// U+2066-U+2069: "Trojan Source" reordering), as the plain-text display rule lists them.
-// `trove info --json` read in a terminal must show names as plain text does, so these are
-// written as \u escapes: the same JSON value, no raw control.
-namespace {
-
-bool ActsOnATerminal(uint32_t cp) {
-  return cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F || cp == 0x2028 ||
-         cp == 0x2029 || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
-}  // namespace
-
+// JSON may hold raw what a terminal acts on all the same: DEL and the characters the display
+// rule shows as \uNNNN (core/display_escape.h: C1 controls, 0x9B being CSI on terminals that take
+// 8-bit controls; bidirectional controls; line separators). `trove info --json` read in a
+// terminal must show names as plain text does, so these are written as JSON's \u escapes: the
+// same JSON value, no raw control.
 void AppendJsonString(std::string_view text, std::string& out) {
   const std::string dumped = Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
-  // dump() wrote valid UTF-8 (invalid bytes replaced), so each lead byte starts a whole character.
+  // dump() wrote valid UTF-8 (invalid bytes replaced, no surrogate), so every character decodes.
   for (size_t i = 0; i < dumped.size();) {
-    const auto c = static_cast<unsigned char>(dumped[i]);
-    const size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    uint32_t cp = c < 0x80 ? c : 0;
-    if (n == 2 && i + 1 < dumped.size()) cp = ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(dumped[i + 1]) & 0x3Fu);
-    if (n == 3 && i + 2 < dumped.size()) {
-      cp = ((c & 0x0Fu) << 12) | ((static_cast<unsigned char>(dumped[i + 1]) & 0x3Fu) << 6) |
-           (static_cast<unsigned char>(dumped[i + 2]) & 0x3Fu);
-    }
-    if (ActsOnATerminal(cp)) {
-      char escaped[8];
+    const size_t at = i;
+    uint32_t cp = 0;
+    if (!utf8::Next(dumped, i, cp)) i = at + 1, cp = 0;
+    if (cp == 0x7F || EscapedCodePoint(cp)) {
+      char escaped[12];
       std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(cp));
       out += escaped;
     } else {
-      out.append(dumped, i, n);
+      out.append(dumped, at, i - at);
     }
-    i += n;
   }
 }
 

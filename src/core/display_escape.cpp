@@ -18,14 +18,6 @@ void AppendCodePoint(uint32_t cp, std::string& out) {
   for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
 }
 
-// Code points past ASCII that are shown escaped: C1 controls, the bidirectional controls that
-// reorder text (marks, embeddings, overrides, isolates), the Unicode line and paragraph
-// separators (a name stays on its line), and lone surrogates (no character at all).
-bool EscapedCodePoint(uint32_t cp) {
-  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x2028 && cp <= 0x202E) ||
-         (cp >= 0x2066 && cp <= 0x2069) || (cp >= 0xD800 && cp <= 0xDFFF);
-}
-
 // Whether an ASCII byte is shown as itself.
 bool KeptAscii(uint8_t c, DisplayEscape how, char quote) {
   if (c == '\n' || c == '\t') return how == DisplayEscape::kLines;
@@ -51,6 +43,11 @@ void AppendAsciiEscape(uint8_t c, std::string& out) {
 }
 
 }  // namespace
+
+bool EscapedCodePoint(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x2028 && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069) || (cp >= 0xD800 && cp <= 0xDFFF);
+}
 
 void AppendEscapedForDisplay(std::string_view text, std::string& out, DisplayEscape how, char quote) {
   size_t i = 0;

@@ -49,6 +49,11 @@ std::string EscapeForDisplay(std::string_view text, DisplayEscape how = DisplayE
 void AppendEscapedForDisplay(std::string_view text, std::string& out, DisplayEscape how = DisplayEscape::kName,
                              char quote = 0);
 
+// The code points past ASCII the rule shows as \uNNNN: C1 controls, the bidirectional controls
+// that reorder text (marks, embeddings, overrides, isolates), the line and paragraph separators,
+// lone surrogates. JSON output (cli/json_output.h) writes the same ones as JSON escapes.
+bool EscapedCodePoint(uint32_t cp);
+
 // How many bytes at the end of `text` (0 to 3) start a UTF-8 sequence that is not complete yet
 // but may be completed by what follows: a writer that gets text in pieces holds them back.
 size_t IncompleteUtf8Tail(std::string_view text);
