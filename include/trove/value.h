@@ -132,7 +132,7 @@ class ValueArena {
   // `info` on a virtual machine (docs/performance.md). Smaller blocks come from operator new.
   static constexpr size_t kHugeBlockBytes = size_t{2} << 20;
   static void* AllocateBlock(size_t bytes, bool huge);
-  static void FreeBlock(void* block, size_t bytes, bool huge) noexcept;
+  static void FreeBlock(void* block, bool huge) noexcept;
 
   // Elements that never move once made, in blocks that grow from 8 elements to kHugeBlockBytes,
   // each block one allocation (a std::deque's blocks hold two Values: one malloc per two nodes was
@@ -145,7 +145,7 @@ class ValueArena {
     StableBlocks& operator=(const StableBlocks&) = delete;
     ~StableBlocks() {
       ForEach([](T& item) { item.~T(); });
-      for (const Block& b : blocks_) FreeBlock(b.items, b.capacity * sizeof(T), b.capacity == kLargestBlock);
+      for (const Block& b : blocks_) FreeBlock(b.items, b.capacity == kLargestBlock);
     }
     T& emplace_back() {
       if (blocks_.empty() || last_used_ == blocks_.back().capacity) {

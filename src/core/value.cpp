@@ -91,7 +91,7 @@ void* ValueArena::AllocateBlock(size_t bytes, bool huge) {
   return reinterpret_cast<void*>(aligned);
 }
 
-void ValueArena::FreeBlock(void* block, size_t /*bytes*/, bool huge) noexcept {
+void ValueArena::FreeBlock(void* block, bool huge) noexcept {
   if (huge) ::munmap(block, kHugeBlockBytes);
   else ::operator delete(block);  // unsized: clang without -fsized-deallocation has no sized one
 }
