@@ -78,6 +78,11 @@ std::string Error::MessageWithout(bool file, bool entry, bool offset) const {
 Error& Error::SetFile(std::string_view path) {
   if (file_.empty() && !path.empty()) {
     file_ = path;
+    // Inner code that names a file as a context ("'ckpt/x.safetensors': No such file", because
+    // the file the outer layer names is usually another: the index that listed it) would say the
+    // path twice when the outer layer's file is that same one.
+    const std::string quoted = "'" + file_ + "'";
+    std::erase_if(parts_, [&](const Part& p) { return p.kind == PartKind::kContext && p.text == quoted; });
     parts_.insert(parts_.begin(), Part{PartKind::kFile, file_});
     Render();
   }

@@ -53,6 +53,17 @@ TEST(ErrorFieldsTest, FileIsSetOnceSoItDoesNotRepeat) {
   EXPECT_EQ(e.message(), "victim: bad");
 }
 
+TEST(ErrorFieldsTest, AContextNamingTheFileItselfIsNotSaidTwice) {
+  // A confined directory names the file it refused as a context; the outer layer's file is
+  // usually another (the index that listed it), but when it is the same, once is enough.
+  Error same(ErrorCode::kRefused, "leads out of its directory through a symbolic link");
+  same.AddContext("'dcp/.metadata'").SetFile("dcp/.metadata");
+  EXPECT_EQ(same.message(), "dcp/.metadata: leads out of its directory through a symbolic link");
+  Error other(ErrorCode::kNotFound, "No such file or directory");
+  other.AddContext("'ckpt/x.safetensors'").AddContext("shard of tensor 'w'").SetFile("ckpt/index.json");
+  EXPECT_EQ(other.message(), "ckpt/index.json: shard of tensor 'w': 'ckpt/x.safetensors': No such file or directory");
+}
+
 TEST(ErrorFieldsTest, SetEntryAndOffsetAreSetOnce) {
   Error e(ErrorCode::kCorrupt, "bad opcode");
   e.SetOffset(3).SetOffset(99).SetEntry("data.pkl").SetEntry("other.pkl");
