@@ -22,8 +22,8 @@
 // is replaced only when it is what the writer writes there (a file for a file; for a tree, a
 // directory holding only the files its format writes); a writer of files into a directory
 // (shards and their index) replaces only its own files there and leaves every other file as it
-// is. Never `/`, the working directory or a parent of it, nor a directory containing a source
-// this process reads (SourceGuard); a source itself may be the destination (converting a file
+// is. Never `/`; as a tree, never the working directory or a parent of it, nor a directory
+// containing a source this process reads (SourceGuard); a source itself may be the destination (converting a file
 // in place: it is replaced by rename once the new one is whole, as any destination is).
 // Every writer removes the orphans of every destination name in its directory, not only its own.
 // Neither class is thread-safe; use one from one thread. SourceGuard and the signal state are.
@@ -59,9 +59,10 @@ enum class OutputKind {
   // must be a directory that is empty or holds, in every sub-directory, only files the writer's
   // format writes (OwnFileTest); any other file there stops the write.
   kTree,
-  // Files written into a directory (a sharded checkpoint's shards and index). An existing
-  // directory stays, with every file in it the writer does not write; files of the same names
-  // as the writer's are replaced. A missing one is made as a tree is.
+  // Files written into a directory (a sharded checkpoint's shards and index, a dataset's shards
+  // and manifest). An existing directory stays (the working directory too), with every file in
+  // it the writer does not write; files of the same names as the writer's are replaced, each
+  // under AtomicFile's rule for a file. A missing one is made as a tree is.
   kFilesInDirectory,
 };
 

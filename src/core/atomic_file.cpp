@@ -220,8 +220,10 @@ void CheckDestination(const std::string& destination, OutputKind kind, OwnFileTe
   const std::string target = Canonical(destination);
   if (target == "/") refuse("is the root directory");
   std::error_code ec;
+  // A tree replaces its destination whole; files written into a directory leave it and every
+  // other file in it as they are, so shards may go into the working directory.
   const fs::path cwd = fs::current_path(ec);
-  if (!ec && IsSelfOrParent(target, Canonical(cwd.string())))
+  if (kind == OutputKind::kTree && !ec && IsSelfOrParent(target, Canonical(cwd.string())))
     refuse("is the working directory or a directory containing it");
   {
     SourceRegistry& r = Sources();
@@ -541,14 +543,12 @@ void AtomicDirectory::Commit() {
     std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
       return (a == last_) != (b == last_) ? b == last_ : a < b;
     });
+    // Every name is checked before any moves in: a directory, device or source of this command
+    // by one of the names stops the write with the destination as it was.
+    for (const std::string& name : names) CheckDestination((fs::path(destination_) / name).string(), OutputKind::kFile);
     for (const std::string& name : names) {
       const std::string from = (fs::path(temp_path_) / name).string();
       const std::string to = (fs::path(destination_) / name).string();
-      struct stat there {};
-      if (::lstat(to.c_str(), &there) == 0 && !S_ISREG(there.st_mode)) {
-        throw Error(ErrorCode::kRefused, "exists and is not a regular file, not a file this command writes; the "
-                                         "files moved in before it stay").SetFile(to);
-      }
       if (::rename(from.c_str(), to.c_str()) != 0) FailErrno(to, errno);
     }
     committed_ = true;

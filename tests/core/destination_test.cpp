@@ -117,13 +117,31 @@ TEST_F(DestinationTest, FilesGoIntoAnExistingDirectoryAndNothingElseChanges) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // no temporary left
 }
 
+TEST_F(DestinationTest, ANameThatIsNoFileStopsTheMoveBeforeAnyFileMoves) {
+  Put("model/old-00000.psk.d", "earlier shard");
+  fs::create_directories(dir_ / "model" / "old-00001.psk.d");  // a directory by a shard's name
+  {
+    AtomicDirectory d(P("model"), Durability::kReplaceSafe, OutputKind::kFilesInDirectory);
+    std::ofstream(fs::path(d.path()) / "old-00000.psk.d") << "new shard 0";
+    std::ofstream(fs::path(d.path()) / "old-00001.psk.d") << "new shard 1";
+    EXPECT_NE(Refusal([&] { d.Commit(); }), "");
+  }
+  EXPECT_EQ(Slurp(P("model/old-00000.psk.d")), "earlier shard");
+  EXPECT_TRUE(fs::is_directory(P("model/old-00001.psk.d")));
+  EXPECT_EQ(std::distance(fs::directory_iterator(P("model")), fs::directory_iterator()), 2);  // no temporary left
+}
+
 TEST_F(DestinationTest, RootWorkingDirectoryAndItsParentsAreRefused) {
   for (OutputKind kind : {OutputKind::kTree, OutputKind::kFilesInDirectory}) {
     EXPECT_NE(Refusal([&] { CheckDestination("/", kind); }), "");
-    EXPECT_NE(Refusal([&] { CheckDestination(".", kind); }), "");
-    EXPECT_NE(Refusal([&] { CheckDestination("..", kind); }), "");
   }
+  EXPECT_NE(Refusal([&] { CheckDestination(".", OutputKind::kTree); }), "");
+  EXPECT_NE(Refusal([&] { CheckDestination("..", OutputKind::kTree); }), "");
   EXPECT_NE(Refusal([&] { CheckDestination(fs::current_path().string() + "/", OutputKind::kFile); }), "");
+  // Files written into a directory leave it and its other files as they are: shards may go into
+  // the working directory.
+  EXPECT_EQ(Refusal([&] { CheckDestination(".", OutputKind::kFilesInDirectory); }), "");
+  EXPECT_EQ(Refusal([&] { CheckDestination("..", OutputKind::kFilesInDirectory); }), "");
 }
 
 TEST_F(DestinationTest, ASourceMayBeReplacedInPlaceButNoTreeReplacesItsDirectory) {

@@ -30,8 +30,8 @@ PRESK = os.path.join(BIN_DIR, "presk")
 VOCAB = 50257  # GPT-2's BPE: ids fit uint16
 
 
-def presk(*args):
-    return subprocess.run([PRESK, "data", *map(str, args)], capture_output=True, text=True, timeout=120)
+def presk(*args, cwd=None):
+    return subprocess.run([PRESK, "data", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def ok(*args):
@@ -208,6 +208,22 @@ def test_shard_size_for_every_data_writer(tmp_path):
     p = presk("tokens", "--vocab", VOCAB, bad, "-o", tmp_path / "b.psk.d", "--shard-size", "1KiB")
     assert p.returncode == 2 and "E9004" in p.stderr
     assert not glob.glob(str(tmp_path / "b*.psk.d")) and not (tmp_path / "b.json").exists()
+    # ... and an earlier dataset of that name stays as it was: the shards are built in a hidden
+    # folder and move in only once all are written.
+    ok("tokens", "--vocab", VOCAB, src, "-o", tmp_path / "b.psk.d", "--shard-size", "1KiB")
+    earlier = {p: open(p, "rb").read() for p in glob.glob(str(tmp_path / "b*"))}
+    assert len(earlier) > 2
+    p = presk("tokens", "--vocab", VOCAB, bad, "-o", tmp_path / "b.psk.d", "--shard-size", "1KiB")
+    assert p.returncode == 2 and "E9004" in p.stderr
+    assert {p: open(p, "rb").read() for p in glob.glob(str(tmp_path / "b*"))} == earlier
+    assert not [p for p in os.listdir(tmp_path) if "trove-tmp" in p]
+    # Shards written into the working directory, beside what is there.
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("kept")
+    p = presk("tokens", "--vocab", VOCAB, os.path.abspath(src), "-o", "c.psk.d", "--shard-size", "1KiB", cwd=work)
+    assert p.returncode == 0, p.stderr
+    assert "notes.txt" in os.listdir(work) and (work / "c.json").exists() and (work / "c-00000.psk.d").exists()
 
 
 def test_convert_to_pskd_in_shards(tmp_path):

@@ -124,11 +124,14 @@ def test_convert_writes_llama_style_parts(tmp_path, trove):
     arrays = {f"t{i}": rng.standard_normal((4, 256)).astype("f4") for i in range(5)}  # 4,096 bytes each
     src = tmp_path / "src.gguf"
     src.write_bytes(write_gguf(KVS, [tensor_of(k, a) for k, a in arrays.items()]))
-    # Into the working directory: refused by the destination rule of files written into a
-    # directory, before anything is written.
+    # Into the working directory: the parts go in beside what is there, which stays (files written
+    # into a directory never replace it, unlike a tree).
     r = trove("convert", "src.gguf", "out.gguf", "--max-shard-size", "10KB", cwd=tmp_path)
-    assert r.code == 2 and "working directory" in r.errtext, r
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.gguf"]
+    assert r.code == 0, r
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out-00001-of-00003.gguf", "out-00002-of-00003.gguf",
+                                                          "out-00003-of-00003.gguf", "src.gguf"]
+    for p in tmp_path.glob("out-*.gguf"):
+        p.unlink()
     # Relative, beside the name in a directory below it.
     (tmp_path / "parts").mkdir()
     (tmp_path / "parts" / "README").write_text("kept")

@@ -1,8 +1,6 @@
 // One .psk.d or shards of about a size and their manifest (formats/pskd/sharded_writer.h).
 #include "formats/pskd/sharded_writer.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -45,23 +43,22 @@ ShardedPskdWriter::ShardedPskdWriter(std::string output, SampleType type, uint64
                                 "-byte sample)");
   }
   samples_per_shard_ = (max_shard_bytes - header) / type_.sample_bytes;
+  const std::filesystem::path directory = std::filesystem::path(output_).parent_path();
+  staging_ = std::make_unique<AtomicDirectory>(directory.empty() ? "." : directory.string(), durability_,
+                                               OutputKind::kFilesInDirectory);
 }
 
-ShardedPskdWriter::~ShardedPskdWriter() {
-  if (committed_ || samples_per_shard_ == 0) return;
-  current_.reset();  // an uncommitted shard leaves nothing
-  // The shards committed before the failure are this writer's own files: without the manifest they
-  // are not a dataset, and a pattern over them would read a partial one.
-  for (size_t k = 0; k < finished_; ++k) ::unlink(shards_[k].c_str());
+ShardedPskdWriter::~ShardedPskdWriter() = default;
+
+std::string ShardedPskdWriter::Staged(const std::string& path) const {
+  return (std::filesystem::path(staging_->path()) / std::filesystem::path(path).filename()).string();
 }
 
 void ShardedPskdWriter::OpenShard() {
-  if (current_) {
-    current_->Commit();
-    ++finished_;
-  }
+  if (current_) current_->Commit();  // into the staging folder
   shards_.push_back(ShardName(stem_, shards_.size()));
-  current_ = std::make_unique<PskdWriter>(shards_.back(), type_, durability_);
+  // The staging folder is made durable as a whole (AtomicDirectory::Commit), not file by file.
+  current_ = std::make_unique<PskdWriter>(Staged(shards_.back()), type_, Durability::kReplaceSafe);
 }
 
 void ShardedPskdWriter::Append(std::span<const uint8_t> samples) {
@@ -79,12 +76,10 @@ void ShardedPskdWriter::Append(std::span<const uint8_t> samples) {
 std::vector<std::string> ShardedPskdWriter::Commit() {
   if (samples_per_shard_ == 0) {
     current_->Commit();
-    committed_ = true;
     return {output_};
   }
   if (!current_) OpenShard();  // no sample: one empty shard, so that the manifest names a dataset
   current_->Commit();
-  ++finished_;
   current_.reset();
   nlohmann::json names = nlohmann::json::array();
   for (const std::string& shard : shards_) names.push_back(std::filesystem::path(shard).filename().string());
@@ -95,10 +90,11 @@ std::vector<std::string> ShardedPskdWriter::Commit() {
   } catch (const nlohmann::json::exception&) {
     Fail(ErrorCode::kUsage, "a JSON manifest lists its shards in UTF-8: name the output in UTF-8");
   }
-  AtomicFile file(manifest, durability_);
+  AtomicFile file(Staged(manifest), Durability::kReplaceSafe);
   file.Write(text.data(), text.size());
   file.Commit();
-  committed_ = true;
+  staging_->MoveLast(std::filesystem::path(manifest).filename().string());
+  staging_->Commit();
   std::vector<std::string> out = shards_;
   out.push_back(manifest);
   return out;

@@ -3,9 +3,10 @@
 // Without a shard size the samples go to one file (a PskdWriter). With one (--shard-size), OUT.psk.d
 // names the dataset: the samples go to OUT-00000.psk.d, OUT-00001.psk.d, ... each holding as many
 // whole samples as fit in the size with its header, and a manifest OUT.json lists them
-// (docs/pskd.md, "Datasets of many files"), written last. Every file goes through an AtomicFile;
-// a shard is committed when full, and if the command fails before the manifest is written the
-// shards this writer committed are removed again, so a failure leaves none of its files.
+// (docs/pskd.md, "Datasets of many files"). The shards and the manifest are built in a hidden
+// folder inside the output's directory (an AtomicDirectory of kFilesInDirectory) and move in
+// when all are written, the manifest last: a command that fails or is killed leaves none of its
+// files and changes no file there (an earlier dataset of the same name included).
 // Not thread-safe; one object per command.
 #pragma once
 
@@ -26,7 +27,7 @@ class ShardedPskdWriter {
   // holds no sample after the header is a usage error saying the smallest that does.
   ShardedPskdWriter(std::string output, SampleType type, uint64_t max_shard_bytes,
                     Durability durability = Durability::kReplaceSafe);
-  ~ShardedPskdWriter();
+  ~ShardedPskdWriter();  // an uncommitted writer leaves nothing
   ShardedPskdWriter(const ShardedPskdWriter&) = delete;
   ShardedPskdWriter& operator=(const ShardedPskdWriter&) = delete;
 
@@ -39,16 +40,17 @@ class ShardedPskdWriter {
 
  private:
   void OpenShard();
+  // Where a file of the dataset is built before it moves in: `path`'s name in the staging folder.
+  std::string Staged(const std::string& path) const;
   std::string output_;
   SampleType type_;
   Durability durability_;
   uint64_t samples_per_shard_ = 0;  // 0: one file, unbounded
   std::string stem_;
-  std::unique_ptr<PskdWriter> current_;
-  std::vector<std::string> shards_;  // committed, and the one being written last
-  size_t finished_ = 0;              // shards_[0, finished_) are committed
+  std::unique_ptr<AtomicDirectory> staging_;  // sharded: the hidden folder the files are built in
+  std::unique_ptr<PskdWriter> current_;       // declared after staging_: destroyed before it
+  std::vector<std::string> shards_;           // where each shard goes, the one being written last
   uint64_t count_ = 0;
-  bool committed_ = false;
 };
 
 }  // namespace trove::pskd
