@@ -823,14 +823,17 @@ void CheckExpansion(const std::vector<NamedTensor>& tensors, bool views_kept) {
     const Entry* most = nullptr;
     for (const auto& [id, e] : entries)
       if (most == nullptr || e.inflated / std::max<uint64_t>(e.compressed, 1) > most->inflated / std::max<uint64_t>(most->compressed, 1)) most = &e;
-    Fail(ErrorCode::kLimit, "compressed storage '" + most->first->view->storage_key + "' (tensor '" + *most->first->key +
-                                "') inflates " + std::to_string(most->compressed) + " bytes to " +
-                                std::to_string(most->inflated) + " (" +
-                                std::to_string(most->inflated / std::max<uint64_t>(most->compressed, 1)) +
-                                ":1); the compressed storages would write " + std::to_string(inflated) +
-                                " bytes from the " + std::to_string(occupied) + " bytes the storages occupy (" +
-                                std::to_string(inflated / std::max<uint64_t>(occupied, 1)) +
-                                ":1), more than kMaxInflateRatio (" + std::to_string(kMaxInflateRatio) +
+    auto ratio = [](uint64_t to, uint64_t from) { return " (" + std::to_string(to / std::max<uint64_t>(from, 1)) + ":1)"; };
+    std::string why = "compressed storage '" + most->first->view->storage_key + "' (tensor '" + *most->first->key +
+                      "') inflates " + std::to_string(most->compressed) + " bytes to " + std::to_string(most->inflated) +
+                      ratio(most->inflated, most->compressed);
+    // With other storages, the rule is about them all: the ratio of all that is written to all
+    // that is stored.
+    if (most->compressed != occupied || most->inflated != inflated) {
+      why += "; the compressed storages would write " + std::to_string(inflated) + " bytes from the " +
+             std::to_string(occupied) + " bytes the storages occupy" + ratio(inflated, occupied);
+    }
+    Fail(ErrorCode::kLimit, why + ", more than kMaxInflateRatio (" + std::to_string(kMaxInflateRatio) +
                                 ":1), a decompression bomb's ratio; --allow-expand writes it anyway");
   }
 }

@@ -523,7 +523,9 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
     }
     // .pt keeps a view a view and a shared storage shared; the other formats have neither and
     // write each tensor whole. Compressed storages are written inflated by every writer.
-    if (!options.allow_expand) CheckExpansion(doc.tensors, target == Format::kPt && !options.max_shard_bytes);
+    // The rule is about what the source holds: its errors name the source, not the output.
+    if (!options.allow_expand)
+      WithFile(doc.path, [&] { CheckExpansion(doc.tensors, target == Format::kPt && !options.max_shard_bytes); });
     const FormatDriver* driver = FindFormatDriver(target);
     if (options.max_shard_bytes && !(driver != nullptr && driver->writes_own_parts)) {
       ShardedWriteOptions sharded;

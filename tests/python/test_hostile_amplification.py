@@ -214,6 +214,7 @@ def test_decompression_bomb_is_refused_before_writing(request, source, target, t
     assert code == 2, err
     # The entry, its ratio and the cap.
     assert "kMaxInflateRatio (256:1)" in err and "1028:1" in err and "--allow-expand" in err, err
+    assert err.startswith(f"trove: error: {path}: "), err  # what the source holds: the source is named
     assert ("'data/1'" in err or "'data/0'" in err) if source == "deflated_pt" else "x1.memmap" in err or "x0.memmap" in err, err
     assert_nothing_written(out)
     assert rss < METADATA_RSS_BYTES, rss

@@ -341,7 +341,7 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
     data_bytes = AlignUp(data_bytes + p.bytes, alignment);
     plan.push_back(std::move(p));
   }
-  CheckExpansion(doc.tensors, /*views_kept=*/false);
+  WithFile(doc.path, [&] { CheckExpansion(doc.tensors, /*views_kept=*/false); });  // the source's to say
   ProgressReporter progress(options.progress, data_bytes);
   if (options.max_part_bytes == 0) {
     WriteFile(destination, entries, plan, alignment, options.durability, progress);

@@ -70,7 +70,7 @@ void WriteNpy(const Document& doc, const std::string& destination, const WriteOp
   }
   const NamedTensor& t = doc.tensors.front();
   const std::string header = HeaderFor(t);
-  CheckExpansion(doc.tensors, /*views_kept=*/false);
+  WithFile(doc.path, [&] { CheckExpansion(doc.tensors, /*views_kept=*/false); });  // the source's to say
   AtomicFile file(destination, options.durability);
   file.Write(header.data(), header.size());
   ProgressReporter progress(options.progress, t.view->nbytes());
@@ -114,7 +114,7 @@ void WriteNpz(const Document& doc, const std::string& destination, const WriteOp
     members.push_back({std::move(name), HeaderFor(t), t.view});
     total += t.view->nbytes();
   }
-  CheckExpansion(doc.tensors, /*views_kept=*/false);
+  WithFile(doc.path, [&] { CheckExpansion(doc.tensors, /*views_kept=*/false); });  // the source's to say
   AtomicFile file(destination, options.durability);
   // Python's zipfile layout (numpy.savez writes through it), each member's start aligned to 64 so
   // that the array's data, 64-aligned within the member, is aligned in the file for mapping.
