@@ -7,6 +7,7 @@
 #include <charconv>
 #include <optional>
 #include <cmath>
+#include <new>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -191,6 +192,12 @@ class Machine {
       lexical_stop = LexicalPass(op_position_);
       JudgeLexicalGlobals(first, e);
       throw;
+    } catch (const std::bad_alloc&) {
+      // The values a pickle makes take about twice its bytes or more each; a limit on the
+      // process's memory can end the stream before kMaxPickleValues does. Said where, like a cap.
+      throw Error(ErrorCode::kLimit, "out of memory after " + std::to_string(arena_.size() - values_start_) +
+                                         " values (kMaxPickleValues allows " + std::to_string(kMaxPickleValues) + ")")
+          .SetOffset(op_offset_);
     }
   }
 
@@ -859,6 +866,10 @@ class Machine {
       }
     } catch (const Error& e) {
       return "@ " + std::to_string(op_offset_) + ": " + e.message();
+    } catch (const std::bad_alloc&) {
+      // It runs beside the values reading made (after kMaxPickleValues of them, perhaps): the
+      // error reading stopped with stays the one said.
+      return "@ " + std::to_string(op_offset_) + ": out of memory";
     }
   }
   // The names the lexical pass listed, judged by the resolver as if reading had reached them.
