@@ -289,3 +289,23 @@ def test_per_channel_table_is_the_stored_parameters(wide_per_channel, command):
     if command[0] == "stats":
         row = json.loads(out)["tensors"][0]
         assert row["count"] == CHANNELS and row["min"] == row["max"] == 2.0  # (5 - 1) * 0.5
+
+
+def test_running_out_of_memory_in_a_pickle_names_the_file_and_offset(tmp_path):
+    # Values take more memory than the bytes that make them: under a process memory limit, a
+    # pickle of 1.5 million small tuples ends reading before kMaxPickleValues does. That is a
+    # clear error saying where, not a bare "out of memory".
+    import resource
+    import subprocess
+    from conftest import BIN_DIR
+    path = write_pt(tmp_path / "tuples.pt", {"shapes": [(i,) for i in range(1_500_000)]}, {})
+    limit = 400 << 20
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    p = subprocess.run([os.path.join(BIN_DIR, "trove"), "info", path], capture_output=True, text=True,
+                       preexec_fn=limited, timeout=300)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith(f"trove: error: {path}: archive/data.pkl @ "), p.stderr
+    assert "out of memory after" in p.stderr and "kMaxPickleValues" in p.stderr, p.stderr
