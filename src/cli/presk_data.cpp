@@ -232,8 +232,12 @@ uint64_t ShardBytes(const Args& args, const std::string& command) {
 // The files a command wrote, said after its "wrote" line when there are shards.
 std::string WrittenFiles(const std::vector<std::string>& files) {
   if (files.size() <= 1) return Shown(files.empty() ? std::string() : files[0]);
-  return Shown(files.back()) + " and " + Plural(files.size() - 1, "shard", "shards") + " " + Shown(files.front()) +
-         (files.size() > 2 ? " ... " + Shown(files[files.size() - 2]) : std::string());
+  // files: the shards, then the manifest. "a-00000.psk.d", "a-00000.psk.d, a-00001.psk.d",
+  // "a-00000.psk.d ... a-00009.psk.d".
+  const size_t shards = files.size() - 1;
+  const char* between = shards == 2 ? ", " : " ... ";
+  return Shown(files.back()) + " and " + Plural(shards, "shard", "shards") + " " + Shown(files.front()) +
+         (shards > 1 ? between + Shown(files[shards - 1]) : std::string());
 }
 
 // The options lm-windows and tokens share: their inputs, --vocab (or --vocab-size), --token-dtype, -o.
