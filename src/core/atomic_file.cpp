@@ -214,6 +214,9 @@ struct LiveWriter {
 
 void CheckDestination(const std::string& destination, OutputKind kind, OwnFileTest own) {
   if (destination.empty()) Fail(ErrorCode::kUsage, "empty output path");
+  // The system would take the name up to the NUL: another file than the one named.
+  if (destination.find('\0') != std::string::npos)
+    Fail(ErrorCode::kUsage, "the output path holds a NUL character, which no file name can");
   auto refuse = [&](const std::string& why) {
     throw Error(ErrorCode::kRefused, why + "; nothing was written").SetFile(destination);
   };
@@ -236,6 +239,13 @@ void CheckDestination(const std::string& destination, OutputKind kind, OwnFileTe
         if (guards.refusing_in_place > 0) refuse("is a source of this command (it is not replaced by its own output)");
         continue;
       }
+      // A file inside a directory source (a tensordict's leaf or meta.json, a model folder's
+      // shard) is part of it: replaced by an output of another kind, that source would be left
+      // damaged. (A new file beside its files is written; a directory is converted in place by
+      // naming it as the destination.)
+      struct stat inside {};
+      if (kind == OutputKind::kFile && IsSelfOrParent(source, target) && ::lstat(target.c_str(), &inside) == 0)
+        refuse("is a file of '" + source + "', a source of this command (replacing it would damage that source)");
       if (kind != OutputKind::kTree) continue;
       if (IsSelfOrParent(target, source)) refuse("contains '" + source + "', a source of this command");
     }
@@ -258,6 +268,32 @@ void CheckDestination(const std::string& destination, OutputKind kind, OwnFileTe
            "it did not write: choose a new or empty directory)");
   }
 }
+
+namespace {
+
+// A file that files written into a directory replace: a regular file (or a link, replaced) and no
+// source of this command that refuses being replaced.
+void CheckReplacedFile(const std::string& path) {
+  struct stat link {}, st {};
+  if (::lstat(path.c_str(), &link) != 0) return;
+  if (!S_ISLNK(link.st_mode) && !S_ISREG(link.st_mode)) {
+    throw Error(ErrorCode::kRefused, "exists and is not a regular file, not a file this command writes; nothing was written")
+        .SetFile(path);
+  }
+  if (S_ISLNK(link.st_mode) && ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw Error(ErrorCode::kRefused, "leads to what is not a regular file, not a file this command writes; nothing was written")
+        .SetFile(path);
+  }
+  const std::string target = Canonical(path);
+  SourceRegistry& r = Sources();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (auto it = r.sources.find(target); it != r.sources.end() && it->second.refusing_in_place > 0) {
+    throw Error(ErrorCode::kRefused, "is a source of this command (it is not replaced by its own output); nothing was written")
+        .SetFile(path);
+  }
+}
+
+}  // namespace
 
 bool IsGuardedSource(const std::string& path) {
   const std::string canonical = Canonical(path);
@@ -544,8 +580,10 @@ void AtomicDirectory::Commit() {
       return (a == last_) != (b == last_) ? b == last_ : a < b;
     });
     // Every name is checked before any moves in: a directory, device or source of this command
-    // by one of the names stops the write with the destination as it was.
-    for (const std::string& name : names) CheckDestination((fs::path(destination_) / name).string(), OutputKind::kFile);
+    // by one of the names stops the write with the destination as it was. (Files of a directory
+    // being converted into itself, a model folder re-sharded, are replaced: the folder is the
+    // destination the user named.)
+    for (const std::string& name : names) CheckReplacedFile((fs::path(destination_) / name).string());
     for (const std::string& name : names) {
       const std::string from = (fs::path(temp_path_) / name).string();
       const std::string to = (fs::path(destination_) / name).string();

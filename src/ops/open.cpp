@@ -58,6 +58,8 @@ Format MostConfident(const Detection& d) {
 
 Detection Detect(const std::string& path) {
   namespace fs = std::filesystem;
+  // The system would take the name up to the NUL: another file than the one named.
+  if (path.find('\0') != std::string::npos) Fail(ErrorCode::kUsage, "the path holds a NUL character, which no file name can");
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     Detection d;

@@ -11,6 +11,7 @@ import os
 import signal
 import struct
 import subprocess
+import sys
 import time
 import zipfile
 
@@ -21,6 +22,10 @@ from conftest import BIN_DIR, Result
 from hostile import TEMPORARY_MARK, peak_rss, run_hostile, tree_state
 
 SIGNAL_WAIT_SECONDS = 60
+
+
+BUILD = os.environ.get("TROVE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+sys.path.insert(0, os.path.join(BUILD, "python"))  # the Python module: its writers under the same rule
 
 
 def tool(name):
@@ -152,6 +157,43 @@ def test_convert_into_directory_containing_source_is_refused(tmp_path):
     small_pt(inner)
     r = run_hostile("trove", "convert", inner, td, "--to", "tensordict", watch=tmp_path, expect={2})
     refused(r, "contains")
+
+
+def test_an_output_that_is_a_file_of_a_directory_source_is_refused(tmp_path):
+    # A tensordict's leaf or meta.json replaced by another kind of file leaves the source damaged
+    # (verify said ok and cat printed the zip's bytes as floats): every command that writes refuses.
+    td = tmp_path / "td"
+    subprocess.run([tool("trove"), "convert", small_pt(tmp_path / "m.pt"), td, "--to", "tensordict"], check=True)
+    for args in (["convert", td, td / "w.memmap", "--to", "pt"], ["convert", td, td / "meta.json", "--to", "safetensors"],
+                 ["pack", td, td / "meta.json"], ["report", td, "-o", td / "meta.json"]):
+        r = run_hostile("trove", *args, watch=tmp_path, expect={2})
+        refused(r, "a source of this command")
+    import trove
+    with pytest.raises(trove.RefusedError):
+        trove.convert(td, td / "w.memmap", to="pt")
+    assert subprocess.run([tool("trove"), "verify", td], capture_output=True).returncode == 0
+    # A new file beside its files is written (the directory is then no longer only a tensordict's).
+    r = run_hostile("trove", "convert", td, td / "copy.pt", "--to", "pt", watch=tmp_path, allowed=[td / "copy.pt"])
+    assert r.code == 0, r
+    assert torch.equal(torch.load(td / "copy.pt", weights_only=True)["w"], torch.arange(6, dtype=torch.float32))
+
+
+def test_a_path_holding_a_nul_is_refused_not_cut(tmp_path):
+    # The system would take the name up to the NUL: notes.txt would be replaced by the write.
+    import trove
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    src = small_pt(tmp_path / "m.pt")
+    with pytest.raises(trove.UsageError, match="NUL"):
+        trove.save({"a": torch.zeros(1)}, str(notes) + "\0.safetensors")
+    with pytest.raises(trove.UsageError, match="NUL"):
+        trove.convert(src, str(notes) + "\0.pt")
+    with pytest.raises(trove.UsageError, match="NUL"):
+        trove.open(str(src) + "\0.x")
+    import trove.data
+    with pytest.raises(trove.UsageError, match="NUL"):
+        trove.data.open(str(notes) + "\0")
+    assert notes.read_text() == "mine"
 
 
 def test_convert_via_symlinks_is_refused(tmp_path):

@@ -181,9 +181,13 @@ def _path(path: Any, what: str = "path") -> bytes:
     """A path argument as the bytes the operating system takes: any str (os.fsdecode's too, with
     its escaped bytes) or bytes or os.PathLike; anything else is a UsageError."""
     try:
-        return os.fsencode(path)
+        encoded = os.fsencode(path)
     except (TypeError, UnicodeError):
         raise _error("usage", f"{what} must be a str, bytes or os.PathLike naming a file (not {path!r})") from None
+    if b"\0" in encoded:
+        # The operating system would take the name up to the NUL: another file than the one named.
+        raise _error("usage", f"{what} holds a NUL character, which no file name can: {path!r}")
+    return encoded
 
 
 def _texts(what: str, value: Any) -> list:

@@ -28,10 +28,12 @@ def _source_list(sources: _Sources) -> list:
     """The sources as the bytes the operating system takes (any str os.fsdecode gives, any bytes)."""
     try:
         if isinstance(sources, (str, bytes, os.PathLike)):
-            return [os.fsencode(sources)]
+            sources = [sources]
         out = [os.fsencode(s) for s in sources]
     except (TypeError, UnicodeError):
         raise _error("usage", "sources must be a path, a pattern or a list of them") from None
+    if any(b"\0" in s for s in out):
+        raise _error("usage", "a source holds a NUL character, which no file name can")
     if not out:
         raise _error("usage", "a dataset needs at least one .psk.d file")
     return out
