@@ -57,9 +57,8 @@ struct ConvertOptions : WriteOptions {
   // storage, compressed storages inflating beyond kMaxInflateRatio (`--allow-expand`); otherwise
   // that is Error(kLimit) before anything is written.
   bool allow_expand = false;
-  // .safetensors: "__metadata__" entries; values other than tensors left out instead of refused.
+  // .safetensors: "__metadata__" entries.
   std::vector<std::pair<std::string, std::string>> metadata;
-  bool drop_values = false;
   // Objects of classes trove gives no data meaning (Value::unknown_class; the default policy reads
   // them inert): keep_unknown writes them back as they were read (.pt only: PtWriteOptions);
   // drop_unknown leaves them out, with what they hold, and `note` lists them. With neither, a

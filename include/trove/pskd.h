@@ -192,6 +192,10 @@ class SampleEncoder {
   void PutIndex(uint64_t value);
   // E9004 when the leaf's encoding does not hold the value exactly; E9005 on an index leaf.
   void PutReal(double value);
+  // A real already in the leaf's encoding (its little-endian bytes: 8, 4 or 2 by encoding), copied
+  // as it is, so that a NaN keeps its bits (through a double, a signaling NaN turns quiet).
+  // E9005 on an index leaf.
+  void PutStoredReal(const uint8_t* element);
   bool next_is_index() const;
   bool complete() const { return leaf_ == type_->leaves.size(); }
   uint64_t values_written() const { return values_; }

@@ -46,8 +46,6 @@ Document ReadSafetensors(std::shared_ptr<MappedFile> file, const ReadOptions& op
 struct SafetensorsWriteOptions : WriteOptions {
   // "__metadata__" entries, in order.
   std::vector<std::pair<std::string, std::string>> metadata;
-  // Values other than tensors left out (a note names them) instead of refused.
-  bool drop_values = false;
 };
 void WriteSafetensors(const Document& doc, const std::string& path, const SafetensorsWriteOptions& options = {});
 

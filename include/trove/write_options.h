@@ -28,6 +28,10 @@ struct WriteOptions {
   // (total, total), when the payloads are written, before the output is made durable and
   // renamed into place: at most total / 4 MiB + 1 calls.
   std::function<void(uint64_t, uint64_t)> progress;
+  // Formats that hold only tensors (safetensors, GGUF, .npy/.npz, .psk.d) refuse a document's
+  // other values, naming them, before writing anything; with this they leave them out and `note`
+  // names them (`--drop-values`). Writers of formats that hold values ignore it.
+  bool drop_values = false;
 };
 
 }  // namespace trove

@@ -81,6 +81,14 @@ void AddThreadsOption(CLI::App* command);
 // The check of a thread count option's word (AddThreadsOption, stats' own --threads): a whole
 // number, or the option's name, the allowed range and the word in the usage error.
 const CLI::Validator& ThreadCountCheck();
+// The check of a whole-number option's word, before CLI11 converts it (which takes "-1" for an
+// unsigned option as 2^64 - 1 and cuts what is too large to the largest): decimal digits only,
+// from `least` to `most`.
+CLI::Validator WholeNumberCheck(uint64_t least, uint64_t most);
+// A tolerance (diff's --rtol, --atol): a finite number, 0 or more.
+const CLI::Validator& ToleranceCheck();
+// A text option given an empty value (`--dtype ''`) is a usage error, not the option left out.
+const CLI::Validator& NonEmptyCheck();
 // `--io auto|mmap|pread`: the process's I/O mode for input files (trove/io_mode.h), set as the
 // option is parsed. For the commands that stream every tensor's bytes.
 void AddIoOption(CLI::App* command);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <set>
 #include <iostream>
@@ -134,10 +135,12 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   convert->add_flag("--dedupe-tied", dedupe_tied,
                     "Write tied tensors (views of the same bytes, as tied embeddings) once, as save_model does: the "
                     "first is kept, the others dropped and listed (.safetensors metadata: dropped_tied)");
-  convert->add_option("--dtype", dtype, "Cast floating weights to float16 (half, fp16), bfloat16 (bf16), float32 or float64");
+  convert->add_option("--dtype", dtype, "Cast floating weights to float16 (half, fp16), bfloat16 (bf16), float32 or float64")
+      ->check(NonEmptyCheck());
   convert->add_option("--cast-keys", cast_keys,
                       "The floating tensors --dtype casts (glob; repeatable). Default: all but optimizer state and step counters");
-  convert->add_option("--vocab", vocab, ".psk.d: N of idx[N] for integer leaves (default: max + 1)");
+  convert->add_option("--vocab", vocab, ".psk.d: N of idx[N] for integer leaves (default: max + 1)")
+      ->check(WholeNumberCheck(1, std::numeric_limits<uint64_t>::max()));
   convert->add_option("--compression", compression, ".tdz: stored (default), deflate, bzip2, lzma")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kZipMethodNames), std::end(kZipMethodNames))));
   AddPolicyFlags(convert, convert_policy);
@@ -157,8 +160,9 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
                       "Write DST as a directory of shards and an index, e.g. 5GB, 500MiB: safetensors shards, or .pt "
                       "shards with --to pt; for DST.gguf, a split model DST-00001-of-0000N.gguf... as llama.cpp's "
                       "gguf-split; for DST.psk.d, shards DST-00000.psk.d... and a manifest DST.json, as presk data's "
-                      "--shard-size");
-  convert->add_flag("--drop-values", drop_values, ".safetensors: leave out values other than tensors (else an error lists them)");
+                      "--shard-size")
+      ->check(NonEmptyCheck());
+  convert->add_flag("--drop-values", drop_values, ".safetensors .gguf .npy .npz .psk.d: leave out values other than tensors (else an error lists them)");
   static bool convert_json = false;
   convert->add_flag("--json", convert_json, "What was written, as one JSON object on stdout (docs/json.md)");
   AddThreadsOption(convert);
@@ -276,8 +280,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   diff->add_option("a", a_path, "First file")->required();
   diff->add_option("b", b_path, "Second file")->required();
   diff->add_flag("--json", json, "One JSON object for scripts");
-  diff->add_option("--rtol", rtol, "Relative tolerance: |a-b| <= atol + rtol*|b| counts as equal");
-  diff->add_option("--atol", atol, "Absolute tolerance");
+  diff->add_option("--rtol", rtol, "Relative tolerance: |a-b| <= atol + rtol*|b| counts as equal")->check(ToleranceCheck());
+  diff->add_option("--atol", atol, "Absolute tolerance")->check(ToleranceCheck());
   diff->add_option("--sort", sort,
                    "Order of the rows: change (the default: shape changes, then largest ||a-b||/||a||, then tensors "
                    "that were all zeros), "
@@ -292,7 +296,8 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
   AddThreadsOption(diff);
   AddIoOption(diff);
   AddNoPagerFlag(diff, no_pager);
-  diff->add_option("--top", top, "Show only the first N rows after sorting (and say how many were left out)");
+  diff->add_option("--top", top, "Show only the first N rows after sorting (and say how many were left out)")
+      ->check(WholeNumberCheck(0, std::numeric_limits<uint64_t>::max()));
   diff->add_option("--keys", diff_keys, "Compare only tensors whose key path matches (glob; repeatable)");
   diff->add_option("--exclude", diff_exclude, "Leave out the tensors whose key path matches (glob; repeatable)");
   diff->add_option("--strip-prefix", strip_both,

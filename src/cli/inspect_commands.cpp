@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <limits>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -888,7 +889,7 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"key", "size", "dtype"}));
   info->add_option("--depth", info_options.depth,
                    "One row per key prefix of N components (split at / and .); values shown N levels deep")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumberCheck(1, std::numeric_limits<int>::max()));
   info->add_option("--precision", info_options.precision,
                    "Significant digits of the float values shown (1..17; default: every digit; --json stays exact)")
       ->check(CLI::Range(1, 17));
@@ -917,7 +918,9 @@ void AddInspectCommands(CLI::App& app, int* exit_code) {
   cat->add_flag("--json", cat_options.json, "One JSON object per key: {\"key\", \"dtype\", \"shape\", \"data\"} or {\"key\", \"value\"}")
       ->excludes(raw_flag);
   auto* full_flag = cat->add_flag("--full", cat_options.full, "Every element (a large tensor is otherwise summarised: the edges of each axis)");
-  cat->add_option("--head", cat_options.head, "The first N elements, in order")->excludes(full_flag);
+  cat->add_option("--head", cat_options.head, "The first N elements, in order")
+      ->check(WholeNumberCheck(1, std::numeric_limits<int64_t>::max()))
+      ->excludes(full_flag);
   cat->add_option("--precision", cat_options.precision,
                   "Significant digits of the float values shown (1..17; default: every digit of the dtype; --json stays exact)")
       ->check(CLI::Range(1, 17))

@@ -94,7 +94,9 @@ TensorView SliceView(const TensorView& v, std::string_view items) {
     if (step && *step <= 0) Fail(ErrorCode::kUsage, "slice item '" + std::string(item) + "': the step must be positive");
     const int64_t s = step.value_or(1);
     const int64_t b = Bound(start, n, 0), e = Bound(stop, n, n);
-    const int64_t len = e > b ? (e - b + s - 1) / s : 0;
+    // ceil((e - b) / s) without e - b + s - 1, which overflows for a step near INT64_MAX. With
+    // len > 1 the step is below n, so stride * s is within the valid view's extent.
+    const int64_t len = e > b ? 1 + (e - b - 1) / s : 0;
     if (len > 0) out.storage_offset += b * stride;
     out.shape.push_back(len);
     out.strides.push_back(len > 1 ? stride * s : stride);

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -85,6 +87,39 @@ void AddThreadsOption(CLI::App* command) {
   command->add_option_function<uint32_t>("--threads", [](const uint32_t& n) { SetThreadCount(n); },
                                          "Threads to use (default: every CPU this process may use)")
       ->check(ThreadCountCheck());
+}
+
+CLI::Validator WholeNumberCheck(uint64_t least, uint64_t most) {
+  return CLI::Validator(
+      [least, most](const std::string& word) -> std::string {
+        uint64_t value = 0;
+        const char* end = word.data() + word.size();
+        const auto [at, ec] = std::from_chars(word.data(), end, value);
+        const bool digits = !word.empty() && word.find_first_not_of("0123456789") == std::string::npos;
+        if (digits && ec == std::errc() && at == end && value >= least && value <= most) return {};
+        return "takes a whole number from " + std::to_string(least) + " to " + std::to_string(most) + ", not '" +
+               EscapeForDisplay(word, DisplayEscape::kLine) + "'";
+      },
+      "");
+}
+
+const CLI::Validator& ToleranceCheck() {
+  static const CLI::Validator check(
+      [](const std::string& word) -> std::string {
+        double value = 0;
+        const char* end = word.data() + word.size();
+        const auto [at, ec] = std::from_chars(word.data(), end, value);
+        if (!word.empty() && ec == std::errc() && at == end && std::isfinite(value) && value >= 0) return {};
+        return "takes a finite number, 0 or more, not '" + EscapeForDisplay(word, DisplayEscape::kLine) + "'";
+      },
+      "");
+  return check;
+}
+
+const CLI::Validator& NonEmptyCheck() {
+  static const CLI::Validator check(
+      [](const std::string& word) -> std::string { return word.empty() ? "takes a value, not ''" : std::string(); }, "");
+  return check;
 }
 
 void AddIoOption(CLI::App* command) {

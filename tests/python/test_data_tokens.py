@@ -359,3 +359,41 @@ def test_torch_dataset_state_refuses_another_pipeline_and_uncounted_workers(corp
     list(plain)
     with pytest.raises(trove.UsageError, match="loader"):
         ds.state_dict()
+
+
+def test_pskd_converts_to_pt_and_keeps_its_type_and_bits(tmp_path):
+    trove_bin = os.path.join(BIN_DIR, "trove")
+
+    def convert(*args):
+        return subprocess.run([trove_bin, "convert", *map(str, args)], capture_output=True, text=True)
+
+    # A pack with bounds, axis names, a bool leaf and a nested tuple: what the tensors alone do not say.
+    txt = tmp_path / "s.txt"
+    txt.write_text("1 2 3 0.5 0.25 true\n4 5 6 1.5 2 false\n")
+    typ = "((idx[200][seq: 3], ℝ[feat: 2]), bool[])"  # u8 indices: this torch (1.13) has no uint16
+    ok("pack", "--type", typ, txt, "-o", tmp_path / "s.psk.d")
+    # .psk.d -> .pt: torch reads it (weights_only), one tensor per leaf.
+    r = convert(tmp_path / "s.psk.d", tmp_path / "s.pt")
+    assert r.returncode == 0, r.stderr
+    loaded = torch.load(tmp_path / "s.pt", weights_only=True)
+    assert loaded["0"]["0"].tolist() == [[1, 2, 3], [4, 5, 6]] and loaded["0"]["0"].dtype == torch.uint8
+    assert loaded["0"]["1"].tolist() == [[0.5, 0.25], [1.5, 2.0]] and loaded["1"].tolist() == [1, 0]
+    # .psk.d -> .psk.d: the same type, the same samples (presk's own diff compares them).
+    r = convert(tmp_path / "s.psk.d", tmp_path / "t.psk.d")
+    assert r.returncode == 0, r.stderr
+    assert trove.data.open(tmp_path / "t.psk.d").type == trove.data.open(tmp_path / "s.psk.d").type
+    assert subprocess.run([PRESK, "data", "diff", tmp_path / "s.psk.d", tmp_path / "t.psk.d"]).returncode == 0
+    # Values other than tensors are refused by name, or left out when asked (a note says so).
+    torch.save({"x": torch.ones(4, 2), "epoch": 3, "name": "run"}, tmp_path / "v.pt")
+    r = convert(tmp_path / "v.pt", tmp_path / "v.psk.d")
+    assert r.returncode == 2 and "'epoch', 'name'" in r.stderr and "--drop-values" in r.stderr, r.stderr
+    assert not (tmp_path / "v.psk.d").exists()
+    r = convert(tmp_path / "v.pt", tmp_path / "v.psk.d", "--drop-values")
+    assert r.returncode == 0 and "dropped 2 value(s)" in r.stderr, r.stderr
+    # A real leaf's bits are copied: signaling NaNs stay signaling (through a double they turn quiet).
+    bits = np.array([[0x7F800001, 0xFF800001], [0x7FA00000, 0x3F800000]], dtype=np.uint32)
+    torch.save({"x": torch.from_numpy(bits.view(np.float32).copy())}, tmp_path / "nan.pt")
+    assert convert(tmp_path / "nan.pt", tmp_path / "nan.psk.d").returncode == 0
+    assert convert(tmp_path / "nan.psk.d", tmp_path / "nan2.pt").returncode == 0
+    back = torch.load(tmp_path / "nan2.pt", weights_only=True)["0"].numpy().view(np.uint32)
+    assert (back == bits).all(), [hex(v) for v in back.ravel()]

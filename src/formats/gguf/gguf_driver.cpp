@@ -56,7 +56,6 @@ void WriteGgufFromConvert(const Document& doc, const std::string& destination, c
       }
     }
   }
-  o.drop_values = options.drop_values;
   o.max_part_bytes = options.max_shard_bytes.value_or(0);
   WriteGguf(doc, destination, o);
 }

@@ -62,7 +62,6 @@ struct GgufWriteOptions : WriteOptions {
   std::vector<std::pair<std::string, std::string>> metadata;
   // Typed changes after those (trove/gguf.h: EditGgufMetadata's).
   std::vector<GgufMetadataEdit> edits;
-  bool drop_values = false;  // values other than tensors left out instead of refused
   // Above 0: a split model as llama.cpp's gguf-split writes it (--max-shard-size): parts
   // <name>-00001-of-0000N.gguf beside the destination's name (.gguf dropped), tensors in order
   // filling each up to this many bytes (a larger tensor alone), the metadata in the first, split.no,

@@ -3,6 +3,7 @@
 // padded to it, streamed from their views into a temporary renamed when whole.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "core/little_endian.h"
 #include "core/progress.h"
 #include "formats/gguf/gguf_format.h"
+#include "formats/tensor_only_values.h"
 #include "formats/gguf/gguf_layout.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -155,7 +157,10 @@ std::string EncodeValue(const std::string& key, ValueType type, const std::strin
       break;
     }
     case ValueType::kF32: {
-      const float f = static_cast<float>(whole(double{}, "number"));
+      const double d = whole(double{}, "number");
+      const float f = static_cast<float>(d);
+      // A finite number beyond float's range would be written as inf: not the value given.
+      if (std::isfinite(d) && !std::isfinite(f)) Fail(ErrorCode::kUsage, who + "within f32 (up to about 3.4e38)");
       uint32_t bits;
       std::memcpy(&bits, &f, 4);
       AppendLe(out, bits, 4);
@@ -196,7 +201,8 @@ void ApplyEdits(std::vector<Entry>& entries, const std::vector<GgufMetadataEdit>
       entries.erase(at);
       continue;
     }
-    ValueType type = ValueType::kString;
+    // A new key is a string unless --type says otherwise; general.alignment is always a u32.
+    ValueType type = edit.key == "general.alignment" ? ValueType::kU32 : ValueType::kString;
     if (!edit.type.empty()) {
       type = TypeOfName(edit.type);
     } else if (at != entries.end()) {
@@ -288,17 +294,7 @@ void WriteFile(const std::string& path, const std::vector<Entry>& entries, const
 }  // namespace
 
 void WriteGguf(const Document& doc, const std::string& destination, const GgufWriteOptions& options) {
-  std::vector<std::string> values;
-  ForEachLeaf(doc.root, [&](const std::string& key, const Value& leaf) {
-    if (leaf.kind != ValueKind::kTensor) values.push_back(key.empty() ? "(root)" : key);
-  });
-  if (!values.empty() && !options.drop_values) {
-    std::string list;
-    for (size_t i = 0; i < values.size() && i < 10; ++i) list += (i ? ", " : "") + std::string("'") + values[i] + "'";
-    if (values.size() > 10) list += " and " + std::to_string(values.size() - 10) + " more";
-    Fail(ErrorCode::kUnsupported, std::to_string(values.size()) + " value(s) other than tensors cannot be held in GGUF: " +
-                                      list + " (--drop-values leaves them out; --metadata KEY=VALUE writes string metadata)");
-  }
+  RefuseOrDropValues(doc, "GGUF", options, "; --metadata KEY=VALUE writes string metadata");
   std::vector<Entry> entries;
   if (!options.source_gguf.empty()) entries = SourceEntries(options.source_gguf, options.source_size, options.split_keys_kept);
   ApplyEdits(entries, options.config_metadata);

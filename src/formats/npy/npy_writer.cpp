@@ -7,28 +7,13 @@
 #include "core/progress.h"
 #include "formats/npy/npy_format.h"
 #include "formats/npy/npy_header.h"
+#include "formats/tensor_only_values.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
 #include "trove/zip_writer.h"
 
 namespace trove {
 namespace {
-
-// What numpy.save(z) cannot hold: values other than tensors, by key path.
-std::vector<std::string> ValuesOtherThanTensors(const Document& doc) {
-  std::vector<std::string> values;
-  ForEachLeaf(doc.root, [&](const std::string& key, const Value& leaf) {
-    if (leaf.kind != ValueKind::kTensor) values.push_back(key.empty() ? "(root)" : key);
-  });
-  return values;
-}
-
-std::string Listing(const std::vector<std::string>& keys) {
-  std::string text;
-  for (size_t i = 0; i < keys.size() && i < 10; ++i) text += (i ? ", " : "") + std::string("'") + keys[i] + "'";
-  if (keys.size() > 10) text += " and " + std::to_string(keys.size() - 10) + " more";
-  return text;
-}
 
 // The header for a tensor, or Error(kUnsupported) naming it.
 std::string HeaderFor(const NamedTensor& t) {
@@ -58,13 +43,12 @@ void StreamValues(const TensorView& v, const std::function<void(const SharedByte
 }  // namespace
 
 void WriteNpy(const Document& doc, const std::string& destination, const WriteOptions& options) {
-  const std::vector<std::string> values = ValuesOtherThanTensors(doc);
-  if (doc.tensors.size() != 1 || !values.empty()) {
+  RefuseOrDropValues(doc, ".npy", options);
+  if (doc.tensors.size() != 1) {
     std::vector<std::string> keys;
     for (const NamedTensor& t : doc.tensors) keys.push_back(t.key);
     std::string holds = std::to_string(doc.tensors.size()) + " tensor(s)";
-    if (!keys.empty()) holds += " (" + Listing(keys) + ")";
-    if (!values.empty()) holds += " and " + std::to_string(values.size()) + " other value(s) (" + Listing(values) + ")";
+    if (!keys.empty()) holds += " (" + ListedKeys(keys) + ")";
     Fail(ErrorCode::kUnsupported, "an .npy file holds exactly one array; this document holds " + holds +
                                       " (write .npz for several arrays, or select one with --keys)");
   }
@@ -91,11 +75,7 @@ void WriteNpy(const Document& doc, const std::string& destination, const WriteOp
 }
 
 void WriteNpz(const Document& doc, const std::string& destination, const WriteOptions& options) {
-  const std::vector<std::string> values = ValuesOtherThanTensors(doc);
-  if (!values.empty()) {
-    Fail(ErrorCode::kUnsupported, std::to_string(values.size()) + " value(s) other than tensors cannot be held in .npz: " +
-                                      Listing(values));
-  }
+  RefuseOrDropValues(doc, ".npz", options);
   if (doc.tensors.empty()) Fail(ErrorCode::kUnsupported, "no tensors: an .npz holds at least one array");
   struct Member {
     std::string name;

@@ -46,7 +46,7 @@ Value* BuildNode(const PskdFile& file, uint32_t node, ValueArena& arena) {
   const SampleType& type = file.type();
   const pskd::TypeNode& n = type.nodes[node];
   if (!n.is_tuple) return arena.Tensor(LeafView(file, type.leaves[n.leaf], n.leaf));
-  Value* dict = arena.Dict("pskd.tuple");
+  Value* dict = arena.Dict();  // a plain dict of "0", "1", ...: what every writer takes
   for (size_t i = 0; i < n.children.size(); ++i) {
     dict->entries.emplace_back(arena.Str(std::to_string(i)), BuildNode(file, n.children[i], arena));
   }
@@ -64,7 +64,7 @@ Document ReadPskd(std::shared_ptr<MappedFile> file, const ReadOptions& /*options
   doc.format = "pskd";
   doc.path = pskd.name();
   doc.file_size = file_size;
-  Value* root = doc.arena->Dict("pskd");
+  Value* root = doc.arena->Dict();
   const pskd::TypeNode& top = type.nodes[0];
   if (top.is_tuple) {
     for (size_t i = 0; i < top.children.size(); ++i) {

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/progress.h"
 #include "formats/pskd/sharded_writer.h"
+#include "formats/tensor_only_values.h"
 
 namespace trove {
 namespace {
@@ -44,7 +46,6 @@ struct Column {
   const TensorView* view;
   ElementClass element_class;
   uint64_t per_sample = 1;  // elements of one sample
-  uint64_t bound = 0;
 };
 
 ElementClass ClassOf(const NamedTensor& t) {
@@ -59,12 +60,33 @@ ElementClass ClassOf(const NamedTensor& t) {
                                     " has no .psk.d leaf (reals are float64/float32/bfloat16, indices integers)");
 }
 
-double RealAt(const Column& c, const uint8_t* p) {
-  switch (c.view->dtype) {
-    case DType::kFloat64: return pskd::LoadReal(p, pskd::Encoding::kF64);
-    case DType::kFloat32: return pskd::LoadReal(p, pskd::Encoding::kF32);
-    default: return pskd::LoadReal(p, pskd::Encoding::kBF16);
+pskd::Encoding EncodingOf(const Column& c) {
+  return c.view->dtype == DType::kFloat64 ? pskd::Encoding::kF64
+         : c.view->dtype == DType::kFloat32 ? pskd::Encoding::kF32
+                                            : pskd::Encoding::kBF16;
+}
+
+// A .psk.d source written again keeps its type (index bounds, axis names, bool leaves, nested
+// tuples), which the tensors alone do not say, when they are its leaves as read: as many, each
+// of its kind and per-sample shape. The real leaves' encodings follow the tensors' dtypes (a
+// --dtype cast changes them); a bound no value reaches stays (E9004 otherwise).
+std::optional<pskd::SampleType> KeptSourceType(const Document& doc, const std::vector<Column>& columns) {
+  if (doc.format != "pskd") return std::nullopt;
+  const auto type_text = std::find_if(doc.properties.begin(), doc.properties.end(), [](const auto& p) { return p.first == "type"; });
+  if (type_text == doc.properties.end()) return std::nullopt;
+  pskd::SampleType type = pskd::ParseSampleType(type_text->second.text);
+  if (type.is_params || type.leaves.size() != columns.size()) return std::nullopt;
+  std::vector<pskd::Encoding> encodings;
+  for (size_t k = 0; k < columns.size(); ++k) {
+    const pskd::Leaf& leaf = type.leaves[k];
+    const Column& c = columns[k];
+    if ((leaf.kind == pskd::LeafKind::kReal) != (c.element_class == ElementClass::kReal)) return std::nullopt;
+    const std::vector<int64_t> sample_shape(c.view->shape.begin() + 1, c.view->shape.end());
+    if (leaf.shape() != sample_shape) return std::nullopt;
+    encodings.push_back(leaf.kind == pskd::LeafKind::kReal ? EncodingOf(c) : pskd::Encoding::kF64);
   }
+  type.SetEncodings(encodings);
+  return type;
 }
 
 // Element i (at p), an integer; negative values are refused (an index is never below 0).
@@ -80,9 +102,56 @@ uint64_t IndexAt(const Column& c, const uint8_t* p, uint64_t i) {
   return v;
 }
 
+// The type the tensors say: one leaf per tensor in key order, reals by dtype, bools, indices
+// bounded by --vocab or their max + 1 (a pass over each integer tensor).
+pskd::SampleType InferredType(const std::vector<Column>& columns, const PskdWriteOptions& options) {
+  std::vector<pskd::Encoding> encodings;
+  std::string text;
+  for (const Column& c : columns) {
+    std::string dims = "[";
+    for (size_t d = 1; d < c.view->shape.size(); ++d) {
+      if (d > 1) dims += ", ";
+      dims += std::to_string(c.view->shape[d]);
+    }
+    dims += "]";
+    const uint64_t n = static_cast<uint64_t>(c.view->numel());
+    std::string leaf;
+    if (c.element_class == ElementClass::kReal) {
+      leaf = "\xE2\x84\x9D" + dims;
+      encodings.push_back(EncodingOf(c));
+    } else if (c.element_class == ElementClass::kBool) {
+      leaf = "bool" + dims;
+      encodings.push_back(pskd::Encoding::kF64);
+    } else {
+      uint64_t max = 0, bound = 0;
+      ElementCursor elements(*c.view);
+      for (uint64_t i = 0; i < n; ++i) max = std::max(max, IndexAt(c, elements.Next(), i));
+      if (options.vocab) {
+        if (n > 0 && max >= *options.vocab) {
+          Fail(ErrorCode::kUsage, c.key + ": value " + std::to_string(max) + " is not below the vocabulary " +
+                                      std::to_string(*options.vocab));
+        }
+        bound = *options.vocab;
+      } else {
+        if (max == ~uint64_t{0}) Fail(ErrorCode::kUsage, c.key + ": value 2^64-1 leaves no bound N = max + 1");
+        bound = max + 1;
+      }
+      leaf = "idx[" + std::to_string(bound) + "]" + dims;
+      encodings.push_back(pskd::Encoding::kF64);
+    }
+    text += (text.empty() ? "" : ", ") + leaf;
+  }
+  if (columns.size() > 1) text = "(" + text + ")";
+  pskd::SampleType type = pskd::ParseSampleType(text);
+  type.SetEncodings(encodings);
+  return type;
+
+}
+
 }  // namespace
 
-void WritePskd(const Document& doc, const std::string& path, const PskdWriteOptions& opts) {
+void WritePskd(const Document& doc, const std::string& path, const PskdWriteOptions& options) {
+  RefuseOrDropValues(doc, ".psk.d", options);
   if (doc.tensors.empty()) Fail(ErrorCode::kUsage, "no tensors to write as .psk.d samples");
   std::vector<Column> columns;
   int64_t count = -1;
@@ -98,53 +167,11 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
     for (size_t d = 1; d < t.view->shape.size(); ++d) c.per_sample *= static_cast<uint64_t>(t.view->shape[d]);
     columns.push_back(std::move(c));
   }
-  // Type text: one leaf per column.
-  std::vector<pskd::Encoding> encodings;
-  std::string text;
-  for (Column& c : columns) {
-    std::string dims = "[";
-    for (size_t d = 1; d < c.view->shape.size(); ++d) {
-      if (d > 1) dims += ", ";
-      dims += std::to_string(c.view->shape[d]);
-    }
-    dims += "]";
-    const uint64_t n = static_cast<uint64_t>(c.view->numel());
-    std::string leaf;
-    if (c.element_class == ElementClass::kReal) {
-      leaf = "\xE2\x84\x9D" + dims;
-      encodings.push_back(c.view->dtype == DType::kFloat64   ? pskd::Encoding::kF64
-                          : c.view->dtype == DType::kFloat32 ? pskd::Encoding::kF32
-                                                             : pskd::Encoding::kBF16);
-    } else if (c.element_class == ElementClass::kBool) {
-      c.bound = 2;
-      leaf = "bool" + dims;
-      encodings.push_back(pskd::Encoding::kF64);
-    } else {
-      uint64_t max = 0;
-      ElementCursor elements(*c.view);
-      for (uint64_t i = 0; i < n; ++i) max = std::max(max, IndexAt(c, elements.Next(), i));
-      if (opts.vocab) {
-        if (n > 0 && max >= *opts.vocab) {
-          Fail(ErrorCode::kUsage, c.key + ": value " + std::to_string(max) + " is not below the vocabulary " +
-                                      std::to_string(*opts.vocab));
-        }
-        c.bound = *opts.vocab;
-      } else {
-        if (max == ~uint64_t{0}) Fail(ErrorCode::kUsage, c.key + ": value 2^64-1 leaves no bound N = max + 1");
-        c.bound = max + 1;
-      }
-      leaf = "idx[" + std::to_string(c.bound) + "]" + dims;
-      encodings.push_back(pskd::Encoding::kF64);
-    }
-    text += (text.empty() ? "" : ", ") + leaf;
-  }
-  if (columns.size() > 1) text = "(" + text + ")";
-  pskd::SampleType type = pskd::ParseSampleType(text);
-  type.SetEncodings(encodings);
-
-  pskd::ShardedPskdWriter writer(path, type, opts.max_shard_bytes, opts.durability);
+  std::optional<pskd::SampleType> kept = options.vocab ? std::nullopt : KeptSourceType(doc, columns);
+  const pskd::SampleType type = kept ? *std::move(kept) : InferredType(columns, options);
+  pskd::ShardedPskdWriter writer(path, type, options.max_shard_bytes, options.durability);
   pskd::SampleEncoder encoder(writer.type());
-  ProgressReporter progress(opts.progress, writer.type().sample_bytes * static_cast<uint64_t>(count));
+  ProgressReporter progress(options.progress, writer.type().sample_bytes * static_cast<uint64_t>(count));
   std::vector<ElementCursor> cursors;
   cursors.reserve(columns.size());
   for (const Column& c : columns) cursors.emplace_back(*c.view);
@@ -156,7 +183,7 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
       for (uint64_t e = first; e < first + c.per_sample; ++e) {
         const uint8_t* p = cursors[k].Next();
         if (c.element_class == ElementClass::kReal) {
-          encoder.PutReal(RealAt(c, p));
+          encoder.PutStoredReal(p);  // the leaf's encoding is the tensor's dtype
         } else if (c.element_class == ElementClass::kBool) {
           encoder.PutIndex(*p != 0 ? 1 : 0);
         } else {

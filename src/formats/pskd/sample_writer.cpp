@@ -98,6 +98,16 @@ void SampleEncoder::PutReal(double value) {
   Advance();
 }
 
+void SampleEncoder::PutStoredReal(const uint8_t* element) {
+  if (complete()) FailPskd(PskdCode::kBadValue, "too many values: a sample holds " + std::to_string(values_per_sample_));
+  const Leaf& leaf = type_->leaves[leaf_];
+  if (leaf.kind != LeafKind::kReal) {
+    FailPskd(PskdCode::kLayout, "leaf " + std::to_string(leaf_) + " (" + leaf.TypeText() + ") holds indices, given a real");
+  }
+  std::memcpy(bytes_.data() + leaf.offset + element_ * leaf.element_bytes, element, leaf.element_bytes);
+  Advance();
+}
+
 PskdWriter::PskdWriter(const std::string& path, SampleType type, Durability durability)
     : type_(std::move(type)) {
   if (type_.is_params) FailPskd(PskdCode::kNotClosedType, "params " + type_.params_name + ": the leaf layout needs the program");

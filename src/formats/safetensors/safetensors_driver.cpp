@@ -63,7 +63,6 @@ SafetensorsWriteOptions SafetensorsPartOf(const Document& doc, const ConvertOpti
     if (same != o.metadata.end()) same->second = given.second;
     else o.metadata.push_back(given);
   }
-  o.drop_values = options.drop_values;
   return o;
 }
 

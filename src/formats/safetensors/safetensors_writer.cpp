@@ -15,6 +15,7 @@
 #include "core/little_endian.h"
 #include "core/progress.h"
 #include "formats/safetensors/safetensors_dtypes.h"
+#include "formats/tensor_only_values.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
 #include "trove/safetensors.h"
@@ -120,24 +121,7 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Safete
   auto note = [&](const std::string& text) {
     if (options.note) options.note(text);
   };
-  // Values safetensors cannot hold.
-  std::vector<std::string> values;
-  ForEachLeaf(doc.root, [&](const std::string& key, const Value& leaf) {
-    if (leaf.kind != ValueKind::kTensor) values.push_back(key.empty() ? "(root)" : key);
-  });
-  auto listing = [](const std::vector<std::string>& keys) {
-    std::string text;
-    for (size_t i = 0; i < keys.size() && i < 10; ++i) text += (i ? ", " : "") + std::string("'") + keys[i] + "'";
-    if (keys.size() > 10) text += " and " + std::to_string(keys.size() - 10) + " more";
-    return text;
-  };
-  if (!values.empty()) {
-    if (!options.drop_values) {
-      Fail(ErrorCode::kUnsupported, std::to_string(values.size()) + " value(s) other than tensors cannot be held in safetensors: " +
-                                        listing(values) + " (--drop-values leaves them out)");
-    }
-    note("dropped " + std::to_string(values.size()) + " value(s) other than tensors: " + listing(values));
-  }
+  RefuseOrDropValues(doc, "safetensors", options);
 
   std::vector<Planned> plan;
   std::set<std::string> names;
@@ -164,7 +148,7 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Safete
   }
   for (const auto& [storage, shared] : sharing) {
     if (shared.size() > 1) {
-      note(std::to_string(shared.size()) + " tensors share one storage in the source and are written separately: " + listing(shared));
+      note(std::to_string(shared.size()) + " tensors share one storage in the source and are written separately: " + ListedKeys(shared));
     }
   }
   std::sort(plan.begin(), plan.end(), [](const Planned& a, const Planned& b) {

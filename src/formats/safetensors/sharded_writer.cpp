@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/tensor_only_values.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
 #include "trove/pt_writer.h"
@@ -137,13 +138,7 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
   std::vector<std::vector<Item>> shards;
   uint64_t current = 0, total = 0;
   std::vector<Item> open;
-  ForEachLeaf(doc.root, [&](const std::string& key, const Value& leaf) {
-    if (leaf.kind == ValueKind::kTensor) return;
-    if (!options.drop_values) {
-      Fail(ErrorCode::kUnsupported, "'" + (key.empty() ? std::string("(root)") : key) +
-                                        "': a value other than a tensor cannot be held in shards (--drop-values leaves such values out)");
-    }
-  });
+  RefuseOrDropValues(doc, "shards", options);
   for (const NamedTensor& t : doc.tensors) {
     std::string name;
     const std::vector<std::string> components = SplitKeyPath(t.key);
