@@ -117,6 +117,10 @@ std::string EncodeKeyComponent(std::string_view key);
 // as a format with only string keys would hold it. Throws Error(kUsage) on a
 // malformed escape.
 std::string DecodeKeyComponent(std::string_view encoded);
+// A tensor's name in a format of flat string names (safetensors, GGUF, .npz members): the key
+// path's components decoded (DecodeKeyComponent) and joined by '/' ("<frida>" for the key path
+// "%3Cfrida%3E", "state/0/exp_avg" for an optimizer's int key 0).
+std::string FlatName(std::string_view key_path);
 // Each key path's name as the file spells it, for people and scripts: its components unescaped
 // and joined by '/' (the safetensors name "model/x", key path "model%2Fx", is "model/x"; a .pt
 // file's {"model": {"x": t}} is "model/x" too). A component that is no str key's (`%int:1`) or

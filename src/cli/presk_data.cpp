@@ -504,8 +504,12 @@ int Batches(const std::vector<std::string>& words) {
   std::vector<uint64_t> order = pipeline.Order(epoch, part);
   if (pipeline.batches_per_epoch() == 0) {
     const std::string what = args.positional.size() == 1 ? Shown(args.positional[0]) : "the dataset";
-    std::cerr << "presk data: note: no batch: --batch " << spec.batch << " is more than the " << samples
-              << " samples of " << what << " (an incomplete batch is dropped)\n";
+    if (spec.take && *spec.take == 0) {
+      std::cerr << "presk data: note: no batch: --take 0\n";
+    } else {
+      std::cerr << "presk data: note: no batch: --batch " << spec.batch << " is more than the " << samples
+                << " samples of " << what << " (an incomplete batch is dropped)\n";
+    }
   }
   if (const uint64_t dropped = pipeline.batches_per_epoch() % part.world_size; dropped != 0) {
     // Said on stderr, so that stdout stays one line per batch: every rank drops the same batches.

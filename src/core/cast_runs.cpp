@@ -227,6 +227,20 @@ bool WidenFrom(DType to, const uint8_t* in, uint8_t* out, size_t n) {
   return false;
 }
 
+// Half and bfloat16 widen to float64 through float32, as torch does, so that a NaN keeps its
+// sign and payload (the element-by-element path through a double made every NaN the one quiet
+// NaN).
+template <void (*ToFloat32)(const uint8_t*, uint8_t*, size_t)>
+void WidenViaFloat32(const uint8_t* in, uint8_t* out, size_t n) {
+  constexpr size_t kChunk = 1024;  // on the stack, in L1
+  alignas(64) float chunk[kChunk];
+  for (size_t done = 0; done < n; done += kChunk) {
+    const size_t m = std::min(kChunk, n - done);
+    ToFloat32(in + 2 * done, reinterpret_cast<uint8_t*>(chunk), m);
+    WidenRun<float, double>(reinterpret_cast<const uint8_t*>(chunk), out + 8 * done, m);
+  }
+}
+
 bool CastRunUpTo(DType from, DType to, const uint8_t* in, uint8_t* out, size_t n, LossCounts& losses) {
   switch (from) {
     case DType::kFloat32:
@@ -236,9 +250,11 @@ bool CastRunUpTo(DType from, DType to, const uint8_t* in, uint8_t* out, size_t n
       return false;
     case DType::kBFloat16:
       if (to == DType::kFloat32) return BFloat16ToFloat32Run(in, out, n), true;
+      if (to == DType::kFloat64) return WidenViaFloat32<BFloat16ToFloat32Run>(in, out, n), true;
       return false;
     case DType::kFloat16:
       if (to == DType::kFloat32) return HalfToFloat32Run(in, out, n), true;
+      if (to == DType::kFloat64) return WidenViaFloat32<HalfToFloat32Run>(in, out, n), true;
       return false;
     case DType::kFloat64:
       if (to == DType::kFloat32) return Float64ToFloat32Run(in, out, n, losses), true;

@@ -167,6 +167,13 @@ size_t TypedPrefixLength(std::string_view c) {
 
 }  // namespace
 
+std::string FlatName(std::string_view key_path) {
+  const std::vector<std::string> components = SplitKeyPath(key_path);
+  std::string name;
+  for (size_t i = 0; i < components.size(); ++i) name += (i ? "/" : "") + DecodeKeyComponent(components[i]);
+  return name;
+}
+
 std::string DecodeKeyComponent(std::string_view encoded) {
   // `%entry:%int:1` (an object's entry that another part's component shadowed, keyed by int 1)
   // carries two prefixes: the key's text is what is left after all of them.

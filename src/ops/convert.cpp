@@ -214,6 +214,34 @@ void DropUnknownObjects(Document& doc, const ConvertOptions& options) {
   }
 }
 
+// What a source says beside its tensors that the target has no place for (a safetensors header's
+// __metadata__ in anything but safetensors, a GGUF's key/values in anything but GGUF) is said in
+// a note, not left behind unsaid.
+void NoteMetadataLeftBehind(const Document& doc, Format target, const ConvertOptions& options) {
+  if (!options.note) return;
+  const std::string into = std::string(FormatName(target));
+  if (doc.format == FormatName(Format::kSafetensors) && target != Format::kSafetensors) {
+    std::vector<std::string> keys;
+    for (const auto& [name, value] : doc.properties)
+      if (name.starts_with("metadata.")) keys.push_back(name.substr(9));
+    if (!keys.empty()) {
+      std::string listed;
+      for (size_t i = 0; i < keys.size() && i < 8; ++i) listed += (i ? ", " : "") + keys[i];
+      if (keys.size() > 8) listed += " and " + std::to_string(keys.size() - 8) + " more";
+      options.note("the source's __metadata__ (" + listed + ") is not carried: " + into + " has no place for it");
+    }
+  }
+  if (doc.format == "gguf" && target.name() != "gguf") {
+    for (const auto& [name, value] : doc.properties) {
+      if (name == "metadata entries" && value.integer > 0) {
+        options.note("the source's " + std::to_string(value.integer) + " GGUF metadata entries (architecture, "
+                     "tokenizer, hyperparameters) are not carried: " + into + " has no place for them "
+                     "(`trove info --json` lists them)");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // The path a rename rule gives `path`, or nullopt when the rule does not match.
@@ -510,6 +538,7 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
                                           "--dequantize writes its values as float32 (.pt keeps it quantized); nothing was written");
       }
     }
+    NoteMetadataLeftBehind(doc, target, options);
     // A dict's attributes (a dict subclass's __dict__, `%attr:<name>` in key paths) are Python
     // state beside its entries: only .pt holds them, elsewhere their tensors would be lost or
     // become entries they never were.

@@ -77,6 +77,7 @@ std::vector<Entry> SourceEntries(const std::string& path, uint64_t expected_size
 // naming the tensor and what GGUF cannot hold.
 struct Planned {
   const NamedTensor* tensor;
+  std::string name;  // as safetensors names it (FlatName): "<frida>", "model/w", not the key path
   const gguf::GgmlType* type;
   std::vector<uint64_t> ne;
   uint64_t bytes;
@@ -86,9 +87,10 @@ struct Planned {
 Planned Plan(const NamedTensor& t) {
   const TensorView& v = *t.view;
   const std::string who = "'" + t.key + "'";
-  if (t.key.size() > gguf::kMaxTensorNameBytes) {
+  std::string name = FlatName(t.key);
+  if (name.size() > gguf::kMaxTensorNameBytes) {
     Fail(ErrorCode::kUnsupported, who + ": a GGUF tensor name is at most " + std::to_string(gguf::kMaxTensorNameBytes) +
-                                      " bytes (ggml's GGML_MAX_NAME); this one is " + std::to_string(t.key.size()));
+                                      " bytes (ggml's GGML_MAX_NAME); this one is " + std::to_string(name.size()));
   }
   if (!v.has_data) Fail(ErrorCode::kUnsupported, who + ": a meta tensor (shape only) has no bytes for GGUF");
   const gguf::GgmlType* type = gguf::GgmlTypeOf(v.dtype);
@@ -109,7 +111,7 @@ Planned Plan(const NamedTensor& t) {
     }
     ne[0] = ne[0] / type->block_bytes() * type->block_values();
   }
-  return {&t, type, std::move(ne), v.nbytes(), 0};
+  return {&t, std::move(name), type, std::move(ne), v.nbytes(), 0};
 }
 
 ValueType TypeOfName(const std::string& name) {
@@ -263,7 +265,7 @@ void WriteFile(const std::string& path, const std::vector<Entry>& entries, const
     head += e.typed_value;
   }
   for (const Planned& p : plan) {
-    AppendString(head, p.tensor->key);
+    AppendString(head, p.name);
     AppendLe(head, p.ne.size(), 4);
     for (uint64_t n : p.ne) AppendLe(head, n, 8);
     AppendLe(head, p.type->id, 4);
@@ -328,11 +330,11 @@ void WriteGguf(const Document& doc, const std::string& destination, const GgufWr
 
   if (doc.tensors.size() > gguf::kMaxTensors) Fail(ErrorCode::kLimit, std::to_string(doc.tensors.size()) + " tensors: GGUF readers take at most 2^20");
   std::vector<Planned> plan;
-  std::set<std::string_view> names;
+  std::set<std::string> names;
   uint64_t data_bytes = 0;
   for (const NamedTensor& t : doc.tensors) {
     Planned p = Plan(t);
-    if (!names.insert(t.key).second) Fail(ErrorCode::kUnsupported, "a second tensor named '" + t.key + "'");
+    if (!names.insert(p.name).second) Fail(ErrorCode::kUnsupported, "'" + t.key + "': a second tensor named '" + p.name + "'");
     p.offset = data_bytes;
     data_bytes = AlignUp(data_bytes + p.bytes, alignment);
     plan.push_back(std::move(p));

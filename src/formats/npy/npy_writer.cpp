@@ -86,10 +86,7 @@ void WriteNpz(const Document& doc, const std::string& destination, const WriteOp
   std::set<std::string> names;
   uint64_t total = 0;
   for (const NamedTensor& t : doc.tensors) {
-    std::string name;
-    const std::vector<std::string> components = SplitKeyPath(t.key);
-    for (size_t i = 0; i < components.size(); ++i) name += (i ? "/" : "") + DecodeKeyComponent(components[i]);
-    name += ".npy";
+    std::string name = FlatName(t.key) + ".npy";
     if (!names.insert(name).second) Fail(ErrorCode::kUnsupported, "'" + t.key + "': a second array named '" + name + "'");
     members.push_back({std::move(name), HeaderFor(t), t.view});
     total += t.view->nbytes();

@@ -13,6 +13,9 @@
 namespace trove {
 namespace {
 
+// A tensor as messages name it: its key path quoted, or "the root tensor" for a bare one.
+std::string Named(const std::string& key) { return key.empty() ? "the root tensor" : "'" + key + "'"; }
+
 enum class ElementClass { kReal, kSigned, kUnsigned, kBool };
 
 // Elements read per window: samples are written column by column, each column front to back,
@@ -56,7 +59,7 @@ ElementClass ClassOf(const NamedTensor& t) {
     case DType::kBool: return ElementClass::kBool;
     default: break;
   }
-  Fail(ErrorCode::kUnsupported, t.key + ": dtype " + std::string(Name(t.view->dtype)) +
+  Fail(ErrorCode::kUnsupported, Named(t.key) + ": dtype " + std::string(Name(t.view->dtype)) +
                                     " has no .psk.d leaf (reals are float64/float32/bfloat16, indices integers)");
 }
 
@@ -94,10 +97,10 @@ uint64_t IndexAt(const Column& c, const uint8_t* p, uint64_t i) {
   const uint32_t size = static_cast<uint32_t>(ElementSize(c.view->dtype));
   uint64_t v = pskd::LoadIndex(p, size);
   if (c.element_class == ElementClass::kSigned && size < 8 && (v >> (8 * size - 1)) != 0) {
-    Fail(ErrorCode::kUsage, c.key + ": element " + std::to_string(i) + " is negative: not an index");
+    Fail(ErrorCode::kUsage, Named(c.key) + ": element " + std::to_string(i) + " is negative: not an index");
   }
   if (c.element_class == ElementClass::kSigned && size == 8 && static_cast<int64_t>(v) < 0) {
-    Fail(ErrorCode::kUsage, c.key + ": element " + std::to_string(i) + " is negative: not an index");
+    Fail(ErrorCode::kUsage, Named(c.key) + ": element " + std::to_string(i) + " is negative: not an index");
   }
   return v;
 }
@@ -128,12 +131,12 @@ pskd::SampleType InferredType(const std::vector<Column>& columns, const PskdWrit
       for (uint64_t i = 0; i < n; ++i) max = std::max(max, IndexAt(c, elements.Next(), i));
       if (options.vocab) {
         if (n > 0 && max >= *options.vocab) {
-          Fail(ErrorCode::kUsage, c.key + ": value " + std::to_string(max) + " is not below the vocabulary " +
+          Fail(ErrorCode::kUsage, Named(c.key) + ": value " + std::to_string(max) + " is not below the vocabulary " +
                                       std::to_string(*options.vocab));
         }
         bound = *options.vocab;
       } else {
-        if (max == ~uint64_t{0}) Fail(ErrorCode::kUsage, c.key + ": value 2^64-1 leaves no bound N = max + 1");
+        if (max == ~uint64_t{0}) Fail(ErrorCode::kUsage, Named(c.key) + ": value 2^64-1 leaves no bound N = max + 1");
         bound = max + 1;
       }
       leaf = "idx[" + std::to_string(bound) + "]" + dims;
@@ -156,10 +159,10 @@ void WritePskd(const Document& doc, const std::string& path, const PskdWriteOpti
   std::vector<Column> columns;
   int64_t count = -1;
   for (const NamedTensor& t : doc.tensors) {
-    if (!t.view->has_data) Fail(ErrorCode::kUsage, t.key + ": a meta tensor has no data");
-    if (t.view->shape.empty()) Fail(ErrorCode::kUsage, t.key + ": a scalar has no sample axis");
+    if (!t.view->has_data) Fail(ErrorCode::kUsage, Named(t.key) + ": a meta tensor has no data");
+    if (t.view->shape.empty()) Fail(ErrorCode::kUsage, Named(t.key) + ": a scalar has no sample axis");
     if (count >= 0 && t.view->shape[0] != count) {
-      Fail(ErrorCode::kUsage, t.key + ": leading dimension " + std::to_string(t.view->shape[0]) + ", the others have " +
+      Fail(ErrorCode::kUsage, Named(t.key) + ": leading dimension " + std::to_string(t.view->shape[0]) + ", the others have " +
                                   std::to_string(count) + " (every tensor is one leaf of each sample)");
     }
     count = t.view->shape[0];

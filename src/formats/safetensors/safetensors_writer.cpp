@@ -127,9 +127,7 @@ void WriteSafetensors(const Document& doc, const std::string& path, const Safete
   std::set<std::string> names;
   std::map<std::pair<const void*, int64_t>, std::vector<std::string>> sharing;
   for (const NamedTensor& t : doc.tensors) {
-    std::string name;
-    const std::vector<std::string> components = SplitKeyPath(t.key);
-    for (size_t i = 0; i < components.size(); ++i) name += (i ? "/" : "") + DecodeKeyComponent(components[i]);
+    const std::string name = FlatName(t.key);
     const TensorView* v = t.view;
     const std::string who = "'" + t.key + "'";
     if (!v->has_data) Fail(ErrorCode::kUnsupported, who + ": a meta tensor (shape only) cannot be written to safetensors");

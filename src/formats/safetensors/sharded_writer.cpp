@@ -140,9 +140,7 @@ void WriteShardedCheckpoint(const Document& doc, const std::string& directory, c
   std::vector<Item> open;
   RefuseOrDropValues(doc, "shards", options);
   for (const NamedTensor& t : doc.tensors) {
-    std::string name;
-    const std::vector<std::string> components = SplitKeyPath(t.key);
-    for (size_t i = 0; i < components.size(); ++i) name += (i ? "/" : "") + DecodeKeyComponent(components[i]);
+    const std::string name = FlatName(t.key);
     const uint64_t size = t.view->nbytes();
     total += size;
     if (size > max) {

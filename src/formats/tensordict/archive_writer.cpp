@@ -187,7 +187,7 @@ void PackDir(int dfd, const std::string& where, const std::string& prefix, int d
 
 void WriteTdz(const Document& doc, const std::string& path, const TensordictWriteOptions& options) {
   WithFile(path, [&] {
-    auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
+    auto plan = tensordict::PlanTensordict(doc, options.note);  // every refusal happens before anything is created
     AtomicFile out(path, options.durability);
     ZipWriter zip(out, ZipLayout::kTensordict);
     ProgressReporter progress(options.progress, tensordict::TensorBytes(*plan));

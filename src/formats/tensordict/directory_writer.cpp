@@ -165,7 +165,7 @@ void WritePlannedTree(const tensordict::PlannedDir& root, const std::string& pat
 
 void WriteTensordictDir(const Document& doc, const std::string& dir, const TensordictWriteOptions& options) {
   WithFile(dir, [&] {
-    auto plan = tensordict::PlanTensordict(doc);  // every refusal happens before anything is created
+    auto plan = tensordict::PlanTensordict(doc, options.note);  // every refusal happens before anything is created
     AtomicDirectory out(dir, options.durability, OutputKind::kTree, tensordict::IsTensordictFileName);
     ProgressReporter progress(options.progress, tensordict::TensorBytes(*plan));
     WritePlannedTree(*plan, out.path(), out.syncs(), progress);

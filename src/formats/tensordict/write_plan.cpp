@@ -107,7 +107,11 @@ class Planner {
     return dir;
   }
 
+  // The keys of plain dicts that were not str, as "'state/0' (int)", in tree order.
+  const std::vector<std::string>& retyped_keys() const { return retyped_keys_; }
+
  private:
+  std::vector<std::string> retyped_keys_;
   // Fills `dir` from a value that is a collection; false when the value is a leaf or a scalar
   // (which only make sense under a key).
   bool PlanCollection(const Value& v, const std::string& path, int depth, PlannedDir& dir) {
@@ -121,7 +125,12 @@ class Planner {
           PlanLazyStack(v, path, depth, dir);
         } else {
           std::vector<std::pair<std::string, const Value*>> entries;
-          for (const auto& [k, val] : v.entries) entries.emplace_back(KeyComponentText(*k), val);
+          for (const auto& [k, val] : v.entries) {
+            entries.emplace_back(KeyComponentText(*k), val);
+            if (k->kind != ValueKind::kStr) {
+              retyped_keys_.push_back("'" + ChildPath(path, entries.back().first) + "' (" + std::string(KindName(k->kind)) + ")");
+            }
+          }
           // Any other dict class (OrderedDict, dict, a TensorDict subclass trove does not know)
           // is written as a TensorDict: that is what it means to tensordict.
           const std::string cls = KindOfClass(v.type_name) == ClassKind::kTensorDict ? v.type_name
@@ -452,6 +461,17 @@ class Planner {
 
 }  // namespace
 
-std::unique_ptr<PlannedDir> PlanTensordict(const Document& doc) { return Planner().PlanRoot(doc.root); }
+std::unique_ptr<PlannedDir> PlanTensordict(const Document& doc, const std::function<void(const std::string&)>& note) {
+  Planner planner;
+  std::unique_ptr<PlannedDir> plan = planner.PlanRoot(doc.root);
+  if (const std::vector<std::string>& keys = planner.retyped_keys(); !keys.empty() && note) {
+    std::string listed;
+    for (size_t i = 0; i < keys.size() && i < 8; ++i) listed += (i ? ", " : "") + keys[i];
+    if (keys.size() > 8) listed += " and " + std::to_string(keys.size() - 8) + " more";
+    note(std::to_string(keys.size()) + " dict key(s) that are not str written as their text (a tensordict's keys are "
+         "str; they read back as str): " + listed);
+  }
+  return plan;
+}
 
 }  // namespace trove::tensordict

@@ -46,8 +46,9 @@ struct PlannedDir {
 };
 
 // Throws Error(kUsage/kUnsupported/kLimit) naming the key path when the Document cannot be
-// written exactly.
-std::unique_ptr<PlannedDir> PlanTensordict(const Document& doc);
+// written exactly. Dict keys that are not str (an optimizer state's int 0) are written as their
+// text, as tensordict's keys are str: `note` names them (reading back gives str keys).
+std::unique_ptr<PlannedDir> PlanTensordict(const Document& doc, const std::function<void(const std::string&)>& note);
 
 // The payload bytes of every file holding tensors in the tree: what a writer's progress counts.
 uint64_t TensorBytes(const PlannedDir& dir);
