@@ -151,6 +151,10 @@ _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
     (r"(?<![\w/.-])--keys '([^']*)'", r"keys='\1'"),
     (r"(?<![\w/.-])--exclude '([^']*)'", r"keys (a selection without '\1')"),
     (r"(?<![\w/.-])--exclude\b", "keys= (a selection)"),
+    (r"(?<![\w/.-])--keys/--exclude select fewer", "keys= and exclude= select fewer"),
+    # The expansion rule's way past it has no argument here: a .pt file keeps a view a view.
+    (r"(expand it more than kMaxExpandRatio \(\d+x\)); --allow-expand writes it anyway", r"\1; a .pt file keeps it a view"),
+    (r"; --allow-expand writes it anyway", ""),
     (r"(?<![\w/.-])--max-shard-size\b", "max_shard_size"),
     (r"(?<![\w/.-])--keep-unknown\b", "keep_unknown=True"),
     (r"(?<![\w/.-])--drop-unknown\b", "drop_unknown=True"),
@@ -163,11 +167,12 @@ _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
 ))
 
 
-def _in_python_terms(e: "Error") -> "Error":
+def _in_python_terms(e: "Error", spellings: tuple = ()) -> "Error":
     """The error with the command line's option names replaced by the arguments that are the
-    same settings here (in message, reason, contexts and args); returns it."""
+    same settings here (in message, reason, contexts and args; `spellings`, the calling
+    function's own, first); returns it."""
     def spelled(text: str) -> str:
-        for pattern, python in _PYTHON_SPELLINGS:
+        for pattern, python in spellings + _PYTHON_SPELLINGS:
             text = pattern.sub(python, text)
         return text
     if "--" in e.message or "--" in e.reason:
@@ -1156,6 +1161,38 @@ def _torch_dtype_name(dtype) -> str:
     return str(dtype)[len("torch."):]
 
 
+def _numpy_storage(a: Any, stored: Any) -> tuple:
+    """An array as trove.save hands it to the writers: (its storage, a C-contiguous uint8 array
+    of `stored` elements, little-endian; its strides in elements over that storage). Elements the
+    array repeats (a dimension of stride 0, as np.broadcast_to makes; overlapping windows, as
+    sliding_window_view makes) stay a view of the bytes they repeat, as a torch view is, so that
+    the writers' expansion rule judges it alike (.pt keeps it a view; formats without strides
+    refuse to write it whole beyond kMaxExpandRatio) instead of numpy expanding it here. The
+    rest is copied C-contiguous (not at all when it already is): a slice of a large array writes
+    only its own elements."""
+    np = _np()
+    size = a.itemsize
+    repeated = tuple(n > 1 and s == 0 for n, s in zip(a.shape, a.strides))
+    core = a[tuple(slice(0, 1) if r else slice(None) for r in repeated)] if any(repeated) else a
+    span = size + sum((n - 1) * abs(s) for n, s in zip(core.shape, core.strides)) if core.size else 0
+    if core.nbytes > span:  # overlapping windows
+        if any(s < 0 or s % size for s in core.strides):
+            raise _error("unsupported", f"trove.save cannot write a numpy array whose elements overlap with negative "
+                                        f"or unaligned strides ({a.strides} bytes): pass np.ascontiguousarray(a), a copy")
+        # the bytes from its first element to its last, which a view with these strides reads
+        spanned = np.lib.stride_tricks.as_strided(core, (span // size,), (size,), writeable=False)
+        flat = np.ascontiguousarray(spanned, dtype=stored).view(np.uint8)  # a copy only to swap bytes
+        strides = [s // size for s in core.strides]
+    else:
+        c = np.ascontiguousarray(core, dtype=stored)
+        flat = c.reshape(-1).view(np.uint8) if c.size else np.zeros(0, dtype=np.uint8)
+        strides, step = [], 1
+        for n in reversed(core.shape):
+            strides.insert(0, step)
+            step *= max(n, 1)
+    return flat, tuple(0 if r else s for r, s in zip(repeated, strides))
+
+
 def _to_specs(obj: Any) -> tuple:
     """Replaces tensors and arrays by _TensorSpecs (one storage per torch storage, one per array);
     returns the tree and the objects to keep alive during the write."""
@@ -1245,17 +1282,11 @@ def _to_specs(obj: Any) -> tuple:
                          or np.dtype(v) == a.dtype), None)
             if name is None:
                 raise _error("unsupported", f"trove.save cannot write numpy dtype {a.dtype}")
-            a = np.ascontiguousarray(a, dtype=np.dtype(_NUMPY_DTYPES[name]))
-            flat = a.reshape(-1).view(np.uint8) if a.size else np.zeros(0, dtype=np.uint8)
+            flat, strides = _numpy_storage(a, np.dtype(_NUMPY_DTYPES[name]))
             keep.extend((a, flat))
             sid = len(storages)
-            storages[("np", id(a))] = (sid, flat)
-            strides = []
-            acc = 1
-            for d in reversed(a.shape):
-                strides.append(acc)
-                acc *= max(d, 1)
-            out = _TensorSpec(sid, flat, name, tuple(a.shape), tuple(reversed(strides)), 0, False, False)
+            storages[("np", id(flat))] = (sid, flat)
+            out = _TensorSpec(sid, flat, name, tuple(a.shape), strides, 0, False, False)
         elif isinstance(o, dict):
             out = collections.OrderedDict() if isinstance(o, collections.OrderedDict) else {}
             memo[id(o)] = out
@@ -1313,7 +1344,11 @@ def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = 
     try:
         _save_to(obj, path, format, progress, note, compression, metadata, max_shard_size)
     except Error as e:
-        raise _in_python_terms(e) from None
+        raise _in_python_terms(e, _SAVE_SPELLINGS) from None
+
+
+# save() has no key selection: the objects given are what it writes.
+_SAVE_SPELLINGS = ((re.compile(r"; --keys/--exclude select fewer"), ""),)
 
 
 def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: Any,  # noqa: A002
