@@ -76,3 +76,27 @@ def test_overlapping_numpy_windows_with_negative_strides_are_refused(tmp_path):
     with pytest.raises(trove.UnsupportedError, match="np.ascontiguousarray"):
         trove.save({"w": sliding_window_view(np.arange(10.0)[::-1], 4)}, tmp_path / "w.pt")
     assert not os.listdir(tmp_path)
+
+
+# --- nesting: save takes what load gives ----------------------------------------------------------
+
+def nested(kind, levels):
+    value = torch.ones(1) if kind != "frozenset" else 1
+    for _ in range(levels):
+        value = {"list": lambda v: [v], "dict": lambda v: {"k": v}, "tuple": lambda v: (v,),
+                 "frozenset": lambda v: frozenset([v])}[kind](value)
+    return value
+
+
+@pytest.mark.parametrize("kind", ["list", "dict", "tuple", "frozenset"])
+def test_save_takes_the_depth_load_gives(tmp_path, kind):
+    trove.save(nested(kind, 2000), tmp_path / "deep.pt")
+    trove.save(trove.load(tmp_path / "deep.pt"), tmp_path / "again.pt")
+    assert trove.diff(tmp_path / "deep.pt", tmp_path / "again.pt").equal
+
+
+@pytest.mark.parametrize("levels", [2001, 100000])
+def test_save_refuses_deeper_nesting_with_limit_error(tmp_path, levels):
+    with pytest.raises(trove.LimitError, match="nested deeper than 2000 levels"):
+        trove.save(nested("list", levels), tmp_path / "deep.pt")
+    assert not os.listdir(tmp_path)

@@ -1228,32 +1228,36 @@ def _to_specs(obj: Any) -> tuple:
     torch_names = tuple(k for k in (getattr(torch, "dtype", None), getattr(torch, "layout", None),
                                     getattr(torch, "memory_format", None)) if isinstance(k, type)) if torch else ()
 
-    def typed_dict(o: Any, type_name: str, entries: Any, args: Any = None, state: Any = None) -> _ValueSpec:
+    def typed_dict(o: Any, type_name: str, entries: Any, args: Any = None, state: Any = None) -> Iterator:
         out = _ValueSpec("dict", type_name)
         memo[id(o)] = out
-        out.items = [(walk(k), walk(v)) for k, v in entries]
-        out.args = walk(args) if args is not None else None
-        out.state = walk(state) if state else None
+        for k, v in entries:
+            out.items.append(((yield k), (yield v)))
+        out.args = (yield args) if args is not None else None
+        out.state = (yield state) if state else None
         return out
 
-    def walk(o: Any) -> Any:
+    def walk(o: Any) -> Iterator:
+        # A generator: it yields each value inside `o` and is sent back that value's conversion
+        # (converted() runs them), so that nesting costs no Python stack.
         if id(o) in memo:
             return memo[id(o)]
         if isinstance(o, argparse.Namespace):
-            out = typed_dict(o, "argparse.Namespace", vars(o).items())
+            out = yield from typed_dict(o, "argparse.Namespace", vars(o).items())
         elif isinstance(o, collections.defaultdict):
             factory = o.default_factory
             if factory is not None and factory not in _FACTORY_NAMES:
                 raise _error("usage", f"trove.save cannot write a defaultdict whose default_factory is {factory!r} "
                                       "(only None or a Python type: list, dict, set, int...)")
             named = None if factory is None else _ValueSpec("global", _FACTORY_NAMES[factory])
-            out = typed_dict(o, "collections.defaultdict", o.items(), (named,))
+            out = yield from typed_dict(o, "collections.defaultdict", o.items(), (named,))
         elif isinstance(o, Dict):
-            out = typed_dict(o, o.type_name, o.items(), None, {k: v for k, v in vars(o).items() if k != "type_name"})
+            out = yield from typed_dict(o, o.type_name, o.items(), None, {k: v for k, v in vars(o).items() if k != "type_name"})
         elif isinstance(o, (set, frozenset)):
             out = _ValueSpec("set" if isinstance(o, set) else "frozenset")
             memo[id(o)] = out
-            out.items = [walk(v) for v in o]
+            for v in o:
+                out.items.append((yield v))
         elif isinstance(o, Global):
             out = _ValueSpec("global", o.name)
         elif isinstance(o, Object):
@@ -1291,23 +1295,62 @@ def _to_specs(obj: Any) -> tuple:
             out = collections.OrderedDict() if isinstance(o, collections.OrderedDict) else {}
             memo[id(o)] = out
             for k, v in o.items():
-                out[walk(k)] = walk(v)
+                key = yield k
+                out[key] = yield v
             if isinstance(o, collections.OrderedDict) and getattr(o, "__dict__", None):
-                out.__dict__.update({k: walk(v) for k, v in o.__dict__.items()})
+                for k, v in o.__dict__.items():
+                    out.__dict__[k] = yield v
         elif isinstance(o, list):
             out = []
             memo[id(o)] = out
-            out.extend(walk(v) for v in o)
+            for v in o:
+                out.append((yield v))
         elif isinstance(o, tuple):
             # a torch.Size stays one (its items are ints, nothing to replace)
-            out = o if torch is not None and isinstance(o, torch.Size) else tuple(walk(v) for v in o)
+            if torch is not None and isinstance(o, torch.Size):
+                out = o
+            else:
+                items = []
+                for v in o:
+                    items.append((yield v))
+                out = tuple(items)
         else:
             out = o
         memo[id(o)] = out
         keep.append(o)
         return out
 
-    return walk(obj), keep
+    def converted(root: Any) -> Any:
+        # walk(root), its walks of inner values run from a list instead of the Python stack.
+        stack = [walk(root)]
+        value = None
+        while True:
+            try:
+                inner = stack[-1].send(value)
+            except StopIteration as done:
+                stack.pop()
+                if not stack:
+                    return done.value
+                value = done.value
+                continue
+            if type(inner) in _PLAIN_SCALARS:
+                value = inner
+            elif id(inner) in memo:
+                value = memo[id(inner)]
+            elif len(stack) > _MAX_SAVE_DEPTH:
+                raise _error("limit", f"objects nested deeper than {_MAX_SAVE_DEPTH} levels")
+            else:
+                stack.append(walk(inner))
+                value = None
+
+    return converted(obj), keep
+
+
+# Values trove.save passes on as they are, with nothing inside them to convert.
+_PLAIN_SCALARS = frozenset((int, float, bool, complex, type(None), bytes))
+# The deepest nesting save takes: what load gives (kMaxPythonDepth in trove_module.cpp, which
+# refuses deeper values again as it converts them), so that deeper ones cost no generator each.
+_MAX_SAVE_DEPTH = 2000
 
 
 _COPY_CHUNK = 1 << 20  # bytes per read()/write() when copying to or from a file-like object
