@@ -100,3 +100,55 @@ def test_save_refuses_deeper_nesting_with_limit_error(tmp_path, levels):
     with pytest.raises(trove.LimitError, match="nested deeper than 2000 levels"):
         trove.save(nested("list", levels), tmp_path / "deep.pt")
     assert not os.listdir(tmp_path)
+
+
+# --- lone surrogates ------------------------------------------------------------------------------
+
+@pytest.fixture
+def surrogate_pt(tmp_path):
+    path = tmp_path / "sur.pt"
+    torch.save({"x\ud800": torch.ones(2), "y": {"z\udcff": torch.ones(1)}}, path)
+    return path
+
+
+def test_saving_a_lone_surrogate_is_unsupported_and_writes_nothing(tmp_path, surrogate_pt):
+    tree = trove.load(surrogate_pt)
+    assert "x\ud800" in tree  # load keeps the file's str
+    with pytest.raises(trove.UnsupportedError, match="lone surrogate"):
+        trove.save(tree, tmp_path / "out.pt")
+    with pytest.raises(trove.UnsupportedError, match="lone surrogate"):
+        trove.save({"a": torch.zeros(1), "note": "caf\udce9"}, tmp_path / "out.pt")
+    assert sorted(os.listdir(tmp_path)) == ["sur.pt"]
+    trove.convert(surrogate_pt, tmp_path / "copy.pt")  # the library copies it
+    assert list(torch.load(tmp_path / "copy.pt")) == ["x\ud800", "y"]
+
+
+@pytest.mark.parametrize("metadata", [{"\ud800": "x"}, {"k": "\udcff"}])
+def test_metadata_with_a_lone_surrogate_is_a_usage_error(tmp_path, surrogate_pt, metadata):
+    with pytest.raises(trove.UsageError, match="lone surrogate"):
+        trove.save({"a": torch.zeros(1)}, tmp_path / "m.safetensors", metadata=metadata)
+    with pytest.raises(trove.UsageError, match="lone surrogate"):
+        trove.convert(surrogate_pt, tmp_path / "m.safetensors", metadata=metadata)
+    with pytest.raises(trove.UsageError, match="dict of str to str"):
+        trove.save({"a": torch.zeros(1)}, tmp_path / "m.safetensors", metadata={"k": 1})
+    assert sorted(os.listdir(tmp_path)) == ["sur.pt"]
+
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+def test_looking_up_a_lone_surrogate_finds_no_key(surrogate_pt, framework):
+    f = trove.open(surrogate_pt, framework=framework)
+    for key in ("\udcff", "x\ud800"):
+        assert key not in f
+        for lookup in (f.__getitem__, f.get_tensor, f.get_slice, f.dequantize):
+            with pytest.raises(trove.KeyNotFoundError):
+                lookup(key)
+    assert "x%ED%A0%80" in f and f["x%ED%A0%80"].shape == (2,)  # its name, escaped
+
+
+def test_a_lone_surrogate_in_key_globs_and_renames_is_a_usage_error(tmp_path, surrogate_pt):
+    with pytest.raises(trove.UsageError, match="keys holds a lone surrogate"):
+        trove.stats(surrogate_pt, keys="\udcff")
+    with pytest.raises(trove.UsageError, match="exclude holds a lone surrogate"):
+        trove.convert(surrogate_pt, tmp_path / "o.pt", exclude=["\udcff"])
+    with pytest.raises(trove.UsageError, match="rename holds a lone surrogate"):
+        trove.convert(surrogate_pt, tmp_path / "o.pt", rename={"x": "\udcff"})

@@ -153,7 +153,8 @@ _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
     (r"(?<![\w/.-])--exclude\b", "keys= (a selection)"),
     (r"(?<![\w/.-])--keys/--exclude select fewer", "keys= and exclude= select fewer"),
     # The expansion rule's way past it has no argument here: a .pt file keeps a view a view.
-    (r"(expand it more than kMaxExpandRatio \(\d+x\)); --allow-expand writes it anyway", r"\1; a .pt file keeps it a view"),
+    (r"(expand it more than kMaxExpandRatio \(\d+x\)); --allow-expand writes it anyway",
+     r"\1; a .pt file keeps it a view"),
     (r"; --allow-expand writes it anyway", ""),
     (r"(?<![\w/.-])--max-shard-size\b", "max_shard_size"),
     (r"(?<![\w/.-])--keep-unknown\b", "keep_unknown=True"),
@@ -195,12 +196,24 @@ def _path(path: Any, what: str = "path") -> bytes:
     return encoded
 
 
+def _is_utf8(text: str) -> bool:
+    """Whether the str is text UTF-8 has bytes for: not when it holds a lone surrogate (a str
+    pickle keeps, os.fsdecode's escape of a byte), which the library takes nowhere."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _texts(what: str, value: Any) -> list:
     """A str or an iterable of str (key globs) as a list; anything else is a UsageError."""
     items = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple, set, frozenset)) \
         else None if value is not None else []
     if items is None or not all(isinstance(v, str) for v in items):
         raise _error("usage", f"{what} must be a str or a list of str (not {value!r})")
+    for v in items:
+        _text(what, v)
     return items
 
 
@@ -210,6 +223,21 @@ def _text(what: str, value: Any) -> str:
         return ""
     if not isinstance(value, str):
         raise _error("usage", f"{what} must be a str (not {value!r})")
+    if not _is_utf8(value):
+        raise _error("usage", f"{what} holds a lone surrogate, which is no text UTF-8 has bytes for: {value!r}")
+    return value
+
+
+def _metadata(value: Any) -> Optional[dict]:
+    """save's and convert's metadata: None, or a dict of str to str that is UTF-8 text (a
+    .safetensors header is JSON); anything else is a UsageError."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise _error("usage", f"metadata must be a dict of str to str (not {value!r:.200})")
+    for k, v in value.items():
+        _text("metadata", k)
+        _text(f"metadata[{k!r}]", v)
     return value
 
 
@@ -871,7 +899,8 @@ class File:
         return len(self.keys())
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and (key in self._names()[1] or self._document().contains(key))
+        # (a key path is UTF-8: a name that is not comes escaped)
+        return isinstance(key, str) and (key in self._names()[1] or (_is_utf8(key) and self._document().contains(key)))
 
     def metadata(self) -> Optional[dict]:
         """A safetensors file's `__metadata__` (str to str), as safetensors' safe_open(...).metadata()
@@ -911,6 +940,8 @@ class File:
         if not isinstance(key, str):
             raise _error("usage", f"a tensor's key is a str (not {key!r})")
         path = self._names()[1].get(key, key)
+        if not _is_utf8(path):
+            raise self._missing_key(key, _error("not-found", f"no tensor {key!r} in {self.path}"))
         try:
             if with_data:
                 with self._lock:
@@ -997,7 +1028,7 @@ class File:
         writeable, to write the values into (no fresh array's page faults); it is returned."""
         doc = self._document()
         if key not in self:
-            raise self._missing_key(key, _error("not-found", f"no tensor '{key}' in {self.path}"))
+            raise self._missing_key(key, _error("not-found", f"no tensor {key!r} in {self.path}"))
         with self._lock:
             values = doc.dequantized(key, dtype, out)
         if self.framework == "pt":
@@ -1007,7 +1038,7 @@ class File:
     def get_slice(self, key: str) -> Slice:
         """A Slice: get_slice(key)[0:4] is the first four rows (a view, reading only those)."""
         if key not in self:
-            raise self._missing_key(key, _error("not-found", f"no tensor '{key}' in {self.path}"))
+            raise self._missing_key(key, _error("not-found", f"no tensor {key!r} in {self.path}"))
         return Slice(self, key)
 
     def values(self) -> Any:
@@ -1260,6 +1291,9 @@ def _to_specs(obj: Any) -> tuple:
                 out.items.append((yield v))
         elif isinstance(o, Global):
             out = _ValueSpec("global", o.name)
+        elif isinstance(o, str) and not _is_utf8(o):
+            # (pickle writes it; the writers take UTF-8 text only)
+            raise _error("unsupported", f"trove.save cannot write a str holding a lone surrogate: {o!r:.200}")
         elif isinstance(o, Object):
             raise _error("unsupported", f"trove.save cannot write a trove.Object (an object of class {o.type_name!r} "
                                         "read as an inert record; trove.convert(..., keep_unknown=True) copies a file "
@@ -1399,7 +1433,7 @@ def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: An
     tree, keep = _to_specs(obj)
     if not hasattr(path, "write"):
         _trove._save(tree, _path(path), _text("format", format), _TensorSpec, progress, note,
-                     _text("compression", compression), metadata, max_shard_size, _ValueSpec)
+                     _text("compression", compression), _metadata(metadata), max_shard_size, _ValueSpec)
         del keep
         return
     # A file-like object (io.BytesIO, an open file): written to a temporary file first, as every
@@ -1416,7 +1450,7 @@ def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: An
         temporary = os.path.join(scratch, "out" + {"safetensors": ".safetensors", "tdz": ".tdz",
                                                     "pskd": ".psk.d"}.get(kind, ".pt"))
         _trove._save(tree, os.fsencode(temporary), kind, _TensorSpec, progress, note,
-                     _text("compression", compression), metadata, None, _ValueSpec)
+                     _text("compression", compression), _metadata(metadata), None, _ValueSpec)
         del keep
         with builtins.open(temporary, "rb") as written:
             shutil.copyfileobj(written, path, _COPY_CHUNK)
@@ -1500,9 +1534,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     renames = [(_text("rename", k), _text("rename", v)) for k, v in (rename or {}).items()]
     try:
         _trove._convert(_path(src, "src"), _path(dst, "dst"), _text("to", to), _texts("keys", keys),
-                        _text("dtype", dtype), drop_values, progress, note, _text("compression", compression), metadata,
-                        max_shard_size, _policy(strict, permissive), keep_unknown, drop_unknown, dequantize,
-                        _texts("exclude", exclude), renames, dedupe_tied)
+                        _text("dtype", dtype), drop_values, progress, note, _text("compression", compression),
+                        _metadata(metadata), max_shard_size, _policy(strict, permissive), keep_unknown, drop_unknown,
+                        dequantize, _texts("exclude", exclude), renames, dedupe_tied)
     except Error as e:
         raise _in_python_terms(e) from None
 
