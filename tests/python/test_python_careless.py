@@ -4,6 +4,7 @@ arguments, never the command line's options (docs/python.md, "Errors")."""
 
 import glob
 import os
+import subprocess
 import sys
 
 import pytest
@@ -18,8 +19,22 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import trove  # noqa: E402
+import trove.data  # noqa: E402
 
 TIB = 1 << 40
+BIN_DIR = os.environ.get("TROVE_BIN_DIR", os.path.join(BUILD, "bin"))
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory):
+    """A .psk.d file of 100 samples (i, [i / 2, i / 4]), packed by presk."""
+    d = tmp_path_factory.mktemp("data")
+    with open(d / "s.txt", "w") as f:
+        f.write("".join(f"{i} {i / 2} {i / 4}\n" for i in range(100)))
+    p = subprocess.run([os.path.join(BIN_DIR, "presk"), "data", "pack", "--type", "(idx[1000][], ℝ[2])", d / "s.txt",
+                        "-o", d / "s.psk.d"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return str(d / "s.psk.d")
 
 
 # --- numpy views are written as torch views are ---------------------------------------------------
@@ -152,3 +167,32 @@ def test_a_lone_surrogate_in_key_globs_and_renames_is_a_usage_error(tmp_path, su
         trove.convert(surrogate_pt, tmp_path / "o.pt", exclude=["\udcff"])
     with pytest.raises(trove.UsageError, match="rename holds a lone surrogate"):
         trove.convert(surrogate_pt, tmp_path / "o.pt", rename={"x": "\udcff"})
+
+
+# --- TorchDataset epochs: 0 to 2**64 - 1, as Dataset's ---------------------------------------------
+
+@pytest.mark.parametrize("epoch", [(1 << 63) - 1, 1 << 63, (1 << 64) - 1])
+def test_torch_dataset_takes_every_epoch_dataset_takes(shard, epoch):
+    want = trove.data.open(shard).batch_indices(10, seed=3, epoch=epoch)
+    for ds in (trove.data.TorchDataset(shard, 10, seed=3, epoch=epoch, with_indices=True),
+               trove.data.TorchDataset(shard, 10, seed=3, with_indices=True)):
+        ds.set_epoch(epoch)
+        assert ds.epoch == epoch
+        got = [indices.numpy().astype("uint64") for indices, _ in ds]
+        assert np.array_equal(np.stack(got), want)
+    # resumed mid-epoch from a state
+    it = iter(ds)
+    next(it), next(it), next(it)
+    state = ds.state_dict()
+    assert (state["epoch"], state["batches"]) == (epoch, 3)
+    resumed = trove.data.TorchDataset(shard, 10, seed=3, with_indices=True)
+    resumed.load_state_dict(state)
+    assert resumed.epoch == epoch
+    assert np.array_equal(np.stack([i.numpy().astype("uint64") for i, _ in resumed]), want[3:])
+
+
+def test_torch_dataset_epoch_beyond_64_bits_is_a_usage_error(shard):
+    with pytest.raises(trove.UsageError, match="epoch must be an integer from 0 to 18446744073709551615"):
+        trove.data.TorchDataset(shard, 10, epoch=1 << 64)
+    with pytest.raises(trove.UsageError, match="epoch must be an integer from 0 to 18446744073709551615"):
+        trove.data.TorchDataset(shard, 10).set_epoch(-1)

@@ -28,6 +28,16 @@ class _Shared:
 
 
 _SHARED_SLOTS = 5
+# Epochs go to 2**64 - 1, as presk's --epoch: a slot holds an epoch's 64 bits as an int64.
+_EPOCH_BITS = (1 << 64) - 1
+
+
+def _epoch_slot(epoch: int) -> int:
+    return epoch - (1 << 64) if epoch >= 1 << 63 else epoch
+
+
+def _slot_epoch(slot: Any) -> int:
+    return int(slot.item()) & _EPOCH_BITS
 # state_dict's layout; load_state_dict refuses any other.
 _STATE_VERSION = 1
 
@@ -97,11 +107,11 @@ class TorchDataset(torch.utils.data.IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration reads (its shuffle), in every worker. A state loaded for this
         epoch (load_state_dict) still applies; for any other epoch the iteration starts at its start."""
-        self._shared[_Shared.EPOCH] = _count("epoch", epoch)
+        self._shared[_Shared.EPOCH] = _epoch_slot(_count("epoch", epoch))
 
     @property
     def epoch(self) -> int:
-        return int(self._shared[_Shared.EPOCH].item())
+        return _slot_epoch(self._shared[_Shared.EPOCH])
 
     def __len__(self) -> int:
         """The batches this rank reads an epoch (the same on every rank)."""
@@ -120,7 +130,7 @@ class TorchDataset(torch.utils.data.IterableDataset):
     def _skip(self, epoch: int) -> int:
         """The batches of `epoch` already read by the run that saved the loaded state (0 without one)."""
         shared = self._shared
-        return int(shared[_Shared.SKIP].item()) if int(shared[_Shared.RESUMED_EPOCH].item()) == epoch else 0
+        return int(shared[_Shared.SKIP].item()) if _slot_epoch(shared[_Shared.RESUMED_EPOCH]) == epoch else 0
 
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
@@ -183,8 +193,7 @@ class TorchDataset(torch.utils.data.IterableDataset):
         epoch = _count("epoch", state.get("epoch"))
         done = _count("batches", state.get("batches"), 0, len(self))
         shared = self._shared
-        shared[_Shared.EPOCH] = epoch
-        shared[_Shared.RESUMED_EPOCH] = epoch
+        shared[_Shared.EPOCH] = shared[_Shared.RESUMED_EPOCH] = _epoch_slot(epoch)
         shared[_Shared.SKIP] = done
         self._position = [epoch, done]
 
