@@ -196,3 +196,49 @@ def test_torch_dataset_epoch_beyond_64_bits_is_a_usage_error(shard):
         trove.data.TorchDataset(shard, 10, epoch=1 << 64)
     with pytest.raises(trove.UsageError, match="epoch must be an integer from 0 to 18446744073709551615"):
         trove.data.TorchDataset(shard, 10).set_epoch(-1)
+
+
+# --- TorchDataset.state_dict raises whenever it cannot know the position ---------------------------
+
+def test_state_dict_raises_after_a_hand_built_loader_following_loader(shard):
+    ds = trove.data.TorchDataset(shard, 10, seed=1)
+    it = iter(ds.loader(num_workers=2))
+    for _ in range(7):
+        next(it)
+    assert ds.state_dict()["batches"] == 7
+    del it
+    it = iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+    next(it), next(it)
+    with pytest.raises(trove.UsageError, match="cannot count"):
+        ds.state_dict()
+    del it
+    with pytest.raises(trove.UsageError, match="cannot count"):
+        ds.state_dict()
+    # known again: counted by loader(), by iterating directly, or loaded
+    it = iter(ds.loader(num_workers=2))
+    next(it), next(it), next(it)
+    assert ds.state_dict()["batches"] == 3
+    del it
+    for _ in zip(range(2), torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)):
+        pass
+    with pytest.raises(trove.UsageError, match="cannot count"):
+        ds.state_dict()
+    it = iter(ds)
+    next(it)
+    assert ds.state_dict()["batches"] == 1
+    state = ds.state_dict()
+    for _ in zip(range(2), torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)):
+        pass
+    ds.load_state_dict(state)
+    assert ds.state_dict() == state
+
+
+def test_state_dict_of_persistent_loader_workers_stays_counted(shard):
+    ds = trove.data.TorchDataset(shard, 10, seed=1)
+    loader = ds.loader(num_workers=2, persistent_workers=True)
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        it = iter(loader)
+        next(it), next(it)
+        assert ds.state_dict()["epoch"] == epoch and ds.state_dict()["batches"] == 2
+        del it
