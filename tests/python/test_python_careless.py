@@ -4,6 +4,7 @@ arguments, never the command line's options (docs/python.md, "Errors")."""
 
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -242,3 +243,22 @@ def test_state_dict_of_persistent_loader_workers_stays_counted(shard):
         next(it), next(it)
         assert ds.state_dict()["epoch"] == epoch and ds.state_dict()["batches"] == 2
         del it
+
+
+# --- tensors save cannot write: refused before anything is copied ----------------------------------
+
+@pytest.mark.parametrize("make, what", [
+    (lambda: torch.empty(10, device="meta"), "meta tensor"),
+    (lambda: torch.empty(TIB, device="meta"), "meta tensor"),  # nothing allocated for its 4 TiB
+    (lambda: torch.eye(3).to_sparse_csr(), "dense tensors only (not torch.sparse_csr)"),
+    (lambda: torch.eye(3).to_sparse(), "dense tensors only (not torch.sparse_coo)"),
+    (lambda: torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8), "dense tensors only (not quantized)"),
+])
+def test_tensors_save_cannot_write_are_unsupported(tmp_path, make, what):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "sparse CSR support is in beta"
+        tensor = make()
+    with pytest.raises(trove.UnsupportedError, match=re.escape(what)):
+        trove.save({"a": tensor}, tmp_path / "x.pt")
+    assert not os.listdir(tmp_path)

@@ -1239,10 +1239,15 @@ def _to_specs(obj: Any) -> tuple:
     np = _np()
 
     def storage_spec_of_torch(t):
+        # Judged before anything is copied: a tensor of another layout or of no data fails only
+        # once moved or asked for its storage, a meta one after the CPU allocated all its bytes.
+        if t.layout != torch.strided or t.is_quantized:
+            kind = "quantized" if t.is_quantized else t.layout
+            raise _error("unsupported", f"trove.save writes dense tensors only (not {kind})")
+        if t.device.type == "meta":
+            raise _error("unsupported", f"trove.save cannot write a meta tensor (shape {list(t.shape)}): it holds no data")
         if t.device.type != "cpu":
             t = t.cpu()
-        if t.is_sparse or t.is_quantized:
-            raise _error("unsupported", "trove.save writes dense tensors only")
         t = t.detach()
         st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
         ptr = st.data_ptr()
