@@ -262,3 +262,99 @@ def test_tensors_save_cannot_write_are_unsupported(tmp_path, make, what):
     with pytest.raises(trove.UnsupportedError, match=re.escape(what)):
         trove.save({"a": tensor}, tmp_path / "x.pt")
     assert not os.listdir(tmp_path)
+
+
+# --- bad arguments are UsageErrors ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    path = tmp_path_factory.mktemp("small") / "x.safetensors"
+    trove.save({"a": torch.arange(12.0).reshape(3, 4)}, path)
+    return path
+
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+def test_keys_that_are_no_str_are_usage_errors(small, framework):
+    f = trove.open(small, framework=framework)
+    for key in (None, 1, b"a"):
+        for lookup in (f.get_slice, f.dequantize, f.get_tensor, f.__getitem__):
+            with pytest.raises(trove.UsageError, match="a tensor's key is a str"):
+                lookup(key)
+
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+@pytest.mark.parametrize("index", [1 << 63, -(1 << 64), "a", 1.5, [[1 << 63]], (0, "x"), slice("x", None),
+                                   slice(0, 2, np.array([1, 2]))])
+def test_indexes_neither_library_takes_are_usage_errors(small, framework, index):
+    with pytest.raises(trove.UsageError, match=r"get_slice\('a'\)"):
+        trove.open(small, framework=framework).get_slice("a")[index]
+
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+def test_slice_bounds_past_int64_select_as_numpy_does(small, framework):
+    f = trove.open(small, framework=framework)
+    whole = np.arange(12.0).reshape(3, 4)
+    for index in (slice(-(1 << 70), 1 << 70, 1 << 70), slice(-(1 << 70), 1 << 70), slice(1 << 62, None),
+                  (Ellipsis, slice(1, 1 << 64)), (slice(None), slice(-(1 << 63), 2, np.int64(1)))):
+        got = f.get_slice("a")[index]
+        assert np.array_equal(np.asarray(got), whole[index]), index
+
+
+def test_dequantize_takes_numpy_and_torch_dtypes(tmp_path):
+    path = tmp_path / "q.pt"
+    torch.save({"q": torch.quantize_per_tensor(torch.ones(2, 3), 0.5, 0, torch.qint8)}, path)
+    f = trove.open(path)
+    for dtype, want in ((np.float32, np.float32), (np.dtype("float16"), np.float16), (torch.float64, np.float64)):
+        assert f.dequantize("q", dtype=dtype).dtype == want
+    with pytest.raises(trove.UsageError, match="dtype must be a str"):
+        f.dequantize("q", dtype=5)
+    with pytest.raises(trove.UsageError, match="not 'int8'"):
+        f.dequantize("q", dtype=np.int8)
+
+
+@pytest.mark.parametrize("size", [1 << 63, 0, -1, 1.5, True, [5]])
+def test_max_shard_size_out_of_range_is_a_usage_error(tmp_path, small, size):
+    with pytest.raises(trove.UsageError, match="max_shard_size must be a number of bytes from 1 to 2"):
+        trove.save({"a": torch.zeros(3)}, tmp_path / "sh", format="safetensors", max_shard_size=size)
+    with pytest.raises(trove.UsageError, match="max_shard_size must be a number of bytes from 1 to 2"):
+        trove.convert(small, tmp_path / "sh", to="safetensors", max_shard_size=size)
+    assert not os.listdir(tmp_path)
+
+
+def test_max_shard_size_takes_numpy_integers(tmp_path):
+    trove.save({"a": torch.zeros(30), "b": torch.zeros(30)}, tmp_path / "sh", format="safetensors",
+               max_shard_size=np.int64(150))
+    assert "model.safetensors.index.json" in os.listdir(tmp_path / "sh")
+
+
+@pytest.mark.parametrize("flag", ["drop_values", "keep_unknown", "drop_unknown", "dequantize", "dedupe_tied"])
+def test_convert_flags_take_true_or_false(tmp_path, small, flag):
+    for value in ("x", None, 2, 0.0):
+        with pytest.raises(trove.UsageError, match=f"{flag} must be True or False"):
+            trove.convert(small, tmp_path / "o.pt", **{flag: value})
+    assert not os.listdir(tmp_path)
+    trove.convert(small, tmp_path / "o.pt", **{flag: np.bool_(False)})
+
+
+@pytest.mark.parametrize("map_location", ["gpu9", {"cpu": "gpu9"}])
+def test_map_location_that_is_no_device_is_a_usage_error(small, map_location):
+    with pytest.raises(trove.UsageError, match="map_location='gpu9' is not a device"):
+        trove.load(small, map_location=map_location)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_map_location_without_cuda_is_a_usage_error_as_device_is(small):
+    for map_location in ("cuda", "cuda:0", 0):
+        with pytest.raises(trove.UsageError, match=f"map_location={map_location!r} is not available in this process"):
+            trove.load(small, map_location=map_location)
+    with pytest.raises(trove.UsageError, match="device='cuda' is not available in this process"):
+        trove.open(small, framework="pt", device="cuda")
+
+
+def test_map_location_callable_must_return_a_storage_of_the_bytes_given(small):
+    with pytest.raises(trove.UsageError, match="returned a value of type int, not a storage or None"):
+        trove.load(small, map_location=lambda storage, location: 5)
+    with pytest.raises(trove.UsageError, match="returned a storage of 2 bytes for one of 48 bytes"):
+        trove.load(small, map_location=lambda storage, location: torch.UntypedStorage(2))
+    back = trove.load(small, map_location=lambda storage, location: storage)
+    assert torch.equal(back["a"], torch.arange(12.0).reshape(3, 4))

@@ -29,6 +29,7 @@ import argparse
 import builtins
 import collections
 import difflib
+import operator
 import os
 import re
 import shutil
@@ -246,6 +247,30 @@ def _count(what: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
         raise _error("usage", f"{what} must be an integer from 0 (not {value!r})")
     return value
+
+
+def _flag(what: str, value: Any) -> bool:
+    """A True/False option (numpy's bool, 0 and 1 too); anything else is a UsageError."""
+    if isinstance(value, (bool, _np().bool_)) or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    raise _error("usage", f"{what} must be True or False (not {value!r})")
+
+
+def _shard_size(value: Any) -> Any:
+    """max_shard_size: None, a size such as "5GB", or a number of bytes (numpy's integers too)
+    below 2**63, as the library takes it; anything else is a UsageError."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return _text("max_shard_size", value)
+    try:
+        n = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        n = None
+    if n is None or not 0 < n < 1 << 63:
+        raise _error("usage", f"max_shard_size must be a number of bytes from 1 to 2**63 - 1 or a size such as "
+                              f"'5GB' (not {value!r})")
+    return n
 
 
 def _real(what: str, value: Any) -> float:
@@ -742,27 +767,61 @@ class _Content:
         self._file.close()
 
 
-def _torch_device_for(device: Any, framework: str) -> Any:
-    """open()'s device as a torch.device, None for the CPU (where every tensor trove reads is);
-    a device this process cannot use is a UsageError naming the argument."""
+def _dtype_name(dtype: Any) -> str:
+    """A dtype argument as its name: a str, or numpy's or torch's dtype (np.float32, torch.float32)."""
+    np = _np()
+    if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
+        return np.dtype(dtype).name
+    if _torch is not None and isinstance(dtype, _torch.dtype):
+        return str(dtype)[len("torch."):]
+    if not isinstance(dtype, str):
+        raise _error("usage", f"dtype must be a str such as 'float32', or numpy's or torch's dtype (not {dtype!r})")
+    return _text("dtype", dtype)
+
+
+def _torch_device_for(device: Any, framework: str, what: str = "device") -> Any:
+    """open()'s device (load's map_location: `what`) as a torch.device, None for the CPU (where
+    every tensor trove reads is); a device this process cannot use is a UsageError naming the
+    argument."""
     if device is None or device == "cpu":
         return None
     if framework != "pt":
-        raise _error("usage", f"device={device!r} needs framework='pt' (numpy arrays live on the CPU)")
+        raise _error("usage", f"{what}={device!r} needs framework='pt' (numpy arrays live on the CPU)")
     torch = _pt()
     try:
         target = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise _error("usage", f"device={device!r} is not a device (e.g. 'cpu', 'cuda:0', 0)") from None
+        raise _error("usage", f"{what}={device!r} is not a device (e.g. 'cpu', 'cuda:0', 0)") from None
     if target.type == "cpu":
         return None
     try:
         torch.empty(0, device=target)
     except Exception as e:  # torch raises RuntimeError, AssertionError ("not compiled with CUDA")...
         first = str(e).strip().splitlines()[0] if str(e).strip() else "no such device"
-        raise _error("usage", f"device={device!r} is not available in this process ({type(e).__name__}: "
+        raise _error("usage", f"{what}={device!r} is not available in this process ({type(e).__name__}: "
                               f"{first})") from None
     return target
+
+
+def _int_slice(part: slice) -> Optional[slice]:
+    """The slice with its bounds and step as ints (numpy's too), or None when one is no integer."""
+    try:
+        return slice(*(None if b is None else operator.index(b) for b in (part.start, part.stop, part.step)))
+    except TypeError:
+        return None
+
+
+def _within(index: Any, longest: int) -> Any:
+    """The index with slice bounds and steps beyond +-(longest + 1) brought to that: they select
+    the same elements along any dimension of at most `longest` (torch 1.13 fails on bounds near
+    2**63, and past them: "Overflow when unpacking long")."""
+    def bounded(part: Any) -> Any:
+        whole = _int_slice(part) if isinstance(part, slice) else None
+        if whole is None:
+            return part
+        return slice(*(None if b is None else max(-longest - 1, min(longest + 1, b))
+                       for b in (whole.start, whole.stop, whole.step)))
+    return tuple(bounded(p) for p in index) if isinstance(index, tuple) else bounded(index)
 
 
 class Slice:
@@ -782,17 +841,20 @@ class Slice:
 
     def __getitem__(self, index: Any):
         # indexed on the CPU (a view), then only those elements are moved to the device
-        rows = self._file._rows_on_cpu(self._key, index)
+        asked = _within(index, max(self.get_shape(), default=0))
+        rows = self._file._rows_on_cpu(self._key, asked)
         if rows is not None:
-            whole, index = rows
+            whole, asked = rows
         else:
             whole = self._file._tensor_on_cpu(self._key)
         try:
-            part = whole[index]
-        except ValueError as e:  # torch: "step must be greater than zero"
-            raise _error("usage", f"get_slice({self._key!r})[{index!r}]: {e} (torch tensors take no negative "
-                                  "step; framework='np' does, or index with a positive step and flip)") from None
-        except IndexError as e:
+            part = whole[asked]
+        except ValueError as e:  # a step of 0; torch: "step must be greater than zero"
+            hint = (" (torch tensors take no negative step; framework='np' does, or index with a positive step and "
+                    "flip)") if self._file.framework == "pt" else ""
+            raise _error("usage", f"get_slice({self._key!r})[{index!r}]: {e}{hint}") from None
+        except (IndexError, TypeError, OverflowError, RuntimeError) as e:
+            # what numpy or torch says of an index it does not take (a str, an int past int64...)
             raise _error("usage", f"get_slice({self._key!r})[{index!r}]: {e}") from None
         return self._file._placed(part)
 
@@ -979,8 +1041,10 @@ class File:
         first, rest = (index[0], index[1:]) if isinstance(index, tuple) and index else (index, ())
         if isinstance(first, bool) or not isinstance(first, (int, slice)):
             return None
-        if isinstance(first, slice) and first.step not in (None, 1):
-            return None
+        if isinstance(first, slice):
+            first = _int_slice(first)
+            if first is None or first.step not in (None, 1):
+                return None
         shape = self._info(key, with_data=False)[3]
         if not shape:
             return None
@@ -1025,21 +1089,27 @@ class File:
         GGUF block type (ggml_q4_k ...) dequantized bit for bit as ggml's reference does, a
         torch quantized tensor as torch's dequantize(). The whole tensor's values are held.
         `out=` (as numpy's): an existing numpy array of `dtype`, that shape, C-contiguous and
-        writeable, to write the values into (no fresh array's page faults); it is returned."""
+        writeable, to write the values into (no fresh array's page faults); it is returned.
+        dtype may also be numpy's or torch's dtype of that name (np.float32, torch.float32)."""
         doc = self._document()
-        if key not in self:
-            raise self._missing_key(key, _error("not-found", f"no tensor {key!r} in {self.path}"))
+        self._known(key)
         with self._lock:
-            values = doc.dequantized(key, dtype, out)
+            values = doc.dequantized(key, _dtype_name(dtype), out)
         if self.framework == "pt":
             return _pt().from_numpy(values)
         return values
 
     def get_slice(self, key: str) -> Slice:
         """A Slice: get_slice(key)[0:4] is the first four rows (a view, reading only those)."""
+        return Slice(self, self._known(key))
+
+    def _known(self, key: Any) -> str:
+        """key, when the file has a tensor named so; else a UsageError (no str) or KeyNotFoundError."""
+        if not isinstance(key, str):
+            raise _error("usage", f"a tensor's key is a str (not {key!r})")
         if key not in self:
             raise self._missing_key(key, _error("not-found", f"no tensor {key!r} in {self.path}"))
-        return Slice(self, key)
+        return key
 
     def values(self) -> Any:
         """The whole value tree as plain Python objects (dict, OrderedDict, list, tuple, int,
@@ -1150,14 +1220,20 @@ def _placement(map_location: Any) -> Optional[Callable[[Any], Any]]:
             moved = map_location(storage, "cpu")
             if moved is None:
                 return base
-            if hasattr(moved, "untyped"):
-                moved = moved.untyped()  # a TypedStorage given back
+            if isinstance(moved, torch.TypedStorage):
+                moved = moved.untyped()
+            if not isinstance(moved, torch.UntypedStorage):
+                raise _error("usage", f"map_location(storage, 'cpu') returned a value of type {type(moved).__name__}, "
+                                      "not a storage or None")
+            if moved.nbytes() != storage.nbytes():
+                raise _error("usage", f"map_location(storage, 'cpu') returned a storage of {moved.nbytes()} bytes "
+                                      f"for one of {storage.nbytes()} bytes")
             return torch.empty(0, dtype=torch.uint8, device=moved.device).set_(
                 torch.storage.TypedStorage(wrap_storage=moved, dtype=torch.uint8))
         return place
     target = map_location.get("cpu", "cpu") if isinstance(map_location, dict) else map_location
-    device = torch.device(target)
-    if device.type == "cpu":
+    device = _torch_device_for(target, "pt", "map_location")
+    if device is None:
         return None
     return lambda base: base.to(device)
 
@@ -1438,7 +1514,7 @@ def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: An
     tree, keep = _to_specs(obj)
     if not hasattr(path, "write"):
         _trove._save(tree, _path(path), _text("format", format), _TensorSpec, progress, note,
-                     _text("compression", compression), _metadata(metadata), max_shard_size, _ValueSpec)
+                     _text("compression", compression), _metadata(metadata), _shard_size(max_shard_size), _ValueSpec)
         del keep
         return
     # A file-like object (io.BytesIO, an open file): written to a temporary file first, as every
@@ -1539,9 +1615,11 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     renames = [(_text("rename", k), _text("rename", v)) for k, v in (rename or {}).items()]
     try:
         _trove._convert(_path(src, "src"), _path(dst, "dst"), _text("to", to), _texts("keys", keys),
-                        _text("dtype", dtype), drop_values, progress, note, _text("compression", compression),
-                        _metadata(metadata), max_shard_size, _policy(strict, permissive), keep_unknown, drop_unknown,
-                        dequantize, _texts("exclude", exclude), renames, dedupe_tied)
+                        _text("dtype", dtype), _flag("drop_values", drop_values), progress, note,
+                        _text("compression", compression), _metadata(metadata), _shard_size(max_shard_size),
+                        _policy(strict, permissive), _flag("keep_unknown", keep_unknown),
+                        _flag("drop_unknown", drop_unknown), _flag("dequantize", dequantize),
+                        _texts("exclude", exclude), renames, _flag("dedupe_tied", dedupe_tied))
     except Error as e:
         raise _in_python_terms(e) from None
 
