@@ -358,3 +358,26 @@ def test_map_location_callable_must_return_a_storage_of_the_bytes_given(small):
         trove.load(small, map_location=lambda storage, location: torch.UntypedStorage(2))
     back = trove.load(small, map_location=lambda storage, location: storage)
     assert torch.equal(back["a"], torch.arange(12.0).reshape(3, 4))
+
+
+# --- numpy's integers are integers ----------------------------------------------------------------
+
+def test_numpy_integers_are_taken_where_ints_are(tmp_path, shard, small):
+    ds = trove.data.open(shard)
+    assert ds[np.int64(3)][0] == ds[3][0] == 3 and ds[np.uint8(3)][0] == 3 and ds[np.int64(-1)][0] == 99
+    assert np.array_equal(ds.batch_indices(np.int64(5), seed=np.uint64(3), epoch=np.int32(1)),
+                          ds.batch_indices(5, seed=3, epoch=1))
+    assert len(trove.data.TorchDataset(shard, np.int64(10), seed=np.int64(1))) == 10
+    try:
+        trove.set_threads(np.int64(2))
+        assert trove.get_threads() == 2
+    finally:
+        trove.set_threads(0)
+    assert list(trove.stats(small, threads=np.int8(1))) == ["a"]
+    assert trove.diff(small, small, rtol=np.float32(0.1), atol=np.float16(0)).equal
+
+
+@pytest.mark.parametrize("index", [True, 1.0, "3", np.float64(3)])
+def test_sample_index_that_is_no_integer_is_a_usage_error(shard, index):
+    with pytest.raises(trove.UsageError, match="a sample index is an integer"):
+        trove.data.open(shard)[index]

@@ -29,6 +29,7 @@ import argparse
 import builtins
 import collections
 import difflib
+import numbers
 import operator
 import os
 import re
@@ -242,11 +243,23 @@ def _metadata(value: Any) -> Optional[dict]:
     return value
 
 
+def _integer(value: Any) -> Optional[int]:
+    """An integer argument as an int: any int but a bool, or what operator.index takes (numpy's
+    integers); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _count(what: str, value: Any) -> int:
     """A non-negative int option; anything else is a UsageError."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
+    n = _integer(value)
+    if n is None or not 0 <= n < 1 << 32:
         raise _error("usage", f"{what} must be an integer from 0 (not {value!r})")
-    return value
+    return n
 
 
 def _flag(what: str, value: Any) -> bool:
@@ -263,10 +276,7 @@ def _shard_size(value: Any) -> Any:
         return None
     if isinstance(value, str):
         return _text("max_shard_size", value)
-    try:
-        n = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        n = None
+    n = _integer(value)
     if n is None or not 0 < n < 1 << 63:
         raise _error("usage", f"max_shard_size must be a number of bytes from 1 to 2**63 - 1 or a size such as "
                               f"'5GB' (not {value!r})")
@@ -274,8 +284,8 @@ def _shard_size(value: Any) -> Any:
 
 
 def _real(what: str, value: Any) -> float:
-    """A non-negative number option (a tolerance); anything else is a UsageError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+    """A non-negative number option (a tolerance; numpy's numbers too); anything else is a UsageError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
         raise _error("usage", f"{what} must be a number >= 0 (not {value!r})")
     return float(value)
 
