@@ -381,3 +381,26 @@ def test_numpy_integers_are_taken_where_ints_are(tmp_path, shard, small):
 def test_sample_index_that_is_no_integer_is_a_usage_error(shard, index):
     with pytest.raises(trove.UsageError, match="a sample index is an integer"):
         trove.data.open(shard)[index]
+
+
+# --- messages name Python's arguments -------------------------------------------------------------
+
+@pytest.mark.parametrize("rename, message", [
+    ({"": "x"}, "rename={'': 'x'}: FROM is not empty"),
+    ({"a*b*": "x"}, "rename={'a*b*': 'x'}: FROM is not empty"),
+    ({"it's": "x*"}, "rename={\"it's\": 'x*'}: FROM is not empty"),
+    ({"a": "q", "n/x": "q"}, "rename gives 'a' and 'n/x' the same key path 'q'"),
+    ({"a": ""}, "rename makes the key path of 'a' empty"),
+])
+def test_rename_errors_spell_the_rename_dict(tmp_path, rename, message):
+    torch.save({"a": torch.ones(1), "n": {"x": torch.ones(1)}}, tmp_path / "r.pt")
+    with pytest.raises(trove.UsageError) as e:
+        trove.convert(tmp_path / "r.pt", tmp_path / "out.pt", rename=rename)
+    assert str(e.value).startswith(message) and "--" not in str(e.value)
+    assert sorted(os.listdir(tmp_path)) == ["r.pt"]
+
+
+def test_gguf_metadata_hint_is_spelled_as_the_metadata_argument():
+    e = trove._in_python_terms(trove._error("usage", "values (--drop-values leaves them out; --metadata KEY=VALUE "
+                                                     "writes string metadata)"))
+    assert str(e) == "values (drop_values=True leaves them out; metadata={KEY: VALUE} writes string metadata)"

@@ -154,6 +154,10 @@ _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
     (r"(?<![\w/.-])--exclude '([^']*)'", r"keys (a selection without '\1')"),
     (r"(?<![\w/.-])--exclude\b", "keys= (a selection)"),
     (r"(?<![\w/.-])--keys/--exclude select fewer", "keys= and exclude= select fewer"),
+    # a rule as the command line spells it, FROM=TO: here an item of the rename dict
+    (r"(?<![\w/.-])--rename '([^=]*)=(.*?)': ", lambda m: f"rename={{{m[1]!r}: {m[2]!r}}}: "),
+    (r"(?<![\w/.-])--rename\b", "rename"),
+    (r"(?<![\w/.-])--metadata KEY=VALUE\b", "metadata={KEY: VALUE}"),
     # The expansion rule's way past it has no argument here: a .pt file keeps a view a view.
     (r"(expand it more than kMaxExpandRatio \(\d+x\)); --allow-expand writes it anyway",
      r"\1; a .pt file keeps it a view"),
