@@ -404,3 +404,73 @@ def test_gguf_metadata_hint_is_spelled_as_the_metadata_argument():
     e = trove._in_python_terms(trove._error("usage", "values (--drop-values leaves them out; --metadata KEY=VALUE "
                                                      "writes string metadata)"))
     assert str(e) == "values (drop_values=True leaves them out; metadata={KEY: VALUE} writes string metadata)"
+
+
+# --- save to a file-like object: short writes -----------------------------------------------------
+
+class Writer:
+    """A file-like object whose write() takes what `took(chunk)` says and returns `returns(chunk)`."""
+
+    def __init__(self, took, returns=None):
+        self.data = bytearray()
+        self.took, self.returns = took, returns or took
+
+    def write(self, chunk):
+        self.data += bytes(chunk[:self.took(chunk)])
+        return self.returns(chunk)
+
+
+@pytest.mark.parametrize("writer", [
+    Writer(lambda b: max(1, len(b) // 2)),                 # half of each chunk
+    Writer(lambda b: 1),                                   # a byte at a time
+    Writer(lambda b: len(b), lambda b: None),              # None: all taken
+])
+def test_short_writes_are_written_again(writer):
+    tensors = {"a": torch.arange(3000.0), "b": torch.ones(7, dtype=torch.int64)}
+    if writer.took(b"xx") == 1:
+        tensors = {"a": torch.arange(10.0)}  # a byte a write: a small file
+    trove.save(tensors, writer, format="safetensors")
+    back = trove.load(bytes(writer.data))
+    assert back.keys() == tensors.keys() and all(torch.equal(back[k], tensors[k]) for k in tensors)
+
+
+@pytest.mark.parametrize("writer, error, message", [
+    (Writer(lambda b: 0), trove.IoError, "write() took none of"),
+    (Writer(lambda b: len(b), lambda b: "all"), trove.UsageError, "write() returned 'all'"),
+    (Writer(lambda b: 0, lambda b: -1), trove.UsageError, "write() returned -1"),
+    (Writer(lambda b: len(b), lambda b: len(b) + 1), trove.UsageError, "write() returned"),
+    (Writer(lambda b: len(b), lambda b: True), trove.UsageError, "write() returned True"),
+])
+def test_writes_that_make_no_progress_are_errors(writer, error, message):
+    with pytest.raises(error, match=re.escape(message)) as e:
+        trove.save({"a": torch.zeros(1000)}, writer, format="safetensors")
+    assert "bytes written to it" in str(e.value)
+
+
+def test_a_failing_write_says_how_much_the_object_holds():
+    class Full:
+        def __init__(self):
+            self.data = bytearray()
+
+        def write(self, chunk):
+            if len(self.data) >= 1 << 20:
+                raise OSError(28, "No space left on device")
+            self.data += chunk
+            return len(chunk)
+
+    full = Full()
+    with pytest.raises(trove.IoError, match=r"No space left on device\) with 1048576 of the \d+ bytes written"):
+        trove.save({"a": torch.zeros(1 << 20)}, full, format="safetensors")
+
+
+def test_saving_to_a_closed_or_read_only_object_is_an_error(tmp_path):
+    import io
+    closed = io.BytesIO()
+    closed.close()
+    with pytest.raises(trove.UsageError, match="is closed"):
+        trove.save({"a": torch.zeros(1)}, closed)
+    (tmp_path / "r.pt").write_bytes(b"")
+    with open(tmp_path / "r.pt", "rb") as read_only:
+        with pytest.raises(trove.IoError, match="write"):
+            trove.save({"a": torch.zeros(1)}, read_only)
+    assert (tmp_path / "r.pt").read_bytes() == b""

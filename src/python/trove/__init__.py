@@ -33,7 +33,6 @@ import numbers
 import operator
 import os
 import re
-import shutil
 import signal
 import tempfile
 import threading
@@ -1509,7 +1508,8 @@ def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = 
 
     `path` may also be a writable file-like object (io.BytesIO, an open file), as torch.save takes:
     the file is written to a temporary file and then copied into it (nothing is written to it if
-    the save fails); its format is `format`, else from its `name`'s extension, else "pt".
+    the save fails before the copy; a write() that takes nothing or fails is an error saying how
+    many bytes it holds by then); its format is `format`, else from its `name`'s extension, else "pt".
     `buf = io.BytesIO(); trove.save(tensors, buf, format="safetensors")` is
     safetensors.torch.save(tensors).
     """
@@ -1532,9 +1532,11 @@ def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: An
         del keep
         return
     # A file-like object (io.BytesIO, an open file): written to a temporary file first, as every
-    # trove writer writes, then copied into it; on any error nothing has been written to it.
+    # trove writer writes, then copied into it; until the copy, nothing has been written to it.
     if max_shard_size is not None:
         raise _error("usage", "max_shard_size makes a directory of shards: give save() a path, not a file-like object")
+    if getattr(path, "closed", False) is True:
+        raise _error("usage", f"the file-like object to save to is closed ({type(path).__name__})")
     given = _text("format", format)
     name = getattr(path, "name", None)
     suffix = os.path.splitext(name)[1] if isinstance(name, str) else ""
@@ -1548,7 +1550,36 @@ def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: An
                      _text("compression", compression), _metadata(metadata), None, _ValueSpec)
         del keep
         with builtins.open(temporary, "rb") as written:
-            shutil.copyfileobj(written, path, _COPY_CHUNK)
+            _copy_into(written, path, os.fstat(written.fileno()).st_size)
+
+
+def _copy_into(source: Any, target: Any, total: int) -> None:
+    """Copies `source` (`total` bytes) into the file-like `target`, writing again what a write()
+    did not take: write() returns the bytes it took, or None for all of them (as torch.save
+    assumes). A write() that takes nothing or raises OSError is an IoError, one returning anything
+    else a UsageError; either says how many bytes are in `target` by then (they stay there)."""
+    done = 0
+    while True:
+        chunk = source.read(_COPY_CHUNK)
+        if not chunk:
+            return
+        while chunk:
+            try:
+                took = target.write(chunk)
+            except OSError as e:
+                raise _error("io", f"the file-like object's write() failed ({type(e).__name__}: {e}) with {done} of "
+                                   f"the {total} bytes written to it") from None
+            if took is None:
+                took = len(chunk)
+            elif isinstance(took, bool) or not isinstance(took, int) or not 0 <= took <= len(chunk):
+                raise _error("usage", f"the file-like object's write() returned {took!r:.40} for {len(chunk)} bytes "
+                                      f"(the bytes it took, or None for all), with {done} of the {total} bytes "
+                                      "written to it")
+            elif took == 0:
+                raise _error("io", f"the file-like object's write() took none of {len(chunk)} bytes, with {done} of "
+                                   f"the {total} bytes written to it")
+            done += took
+            chunk = memoryview(chunk)[took:]  # the rest of immutable bytes: not copied again
 
 
 # --- checks, convert, diff, stats ---------------------------------------------------------------
