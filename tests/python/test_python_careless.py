@@ -474,3 +474,16 @@ def test_saving_to_a_closed_or_read_only_object_is_an_error(tmp_path):
         with pytest.raises(trove.IoError, match="write"):
             trove.save({"a": torch.zeros(1)}, read_only)
     assert (tmp_path / "r.pt").read_bytes() == b""
+
+
+# --- a closed File, stats' keys -------------------------------------------------------------------
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+def test_a_closed_file_answers_nothing(small, framework):
+    f = trove.open(small, framework=framework)
+    assert "a" in f and f.keys() == ["a"]  # names cached while open
+    f.close()
+    for call in (lambda: "a" in f, lambda: 5 in f, lambda: len(f), lambda: f.keys(), lambda: f["a"],
+                 lambda: f.get_slice("a"), lambda: f.dequantize("a")):
+        with pytest.raises(trove.UsageError, match="the file is closed"):
+            call()

@@ -933,6 +933,7 @@ class File:
 
     def close(self) -> None:
         self._doc = None
+        self._name_table = None
         self._torch = _TorchStorages()
         self._on_device = None
         if self._content is not None:
@@ -975,7 +976,8 @@ class File:
 
     def __contains__(self, key: object) -> bool:
         # (a key path is UTF-8: a name that is not comes escaped)
-        return isinstance(key, str) and (key in self._names()[1] or (_is_utf8(key) and self._document().contains(key)))
+        doc = self._document()
+        return isinstance(key, str) and (key in self._names()[1] or (_is_utf8(key) and doc.contains(key)))
 
     def metadata(self) -> Optional[dict]:
         """A safetensors file's `__metadata__` (str to str), as safetensors' safe_open(...).metadata()
