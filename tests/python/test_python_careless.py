@@ -487,3 +487,16 @@ def test_a_closed_file_answers_nothing(small, framework):
                  lambda: f.get_slice("a"), lambda: f.dequantize("a")):
         with pytest.raises(trove.UsageError, match="the file is closed"):
             call()
+
+
+@pytest.mark.parametrize("keys", ["zz", ["zz", "q*"]])
+def test_stats_keys_matching_nothing_say_what_the_cli_says(tmp_path, keys):
+    torch.save({"a": torch.ones(2), "b": [torch.ones(3)]}, tmp_path / "s.pt")
+    cli = subprocess.run([os.path.join(BIN_DIR, "trove"), "stats", tmp_path / "s.pt"]
+                         + [a for k in ([keys] if isinstance(keys, str) else keys) for a in ("--keys", k)],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode != 0 and "select none of the 2 tensors (trove info lists their keys)" in cli.stderr
+    with pytest.raises(trove.UsageError) as e:
+        trove.stats(tmp_path / "s.pt", keys=keys)
+    assert str(e.value) == f"keys={keys!r} select none of the 2 tensors (trove info lists their keys)"
+    assert list(trove.stats(tmp_path / "s.pt", keys="b/*")) == ["b/0"]

@@ -1699,8 +1699,13 @@ def diff(a: str | os.PathLike, b: str | os.PathLike, rtol: float = 0.0, atol: fl
 def stats(path: str | os.PathLike, keys: Optional[Iterable[str] | str] = None, threads: int = 0) -> dict:
     """`trove stats`: {key: {count, finite, min, max, mean, std, mean_abs, zeros, nan, pos_inf,
     neg_inf, subnormal}} in float64, over every tensor (or those matching the key globs); tensors
-    whose dtype has no figures (quantized, bit containers, meta) are left out."""
-    out, _skipped = _trove._stats(_path(path), _texts("keys", keys), _count("threads", threads))
+    whose dtype has no figures (quantized, bit containers, meta) are left out. Key globs that
+    match no tensor are a UsageError, as `trove stats --keys` says."""
+    encoded, globs = _path(path), _texts("keys", keys)
+    out, skipped = _trove._stats(encoded, globs, _count("threads", threads))
+    if globs and not out and not skipped:
+        tensors = len(_trove._open(encoded).keys())
+        raise _error("usage", f"keys={keys!r} select none of the {tensors:,} tensors (trove info lists their keys)")
     return out
 
 
