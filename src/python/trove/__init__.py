@@ -1098,7 +1098,7 @@ class File:
     def __getitem__(self, key: str):
         return self.get_tensor(key)
 
-    def dequantize(self, key: str, dtype: str = "float32", out=None):
+    def dequantize(self, key: str, dtype: Any = "float32", out=None):
         """The values of the quantized tensor at `key` as a new array of `dtype` ("float32",
         "float16" or "float64"; a torch tensor with framework="pt"), shaped as its values: a
         GGUF block type (ggml_q4_k ...) dequantized bit for bit as ggml's reference does, a
