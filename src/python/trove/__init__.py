@@ -1300,7 +1300,8 @@ def _numpy_storage(a: Any, stored: Any) -> tuple:
     if core.nbytes > span:  # overlapping windows
         if any(s < 0 or s % size for s in core.strides):
             raise _error("unsupported", f"trove.save cannot write a numpy array whose elements overlap with negative "
-                                        f"or unaligned strides ({a.strides} bytes): pass np.ascontiguousarray(a), a copy")
+                                        f"or unaligned strides ({a.strides} bytes): pass np.ascontiguousarray(a), "
+                                        "a copy")
         # the bytes from its first element to its last, which a view with these strides reads
         spanned = np.lib.stride_tricks.as_strided(core, (span // size,), (size,), writeable=False)
         flat = np.ascontiguousarray(spanned, dtype=stored).view(np.uint8)  # a copy only to swap bytes
@@ -1336,7 +1337,8 @@ def _to_specs(obj: Any) -> tuple:
             kind = "quantized" if t.is_quantized else t.layout
             raise _error("unsupported", f"trove.save writes dense tensors only (not {kind})")
         if t.device.type == "meta":
-            raise _error("unsupported", f"trove.save cannot write a meta tensor (shape {list(t.shape)}): it holds no data")
+            raise _error("unsupported", f"trove.save cannot write a meta tensor (shape {list(t.shape)}): it holds no "
+                                        "data")
         if t.device.type != "cpu":
             t = t.cpu()
         t = t.detach()
@@ -1379,7 +1381,8 @@ def _to_specs(obj: Any) -> tuple:
             named = None if factory is None else _ValueSpec("global", _FACTORY_NAMES[factory])
             out = yield from typed_dict(o, "collections.defaultdict", o.items(), (named,))
         elif isinstance(o, Dict):
-            out = yield from typed_dict(o, o.type_name, o.items(), None, {k: v for k, v in vars(o).items() if k != "type_name"})
+            attributes = {k: v for k, v in vars(o).items() if k != "type_name"}
+            out = yield from typed_dict(o, o.type_name, o.items(), None, attributes)
         elif isinstance(o, (set, frozenset)):
             out = _ValueSpec("set" if isinstance(o, set) else "frozenset")
             memo[id(o)] = out
@@ -1484,6 +1487,8 @@ _MAX_SAVE_DEPTH = 2000
 
 
 _COPY_CHUNK = 1 << 20  # bytes per read()/write() when copying to or from a file-like object
+# save() has no key selection: the objects given are what it writes.
+_SAVE_SPELLINGS = ((re.compile(r"; --keys/--exclude select fewer"), ""),)
 
 
 def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = None,  # noqa: A002
@@ -1521,16 +1526,13 @@ def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = 
         raise _in_python_terms(e, _SAVE_SPELLINGS) from None
 
 
-# save() has no key selection: the objects given are what it writes.
-_SAVE_SPELLINGS = ((re.compile(r"; --keys/--exclude select fewer"), ""),)
-
-
 def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: Any,  # noqa: A002
              compression: Optional[str], metadata: Optional[dict], max_shard_size: Any) -> None:
     tree, keep = _to_specs(obj)
     if not hasattr(path, "write"):
         _trove._save(tree, _path(path), _text("format", format), _TensorSpec, progress, note,
-                     _text("compression", compression), _metadata(metadata), _shard_size(max_shard_size), _ValueSpec)
+                     _text("compression", compression), _metadata(metadata), _shard_size(max_shard_size),
+                     _ValueSpec)
         del keep
         return
     # A file-like object (io.BytesIO, an open file): written to a temporary file first, as every

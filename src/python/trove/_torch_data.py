@@ -29,6 +29,8 @@ class _Shared:
 
 
 _SHARED_SLOTS = 4
+# state_dict's layout; load_state_dict refuses any other.
+_STATE_VERSION = 1
 # Epochs go to 2**64 - 1, as presk's --epoch: a slot holds an epoch's 64 bits as an int64.
 _EPOCH_BITS = (1 << 64) - 1
 
@@ -39,8 +41,6 @@ def _epoch_slot(epoch: int) -> int:
 
 def _slot_epoch(slot: Any) -> int:
     return int(slot.item()) & _EPOCH_BITS
-# state_dict's layout; load_state_dict refuses any other.
-_STATE_VERSION = 1
 
 
 def _distributed_world() -> Optional[tuple]:
