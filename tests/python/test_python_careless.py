@@ -67,6 +67,7 @@ def test_numpy_views_round_trip(tmp_path):
     arrays = {
         "broadcast": np.broadcast_to(x[::-1, None, ::-2], (3, 5, 2)),  # stride 0 over a reversed, big-endian array
         "windows": sliding_window_view(np.arange(10.0), 4),            # overlapping rows
+        "windows_big_endian": sliding_window_view(np.arange(10, dtype=">i4"), (3,))[::2],
         "transposed": x.T, "column": x[:, 1], "scalar": np.array(1.5), "empty": np.zeros((0, 3)),
         "empty_broadcast": np.broadcast_to(np.zeros((0,)), (5, 0)),
     }
