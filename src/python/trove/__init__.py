@@ -29,9 +29,10 @@ import argparse
 import builtins
 import collections
 import difflib
+import numbers
+import operator
 import os
 import re
-import shutil
 import signal
 import tempfile
 import threading
@@ -151,6 +152,15 @@ _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
     (r"(?<![\w/.-])--keys '([^']*)'", r"keys='\1'"),
     (r"(?<![\w/.-])--exclude '([^']*)'", r"keys (a selection without '\1')"),
     (r"(?<![\w/.-])--exclude\b", "keys= (a selection)"),
+    (r"(?<![\w/.-])--keys/--exclude select fewer", "keys= and exclude= select fewer"),
+    # a rule as the command line spells it, FROM=TO: here an item of the rename dict
+    (r"(?<![\w/.-])--rename '([^=]*)=(.*?)': ", lambda m: f"rename={{{m[1]!r}: {m[2]!r}}}: "),
+    (r"(?<![\w/.-])--rename\b", "rename"),
+    (r"(?<![\w/.-])--metadata KEY=VALUE\b", "metadata={KEY: VALUE}"),
+    # The expansion rule's way past it has no argument here: a .pt file keeps a view a view.
+    (r"(expand it more than kMaxExpandRatio \(\d+x\)); --allow-expand writes it anyway",
+     r"\1; a .pt file keeps it a view"),
+    (r"; --allow-expand writes it anyway", ""),
     (r"(?<![\w/.-])--max-shard-size\b", "max_shard_size"),
     (r"(?<![\w/.-])--keep-unknown\b", "keep_unknown=True"),
     (r"(?<![\w/.-])--drop-unknown\b", "drop_unknown=True"),
@@ -163,11 +173,12 @@ _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
 ))
 
 
-def _in_python_terms(e: "Error") -> "Error":
+def _in_python_terms(e: "Error", spellings: tuple = ()) -> "Error":
     """The error with the command line's option names replaced by the arguments that are the
-    same settings here (in message, reason, contexts and args); returns it."""
+    same settings here (in message, reason, contexts and args; `spellings`, the calling
+    function's own, first); returns it."""
     def spelled(text: str) -> str:
-        for pattern, python in _PYTHON_SPELLINGS:
+        for pattern, python in spellings + _PYTHON_SPELLINGS:
             text = pattern.sub(python, text)
         return text
     if "--" in e.message or "--" in e.reason:
@@ -190,12 +201,24 @@ def _path(path: Any, what: str = "path") -> bytes:
     return encoded
 
 
+def _is_utf8(text: str) -> bool:
+    """Whether the str is text UTF-8 has bytes for: not when it holds a lone surrogate (a str
+    pickle keeps, os.fsdecode's escape of a byte), which the library takes nowhere."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _texts(what: str, value: Any) -> list:
     """A str or an iterable of str (key globs) as a list; anything else is a UsageError."""
     items = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple, set, frozenset)) \
         else None if value is not None else []
     if items is None or not all(isinstance(v, str) for v in items):
         raise _error("usage", f"{what} must be a str or a list of str (not {value!r})")
+    for v in items:
+        _text(what, v)
     return items
 
 
@@ -205,19 +228,67 @@ def _text(what: str, value: Any) -> str:
         return ""
     if not isinstance(value, str):
         raise _error("usage", f"{what} must be a str (not {value!r})")
+    if not _is_utf8(value):
+        raise _error("usage", f"{what} holds a lone surrogate, which is no text UTF-8 has bytes for: {value!r}")
     return value
+
+
+def _metadata(value: Any) -> Optional[dict]:
+    """save's and convert's metadata: None, or a dict of str to str that is UTF-8 text (a
+    .safetensors header is JSON); anything else is a UsageError."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise _error("usage", f"metadata must be a dict of str to str (not {value!r:.200})")
+    for k, v in value.items():
+        _text("metadata", k)
+        _text(f"metadata[{k!r}]", v)
+    return value
+
+
+def _integer(value: Any) -> Optional[int]:
+    """An integer argument as an int: any int but a bool, or what operator.index takes (numpy's
+    integers); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def _count(what: str, value: Any) -> int:
     """A non-negative int option; anything else is a UsageError."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
+    n = _integer(value)
+    if n is None or not 0 <= n < 1 << 32:
         raise _error("usage", f"{what} must be an integer from 0 (not {value!r})")
-    return value
+    return n
+
+
+def _flag(what: str, value: Any) -> bool:
+    """A True/False option (numpy's bool, 0 and 1 too); anything else is a UsageError."""
+    if isinstance(value, (bool, _np().bool_)) or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    raise _error("usage", f"{what} must be True or False (not {value!r})")
+
+
+def _shard_size(value: Any) -> Any:
+    """max_shard_size: None, a size such as "5GB", or a number of bytes (numpy's integers too)
+    below 2**63, as the library takes it; anything else is a UsageError."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return _text("max_shard_size", value)
+    n = _integer(value)
+    if n is None or not 0 < n < 1 << 63:
+        raise _error("usage", f"max_shard_size must be a number of bytes from 1 to 2**63 - 1 or a size such as "
+                              f"'5GB' (not {value!r})")
+    return n
 
 
 def _real(what: str, value: Any) -> float:
-    """A non-negative number option (a tolerance); anything else is a UsageError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+    """A non-negative number option (a tolerance; numpy's numbers too); anything else is a UsageError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
         raise _error("usage", f"{what} must be a number >= 0 (not {value!r})")
     return float(value)
 
@@ -709,27 +780,61 @@ class _Content:
         self._file.close()
 
 
-def _torch_device_for(device: Any, framework: str) -> Any:
-    """open()'s device as a torch.device, None for the CPU (where every tensor trove reads is);
-    a device this process cannot use is a UsageError naming the argument."""
+def _dtype_name(dtype: Any) -> str:
+    """A dtype argument as its name: a str, or numpy's or torch's dtype (np.float32, torch.float32)."""
+    np = _np()
+    if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
+        return np.dtype(dtype).name
+    if _torch is not None and isinstance(dtype, _torch.dtype):
+        return str(dtype)[len("torch."):]
+    if not isinstance(dtype, str):
+        raise _error("usage", f"dtype must be a str such as 'float32', or numpy's or torch's dtype (not {dtype!r})")
+    return _text("dtype", dtype)
+
+
+def _torch_device_for(device: Any, framework: str, what: str = "device") -> Any:
+    """open()'s device (load's map_location: `what`) as a torch.device, None for the CPU (where
+    every tensor trove reads is); a device this process cannot use is a UsageError naming the
+    argument."""
     if device is None or device == "cpu":
         return None
     if framework != "pt":
-        raise _error("usage", f"device={device!r} needs framework='pt' (numpy arrays live on the CPU)")
+        raise _error("usage", f"{what}={device!r} needs framework='pt' (numpy arrays live on the CPU)")
     torch = _pt()
     try:
         target = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise _error("usage", f"device={device!r} is not a device (e.g. 'cpu', 'cuda:0', 0)") from None
+        raise _error("usage", f"{what}={device!r} is not a device (e.g. 'cpu', 'cuda:0', 0)") from None
     if target.type == "cpu":
         return None
     try:
         torch.empty(0, device=target)
     except Exception as e:  # torch raises RuntimeError, AssertionError ("not compiled with CUDA")...
         first = str(e).strip().splitlines()[0] if str(e).strip() else "no such device"
-        raise _error("usage", f"device={device!r} is not available in this process ({type(e).__name__}: "
+        raise _error("usage", f"{what}={device!r} is not available in this process ({type(e).__name__}: "
                               f"{first})") from None
     return target
+
+
+def _int_slice(part: slice) -> Optional[slice]:
+    """The slice with its bounds and step as ints (numpy's too), or None when one is no integer."""
+    try:
+        return slice(*(None if b is None else operator.index(b) for b in (part.start, part.stop, part.step)))
+    except TypeError:
+        return None
+
+
+def _within(index: Any, longest: int) -> Any:
+    """The index with slice bounds and steps beyond +-(longest + 1) brought to that: they select
+    the same elements along any dimension of at most `longest` (torch 1.13 fails on bounds near
+    2**63, and past them: "Overflow when unpacking long")."""
+    def bounded(part: Any) -> Any:
+        whole = _int_slice(part) if isinstance(part, slice) else None
+        if whole is None:
+            return part
+        return slice(*(None if b is None else max(-longest - 1, min(longest + 1, b))
+                       for b in (whole.start, whole.stop, whole.step)))
+    return tuple(bounded(p) for p in index) if isinstance(index, tuple) else bounded(index)
 
 
 class Slice:
@@ -749,17 +854,20 @@ class Slice:
 
     def __getitem__(self, index: Any):
         # indexed on the CPU (a view), then only those elements are moved to the device
-        rows = self._file._rows_on_cpu(self._key, index)
+        asked = _within(index, max(self.get_shape(), default=0))
+        rows = self._file._rows_on_cpu(self._key, asked)
         if rows is not None:
-            whole, index = rows
+            whole, asked = rows
         else:
             whole = self._file._tensor_on_cpu(self._key)
         try:
-            part = whole[index]
-        except ValueError as e:  # torch: "step must be greater than zero"
-            raise _error("usage", f"get_slice({self._key!r})[{index!r}]: {e} (torch tensors take no negative "
-                                  "step; framework='np' does, or index with a positive step and flip)") from None
-        except IndexError as e:
+            part = whole[asked]
+        except ValueError as e:  # a step of 0; torch: "step must be greater than zero"
+            hint = (" (torch tensors take no negative step; framework='np' does, or index with a positive step and "
+                    "flip)") if self._file.framework == "pt" else ""
+            raise _error("usage", f"get_slice({self._key!r})[{index!r}]: {e}{hint}") from None
+        except (IndexError, TypeError, OverflowError, RuntimeError) as e:
+            # what numpy or torch says of an index it does not take (a str, an int past int64...)
             raise _error("usage", f"get_slice({self._key!r})[{index!r}]: {e}") from None
         return self._file._placed(part)
 
@@ -825,6 +933,7 @@ class File:
 
     def close(self) -> None:
         self._doc = None
+        self._name_table = None
         self._torch = _TorchStorages()
         self._on_device = None
         if self._content is not None:
@@ -866,7 +975,9 @@ class File:
         return len(self.keys())
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and (key in self._names()[1] or self._document().contains(key))
+        # (a key path is UTF-8: a name that is not comes escaped)
+        doc = self._document()
+        return isinstance(key, str) and (key in self._names()[1] or (_is_utf8(key) and doc.contains(key)))
 
     def metadata(self) -> Optional[dict]:
         """A safetensors file's `__metadata__` (str to str), as safetensors' safe_open(...).metadata()
@@ -906,6 +1017,8 @@ class File:
         if not isinstance(key, str):
             raise _error("usage", f"a tensor's key is a str (not {key!r})")
         path = self._names()[1].get(key, key)
+        if not _is_utf8(path):
+            raise self._missing_key(key, _error("not-found", f"no tensor {key!r} in {self.path}"))
         try:
             if with_data:
                 with self._lock:
@@ -943,8 +1056,10 @@ class File:
         first, rest = (index[0], index[1:]) if isinstance(index, tuple) and index else (index, ())
         if isinstance(first, bool) or not isinstance(first, (int, slice)):
             return None
-        if isinstance(first, slice) and first.step not in (None, 1):
-            return None
+        if isinstance(first, slice):
+            first = _int_slice(first)
+            if first is None or first.step not in (None, 1):
+                return None
         shape = self._info(key, with_data=False)[3]
         if not shape:
             return None
@@ -983,27 +1098,33 @@ class File:
     def __getitem__(self, key: str):
         return self.get_tensor(key)
 
-    def dequantize(self, key: str, dtype: str = "float32", out=None):
+    def dequantize(self, key: str, dtype: Any = "float32", out=None):
         """The values of the quantized tensor at `key` as a new array of `dtype` ("float32",
         "float16" or "float64"; a torch tensor with framework="pt"), shaped as its values: a
         GGUF block type (ggml_q4_k ...) dequantized bit for bit as ggml's reference does, a
         torch quantized tensor as torch's dequantize(). The whole tensor's values are held.
         `out=` (as numpy's): an existing numpy array of `dtype`, that shape, C-contiguous and
-        writeable, to write the values into (no fresh array's page faults); it is returned."""
+        writeable, to write the values into (no fresh array's page faults); it is returned.
+        dtype may also be numpy's or torch's dtype of that name (np.float32, torch.float32)."""
         doc = self._document()
-        if key not in self:
-            raise self._missing_key(key, _error("not-found", f"no tensor '{key}' in {self.path}"))
+        self._known(key)
         with self._lock:
-            values = doc.dequantized(key, dtype, out)
+            values = doc.dequantized(key, _dtype_name(dtype), out)
         if self.framework == "pt":
             return _pt().from_numpy(values)
         return values
 
     def get_slice(self, key: str) -> Slice:
         """A Slice: get_slice(key)[0:4] is the first four rows (a view, reading only those)."""
+        return Slice(self, self._known(key))
+
+    def _known(self, key: Any) -> str:
+        """key, when the file has a tensor named so; else a UsageError (no str) or KeyNotFoundError."""
+        if not isinstance(key, str):
+            raise _error("usage", f"a tensor's key is a str (not {key!r})")
         if key not in self:
-            raise self._missing_key(key, _error("not-found", f"no tensor '{key}' in {self.path}"))
-        return Slice(self, key)
+            raise self._missing_key(key, _error("not-found", f"no tensor {key!r} in {self.path}"))
+        return key
 
     def values(self) -> Any:
         """The whole value tree as plain Python objects (dict, OrderedDict, list, tuple, int,
@@ -1114,14 +1235,20 @@ def _placement(map_location: Any) -> Optional[Callable[[Any], Any]]:
             moved = map_location(storage, "cpu")
             if moved is None:
                 return base
-            if hasattr(moved, "untyped"):
-                moved = moved.untyped()  # a TypedStorage given back
+            if isinstance(moved, torch.TypedStorage):
+                moved = moved.untyped()
+            if not isinstance(moved, torch.UntypedStorage):
+                raise _error("usage", f"map_location(storage, 'cpu') returned a value of type {type(moved).__name__}, "
+                                      "not a storage or None")
+            if moved.nbytes() != storage.nbytes():
+                raise _error("usage", f"map_location(storage, 'cpu') returned a storage of {moved.nbytes()} bytes "
+                                      f"for one of {storage.nbytes()} bytes")
             return torch.empty(0, dtype=torch.uint8, device=moved.device).set_(
                 torch.storage.TypedStorage(wrap_storage=moved, dtype=torch.uint8))
         return place
     target = map_location.get("cpu", "cpu") if isinstance(map_location, dict) else map_location
-    device = torch.device(target)
-    if device.type == "cpu":
+    device = _torch_device_for(target, "pt", "map_location")
+    if device is None:
         return None
     return lambda base: base.to(device)
 
@@ -1156,6 +1283,39 @@ def _torch_dtype_name(dtype) -> str:
     return str(dtype)[len("torch."):]
 
 
+def _numpy_storage(a: Any, stored: Any) -> tuple:
+    """An array as trove.save hands it to the writers: (its storage, a C-contiguous uint8 array
+    of `stored` elements, little-endian; its strides in elements over that storage). Elements the
+    array repeats (a dimension of stride 0, as np.broadcast_to makes; overlapping windows, as
+    sliding_window_view makes) stay a view of the bytes they repeat, as a torch view is, so that
+    the writers' expansion rule judges it alike (.pt keeps it a view; formats without strides
+    refuse to write it whole beyond kMaxExpandRatio) instead of numpy expanding it here. The
+    rest is copied C-contiguous (not at all when it already is): a slice of a large array writes
+    only its own elements."""
+    np = _np()
+    size = a.itemsize
+    repeated = tuple(n > 1 and s == 0 for n, s in zip(a.shape, a.strides))
+    core = a[tuple(slice(0, 1) if r else slice(None) for r in repeated)] if any(repeated) else a
+    span = size + sum((n - 1) * abs(s) for n, s in zip(core.shape, core.strides)) if core.size else 0
+    if core.nbytes > span:  # overlapping windows
+        if any(s < 0 or s % size for s in core.strides):
+            raise _error("unsupported", f"trove.save cannot write a numpy array whose elements overlap with negative "
+                                        f"or unaligned strides ({a.strides} bytes): pass np.ascontiguousarray(a), "
+                                        "a copy")
+        # the bytes from its first element to its last, which a view with these strides reads
+        spanned = np.lib.stride_tricks.as_strided(core, (span // size,), (size,), writeable=False)
+        flat = np.ascontiguousarray(spanned, dtype=stored).view(np.uint8)  # a copy only to swap bytes
+        strides = [s // size for s in core.strides]
+    else:
+        c = np.ascontiguousarray(core, dtype=stored)
+        flat = c.reshape(-1).view(np.uint8) if c.size else np.zeros(0, dtype=np.uint8)
+        strides, step = [], 1
+        for n in reversed(core.shape):
+            strides.insert(0, step)
+            step *= max(n, 1)
+    return flat, tuple(0 if r else s for r, s in zip(repeated, strides))
+
+
 def _to_specs(obj: Any) -> tuple:
     """Replaces tensors and arrays by _TensorSpecs (one storage per torch storage, one per array);
     returns the tree and the objects to keep alive during the write."""
@@ -1171,10 +1331,16 @@ def _to_specs(obj: Any) -> tuple:
     np = _np()
 
     def storage_spec_of_torch(t):
+        # Judged before anything is copied: a tensor of another layout or of no data fails only
+        # once moved or asked for its storage, a meta one after the CPU allocated all its bytes.
+        if t.layout != torch.strided or t.is_quantized:
+            kind = "quantized" if t.is_quantized else t.layout
+            raise _error("unsupported", f"trove.save writes dense tensors only (not {kind})")
+        if t.device.type == "meta":
+            raise _error("unsupported", f"trove.save cannot write a meta tensor (shape {list(t.shape)}): it holds no "
+                                        "data")
         if t.device.type != "cpu":
             t = t.cpu()
-        if t.is_sparse or t.is_quantized:
-            raise _error("unsupported", "trove.save writes dense tensors only")
         t = t.detach()
         st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
         ptr = st.data_ptr()
@@ -1191,34 +1357,42 @@ def _to_specs(obj: Any) -> tuple:
     torch_names = tuple(k for k in (getattr(torch, "dtype", None), getattr(torch, "layout", None),
                                     getattr(torch, "memory_format", None)) if isinstance(k, type)) if torch else ()
 
-    def typed_dict(o: Any, type_name: str, entries: Any, args: Any = None, state: Any = None) -> _ValueSpec:
+    def typed_dict(o: Any, type_name: str, entries: Any, args: Any = None, state: Any = None) -> Iterator:
         out = _ValueSpec("dict", type_name)
         memo[id(o)] = out
-        out.items = [(walk(k), walk(v)) for k, v in entries]
-        out.args = walk(args) if args is not None else None
-        out.state = walk(state) if state else None
+        for k, v in entries:
+            out.items.append(((yield k), (yield v)))
+        out.args = (yield args) if args is not None else None
+        out.state = (yield state) if state else None
         return out
 
-    def walk(o: Any) -> Any:
+    def walk(o: Any) -> Iterator:
+        # A generator: it yields each value inside `o` and is sent back that value's conversion
+        # (converted() runs them), so that nesting costs no Python stack.
         if id(o) in memo:
             return memo[id(o)]
         if isinstance(o, argparse.Namespace):
-            out = typed_dict(o, "argparse.Namespace", vars(o).items())
+            out = yield from typed_dict(o, "argparse.Namespace", vars(o).items())
         elif isinstance(o, collections.defaultdict):
             factory = o.default_factory
             if factory is not None and factory not in _FACTORY_NAMES:
                 raise _error("usage", f"trove.save cannot write a defaultdict whose default_factory is {factory!r} "
                                       "(only None or a Python type: list, dict, set, int...)")
             named = None if factory is None else _ValueSpec("global", _FACTORY_NAMES[factory])
-            out = typed_dict(o, "collections.defaultdict", o.items(), (named,))
+            out = yield from typed_dict(o, "collections.defaultdict", o.items(), (named,))
         elif isinstance(o, Dict):
-            out = typed_dict(o, o.type_name, o.items(), None, {k: v for k, v in vars(o).items() if k != "type_name"})
+            attributes = {k: v for k, v in vars(o).items() if k != "type_name"}
+            out = yield from typed_dict(o, o.type_name, o.items(), None, attributes)
         elif isinstance(o, (set, frozenset)):
             out = _ValueSpec("set" if isinstance(o, set) else "frozenset")
             memo[id(o)] = out
-            out.items = [walk(v) for v in o]
+            for v in o:
+                out.items.append((yield v))
         elif isinstance(o, Global):
             out = _ValueSpec("global", o.name)
+        elif isinstance(o, str) and not _is_utf8(o):
+            # (pickle writes it; the writers take UTF-8 text only)
+            raise _error("unsupported", f"trove.save cannot write a str holding a lone surrogate: {o!r:.200}")
         elif isinstance(o, Object):
             raise _error("unsupported", f"trove.save cannot write a trove.Object (an object of class {o.type_name!r} "
                                         "read as an inert record; trove.convert(..., keep_unknown=True) copies a file "
@@ -1245,41 +1419,76 @@ def _to_specs(obj: Any) -> tuple:
                          or np.dtype(v) == a.dtype), None)
             if name is None:
                 raise _error("unsupported", f"trove.save cannot write numpy dtype {a.dtype}")
-            a = np.ascontiguousarray(a, dtype=np.dtype(_NUMPY_DTYPES[name]))
-            flat = a.reshape(-1).view(np.uint8) if a.size else np.zeros(0, dtype=np.uint8)
+            flat, strides = _numpy_storage(a, np.dtype(_NUMPY_DTYPES[name]))
             keep.extend((a, flat))
             sid = len(storages)
-            storages[("np", id(a))] = (sid, flat)
-            strides = []
-            acc = 1
-            for d in reversed(a.shape):
-                strides.append(acc)
-                acc *= max(d, 1)
-            out = _TensorSpec(sid, flat, name, tuple(a.shape), tuple(reversed(strides)), 0, False, False)
+            storages[("np", id(flat))] = (sid, flat)
+            out = _TensorSpec(sid, flat, name, tuple(a.shape), strides, 0, False, False)
         elif isinstance(o, dict):
             out = collections.OrderedDict() if isinstance(o, collections.OrderedDict) else {}
             memo[id(o)] = out
             for k, v in o.items():
-                out[walk(k)] = walk(v)
+                key = yield k
+                out[key] = yield v
             if isinstance(o, collections.OrderedDict) and getattr(o, "__dict__", None):
-                out.__dict__.update({k: walk(v) for k, v in o.__dict__.items()})
+                for k, v in o.__dict__.items():
+                    out.__dict__[k] = yield v
         elif isinstance(o, list):
             out = []
             memo[id(o)] = out
-            out.extend(walk(v) for v in o)
+            for v in o:
+                out.append((yield v))
         elif isinstance(o, tuple):
             # a torch.Size stays one (its items are ints, nothing to replace)
-            out = o if torch is not None and isinstance(o, torch.Size) else tuple(walk(v) for v in o)
+            if torch is not None and isinstance(o, torch.Size):
+                out = o
+            else:
+                items = []
+                for v in o:
+                    items.append((yield v))
+                out = tuple(items)
         else:
             out = o
         memo[id(o)] = out
         keep.append(o)
         return out
 
-    return walk(obj), keep
+    def converted(root: Any) -> Any:
+        # walk(root), its walks of inner values run from a list instead of the Python stack.
+        stack = [walk(root)]
+        value = None
+        while True:
+            try:
+                inner = stack[-1].send(value)
+            except StopIteration as done:
+                stack.pop()
+                if not stack:
+                    return done.value
+                value = done.value
+                continue
+            if type(inner) in _PLAIN_SCALARS:
+                value = inner
+            elif id(inner) in memo:
+                value = memo[id(inner)]
+            elif len(stack) > _MAX_SAVE_DEPTH:
+                raise _error("limit", f"objects nested deeper than {_MAX_SAVE_DEPTH} levels")
+            else:
+                stack.append(walk(inner))
+                value = None
+
+    return converted(obj), keep
+
+
+# Values trove.save passes on as they are, with nothing inside them to convert.
+_PLAIN_SCALARS = frozenset((int, float, bool, complex, type(None), bytes))
+# The deepest nesting save takes: what load gives (kMaxPythonDepth in trove_module.cpp, which
+# refuses deeper values again as it converts them), so that deeper ones cost no generator each.
+_MAX_SAVE_DEPTH = 2000
 
 
 _COPY_CHUNK = 1 << 20  # bytes per read()/write() when copying to or from a file-like object
+# save() has no key selection: the objects given are what it writes.
+_SAVE_SPELLINGS = ((re.compile(r"; --keys/--exclude select fewer"), ""),)
 
 
 def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = None,  # noqa: A002
@@ -1306,14 +1515,15 @@ def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = 
 
     `path` may also be a writable file-like object (io.BytesIO, an open file), as torch.save takes:
     the file is written to a temporary file and then copied into it (nothing is written to it if
-    the save fails); its format is `format`, else from its `name`'s extension, else "pt".
+    the save fails before the copy; a write() that takes nothing or fails is an error saying how
+    many bytes it holds by then); its format is `format`, else from its `name`'s extension, else "pt".
     `buf = io.BytesIO(); trove.save(tensors, buf, format="safetensors")` is
     safetensors.torch.save(tensors).
     """
     try:
         _save_to(obj, path, format, progress, note, compression, metadata, max_shard_size)
     except Error as e:
-        raise _in_python_terms(e) from None
+        raise _in_python_terms(e, _SAVE_SPELLINGS) from None
 
 
 def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: Any,  # noqa: A002
@@ -1321,13 +1531,16 @@ def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: An
     tree, keep = _to_specs(obj)
     if not hasattr(path, "write"):
         _trove._save(tree, _path(path), _text("format", format), _TensorSpec, progress, note,
-                     _text("compression", compression), metadata, max_shard_size, _ValueSpec)
+                     _text("compression", compression), _metadata(metadata), _shard_size(max_shard_size),
+                     _ValueSpec)
         del keep
         return
     # A file-like object (io.BytesIO, an open file): written to a temporary file first, as every
-    # trove writer writes, then copied into it; on any error nothing has been written to it.
+    # trove writer writes, then copied into it; until the copy, nothing has been written to it.
     if max_shard_size is not None:
         raise _error("usage", "max_shard_size makes a directory of shards: give save() a path, not a file-like object")
+    if getattr(path, "closed", False) is True:
+        raise _error("usage", f"the file-like object to save to is closed ({type(path).__name__})")
     given = _text("format", format)
     name = getattr(path, "name", None)
     suffix = os.path.splitext(name)[1] if isinstance(name, str) else ""
@@ -1338,10 +1551,39 @@ def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: An
         temporary = os.path.join(scratch, "out" + {"safetensors": ".safetensors", "tdz": ".tdz",
                                                     "pskd": ".psk.d"}.get(kind, ".pt"))
         _trove._save(tree, os.fsencode(temporary), kind, _TensorSpec, progress, note,
-                     _text("compression", compression), metadata, None, _ValueSpec)
+                     _text("compression", compression), _metadata(metadata), None, _ValueSpec)
         del keep
         with builtins.open(temporary, "rb") as written:
-            shutil.copyfileobj(written, path, _COPY_CHUNK)
+            _copy_into(written, path, os.fstat(written.fileno()).st_size)
+
+
+def _copy_into(source: Any, target: Any, total: int) -> None:
+    """Copies `source` (`total` bytes) into the file-like `target`, writing again what a write()
+    did not take: write() returns the bytes it took, or None for all of them (as torch.save
+    assumes). A write() that takes nothing or raises OSError is an IoError, one returning anything
+    else a UsageError; either says how many bytes are in `target` by then (they stay there)."""
+    done = 0
+    while True:
+        chunk = source.read(_COPY_CHUNK)
+        if not chunk:
+            return
+        while chunk:
+            try:
+                took = target.write(chunk)
+            except OSError as e:
+                raise _error("io", f"the file-like object's write() failed ({type(e).__name__}: {e}) with {done} of "
+                                   f"the {total} bytes written to it") from None
+            if took is None:
+                took = len(chunk)
+            elif isinstance(took, bool) or not isinstance(took, int) or not 0 <= took <= len(chunk):
+                raise _error("usage", f"the file-like object's write() returned {took!r:.40} for {len(chunk)} bytes "
+                                      f"(the bytes it took, or None for all), with {done} of the {total} bytes "
+                                      "written to it")
+            elif took == 0:
+                raise _error("io", f"the file-like object's write() took none of {len(chunk)} bytes, with {done} of "
+                                   f"the {total} bytes written to it")
+            done += took
+            chunk = memoryview(chunk)[took:]  # the rest of immutable bytes: not copied again
 
 
 # --- checks, convert, diff, stats ---------------------------------------------------------------
@@ -1422,9 +1664,11 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     renames = [(_text("rename", k), _text("rename", v)) for k, v in (rename or {}).items()]
     try:
         _trove._convert(_path(src, "src"), _path(dst, "dst"), _text("to", to), _texts("keys", keys),
-                        _text("dtype", dtype), drop_values, progress, note, _text("compression", compression), metadata,
-                        max_shard_size, _policy(strict, permissive), keep_unknown, drop_unknown, dequantize,
-                        _texts("exclude", exclude), renames, dedupe_tied)
+                        _text("dtype", dtype), _flag("drop_values", drop_values), progress, note,
+                        _text("compression", compression), _metadata(metadata), _shard_size(max_shard_size),
+                        _policy(strict, permissive), _flag("keep_unknown", keep_unknown),
+                        _flag("drop_unknown", drop_unknown), _flag("dequantize", dequantize),
+                        _texts("exclude", exclude), renames, _flag("dedupe_tied", dedupe_tied))
     except Error as e:
         raise _in_python_terms(e) from None
 
@@ -1457,8 +1701,13 @@ def diff(a: str | os.PathLike, b: str | os.PathLike, rtol: float = 0.0, atol: fl
 def stats(path: str | os.PathLike, keys: Optional[Iterable[str] | str] = None, threads: int = 0) -> dict:
     """`trove stats`: {key: {count, finite, min, max, mean, std, mean_abs, zeros, nan, pos_inf,
     neg_inf, subnormal}} in float64, over every tensor (or those matching the key globs); tensors
-    whose dtype has no figures (quantized, bit containers, meta) are left out."""
-    out, _skipped = _trove._stats(_path(path), _texts("keys", keys), _count("threads", threads))
+    whose dtype has no figures (quantized, bit containers, meta) are left out. Key globs that
+    match no tensor are a UsageError, as `trove stats --keys` says."""
+    encoded, globs = _path(path), _texts("keys", keys)
+    out, skipped = _trove._stats(encoded, globs, _count("threads", threads))
+    if globs and not out and not skipped:
+        tensors = len(_trove._open(encoded).keys())
+        raise _error("usage", f"keys={keys!r} select none of the {tensors:,} tensors (trove info lists their keys)")
     return out
 
 

@@ -23,13 +23,24 @@ class _Shared:
     EPOCH = 0              # the epoch the next iteration reads
     RESUMED_EPOCH = 1      # the epoch of a loaded state...
     SKIP = 2               # ...and its batches already read
-    READ_BY_WORKERS = 3    # 1 once DataLoader workers have iterated the dataset
-    COUNTED_BY_LOADER = 4  # 1 once loader() has counted batches in the main process
+    READ_UNCOUNTED = 3     # 1 once workers of a DataLoader not made by loader() have iterated the
+                           # dataset, until the position is known again (an iteration counted here,
+                           # a loaded state)
 
 
-_SHARED_SLOTS = 5
+_SHARED_SLOTS = 4
 # state_dict's layout; load_state_dict refuses any other.
 _STATE_VERSION = 1
+# Epochs go to 2**64 - 1, as presk's --epoch: a slot holds an epoch's 64 bits as an int64.
+_EPOCH_BITS = (1 << 64) - 1
+
+
+def _epoch_slot(epoch: int) -> int:
+    return epoch - (1 << 64) if epoch >= 1 << 63 else epoch
+
+
+def _slot_epoch(slot: Any) -> int:
+    return int(slot.item()) & _EPOCH_BITS
 
 
 def _distributed_world() -> Optional[tuple]:
@@ -85,9 +96,12 @@ class TorchDataset(torch.utils.data.IterableDataset):
             raise _error("usage", f"rank {self.rank} of a world of {self.world_size}")
         self._batches = data._data.batches_per_rank(self.batch, self.take, self.world_size, self._count)
         # Shared with every worker, persistent ones included: the epoch, and a resumed epoch with the
-        # batches of it already read (load_state_dict), and two flags: the dataset was read by
-        # DataLoader workers, and batches were counted by a loader() in this process.
+        # batches of it already read (load_state_dict), and whether workers have read batches this
+        # process cannot count.
         self._shared = torch.zeros(_SHARED_SLOTS, dtype=torch.int64).share_memory_()
+        # True in the copies loader() hands its workers as it starts them: their batches are counted
+        # where they reach the training loop.
+        self._workers_counted = False
         self.set_epoch(epoch)
         # (epoch, batches of it this process has handed out), counted where batches reach the training loop.
         self._position: Optional[list] = None
@@ -97,11 +111,11 @@ class TorchDataset(torch.utils.data.IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration reads (its shuffle), in every worker. A state loaded for this
         epoch (load_state_dict) still applies; for any other epoch the iteration starts at its start."""
-        self._shared[_Shared.EPOCH] = _count("epoch", epoch)
+        self._shared[_Shared.EPOCH] = _epoch_slot(_count("epoch", epoch))
 
     @property
     def epoch(self) -> int:
-        return int(self._shared[_Shared.EPOCH].item())
+        return _slot_epoch(self._shared[_Shared.EPOCH])
 
     def __len__(self) -> int:
         """The batches this rank reads an epoch (the same on every rank)."""
@@ -120,7 +134,7 @@ class TorchDataset(torch.utils.data.IterableDataset):
     def _skip(self, epoch: int) -> int:
         """The batches of `epoch` already read by the run that saved the loaded state (0 without one)."""
         shared = self._shared
-        return int(shared[_Shared.SKIP].item()) if int(shared[_Shared.RESUMED_EPOCH].item()) == epoch else 0
+        return int(shared[_Shared.SKIP].item()) if _slot_epoch(shared[_Shared.RESUMED_EPOCH]) == epoch else 0
 
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
@@ -137,7 +151,8 @@ class TorchDataset(torch.utils.data.IterableDataset):
             order = data.batch_indices(self.batch, self.seed, epoch, self.take, self.rank, self.world_size)
             batches = data._batches_of(order[skip:][worker::workers], self.with_indices)
         if info is not None:
-            self._shared[_Shared.READ_BY_WORKERS] = 1
+            if not self._workers_counted:
+                self._shared[_Shared.READ_UNCOUNTED] = 1
             return batches
         return self._counted(batches)
 
@@ -146,6 +161,7 @@ class TorchDataset(torch.utils.data.IterableDataset):
         epoch = self.epoch
         position = [epoch, self._skip(epoch)]
         self._position = position
+        self._shared[_Shared.READ_UNCOUNTED] = 0
 
         def counting() -> Iterator[Any]:
             for item in batches:
@@ -161,9 +177,10 @@ class TorchDataset(torch.utils.data.IterableDataset):
         the training loop, and the pipeline they belong to. Batches are counted as the loop
         receives them, whether the dataset is iterated directly or through `loader()` (with or
         without workers: batches prefetched by workers are not counted); a DataLoader built
-        otherwise with workers cannot be counted, and this raises then."""
+        otherwise with workers cannot be counted, and this raises once its workers have read the
+        dataset, until the position is known again (an iteration counted, a loaded state)."""
         shared = self._shared
-        if int(shared[_Shared.READ_BY_WORKERS].item()) and not int(shared[_Shared.COUNTED_BY_LOADER].item()):
+        if int(shared[_Shared.READ_UNCOUNTED].item()):
             raise _error("usage", "this dataset was read by DataLoader workers whose batches it cannot count: "
                                   "build the loader with dataset.loader(num_workers=...) to save its state")
         epoch = self.epoch
@@ -183,9 +200,9 @@ class TorchDataset(torch.utils.data.IterableDataset):
         epoch = _count("epoch", state.get("epoch"))
         done = _count("batches", state.get("batches"), 0, len(self))
         shared = self._shared
-        shared[_Shared.EPOCH] = epoch
-        shared[_Shared.RESUMED_EPOCH] = epoch
+        shared[_Shared.EPOCH] = shared[_Shared.RESUMED_EPOCH] = _epoch_slot(epoch)
         shared[_Shared.SKIP] = done
+        shared[_Shared.READ_UNCOUNTED] = 0
         self._position = [epoch, done]
 
     def _pipeline_state(self) -> dict:
@@ -219,9 +236,12 @@ class _CountingLoader(torch.utils.data.DataLoader):
     (the workers run ahead by their prefetch). Without workers the dataset counts itself."""
 
     def __iter__(self) -> Any:
-        batches = super().__iter__()
+        ds = self.dataset
+        ds._workers_counted = True  # in the copies of it the workers started now get
+        try:
+            batches = super().__iter__()
+        finally:
+            ds._workers_counted = False
         if self.num_workers == 0:
             return batches
-        ds = self.dataset
-        ds._shared[_Shared.COUNTED_BY_LOADER] = 1
         return ds._counted(batches)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from . import UsageError, _error, _np, _pt, _trove
+from . import UsageError, _error, _integer, _np, _pt, _trove
 
 __all__ = ["open", "batches", "batch_indices", "Dataset", "TorchDataset"]
 
@@ -52,9 +52,10 @@ class SampleIndexError(UsageError, IndexError):
 
 
 def _count(name: str, value: Any, minimum: int = 0, maximum: int = (1 << 64) - 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or value > maximum:
+    n = _integer(value)
+    if n is None or n < minimum or n > maximum:
         raise _error("usage", f"{name} must be an integer from {minimum} to {maximum} (not {value!r})")
-    return value
+    return n
 
 
 def _optional_count(name: str, value: Any) -> Optional[int]:
@@ -154,14 +155,15 @@ class Dataset:
         return [s[0] for s in self._shards]
 
     def __getitem__(self, index: int):
-        if isinstance(index, bool) or not isinstance(index, int):
+        at = _integer(index)
+        if at is None:
             raise _error("usage", f"a sample index is an integer (not {index!r})")
         n = len(self)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise SampleIndexError(f"sample {index} of a dataset of {n}")
-        leaves = self._leaves_of(_np().array([index], dtype="uint64"), None)
+        if at < 0:
+            at += n
+        if not 0 <= at < n:
+            raise SampleIndexError(f"sample {at} of a dataset of {n}")
+        leaves = self._leaves_of(_np().array([at], dtype="uint64"), None)
         return self._shape([leaf[0] for leaf in leaves])
 
     def batch_indices(self, batch: int, seed: Optional[int] = None, epoch: int = 0, take: Optional[int] = None,
