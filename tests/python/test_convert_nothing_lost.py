@@ -39,7 +39,7 @@ def test_metadata_the_target_cannot_hold_is_said(trove, tmp_path):
                        "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
     st.write_bytes(struct.pack("<Q", len(head)) + head + bytes(8))
     r = trove("convert", st, tmp_path / "m.pt")
-    assert r.code == 0 and "__metadata__ (format, author) is not carried" in r.errtext, r
+    assert r.code == 0 and "__metadata__ (author, format) is not carried" in r.errtext, r
     r = trove("convert", st, tmp_path / "m2.safetensors")  # carried: no note
     assert r.code == 0 and "not carried" not in r.errtext, r
     assert safetensors_header(tmp_path / "m2.safetensors")["__metadata__"] == {"format": "pt", "author": "x"}
@@ -59,8 +59,11 @@ def test_keys_a_tensordict_holds_as_text_are_named(trove, tmp_path):
 
 
 def test_half_and_bfloat16_widen_to_float64_keeping_nan_bits(trove, tmp_path):
-    half = torch.tensor([0x7C01, 0xFE01, 0x7E55, 0x3C00], dtype=torch.int16).view(torch.float16)
-    bf16 = torch.tensor([0x7F81, -0x7F, 0x7FC5, 0x3F80], dtype=torch.int16).view(torch.bfloat16)
+    def of_bits(bits, dtype):
+        return torch.from_numpy(np.array(bits, dtype=np.uint16).view(np.int16)).view(dtype)
+
+    half = of_bits([0x7C01, 0xFE01, 0x7E55, 0x3C00], torch.float16)
+    bf16 = of_bits([0x7F81, 0xFF81, 0x7FC5, 0x3F80], torch.bfloat16)
     src = tmp_path / "nan.pt"
     torch.save({"h": half, "b": bf16}, src)
     assert trove("convert", src, tmp_path / "wide.pt", "--dtype", "float64").code == 0
