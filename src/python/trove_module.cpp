@@ -84,6 +84,18 @@ using trove::ValueKind;
 // name, a path given as bytes), with each stray byte as os.fsdecode gives it ("surrogateescape").
 // pybind11's own std::string conversion raises UnicodeDecodeError instead: no text a file
 // supplies goes through it.
+py::str Text(std::string_view s);
+
+// A str as the bytes a pickle holds for it: UTF-8, a lone surrogate encoded as itself
+// ("surrogatepass", as pickle writes it), so that what Text gave back is written back the same.
+std::string PickleUtf8(py::handle str) {
+  PyObject* bytes = PyUnicode_AsEncodedString(str.ptr(), "utf-8", "surrogatepass");
+  if (bytes == nullptr) throw py::error_already_set();
+  std::string out(PyBytes_AS_STRING(bytes), static_cast<size_t>(PyBytes_GET_SIZE(bytes)));
+  Py_DECREF(bytes);
+  return out;
+}
+
 py::str Text(std::string_view s) {
   PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogatepass");
   if (o == nullptr) {
@@ -767,7 +779,7 @@ struct FromPython {
       c->imag = PyComplex_ImagAsDouble(o.ptr());
       return c;
     }
-    if (PyUnicode_Check(o.ptr())) return arena.Str(o.cast<std::string>());
+    if (PyUnicode_Check(o.ptr())) return arena.Str(PickleUtf8(o));
     if (PyBytes_Check(o.ptr())) return arena.Bytes(o.cast<std::string>());
     if (PyByteArray_Check(o.ptr())) {
       Value* b = arena.Bytes(std::string(PyByteArray_AsString(o.ptr()), static_cast<size_t>(PyByteArray_Size(o.ptr()))));
@@ -1490,9 +1502,10 @@ PYBIND11_MODULE(_trove, m) {
 
   m.def("_save", [](py::object tree, const std::string& path, const std::string& format, py::object spec_type,
                     py::object progress, py::object note, const std::string& compression, py::object metadata,
-                    py::object max_shard_size, py::object value_type) {
+                    py::object max_shard_size, py::object value_type, bool allow_expand) {
     trove::ConvertOptions options;
     SetWriteSettings(options, progress, note, compression, metadata);
+    options.allow_expand = allow_expand;
     const trove::Format target = trove::TargetFormat(path, format);
     options.max_shard_bytes = MaxShardBytes(max_shard_size, target);
     Document doc;
@@ -1504,7 +1517,8 @@ PYBIND11_MODULE(_trove, m) {
     Released([&] { trove::ConvertDocument(doc, path, target, options); });
   }, py::arg("obj"), py::arg("path"), py::arg("format"), py::arg("spec_type"),
      py::arg("progress") = py::none(), py::arg("note") = py::none(), py::arg("compression") = "",
-     py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none(), py::arg("value_type") = py::none());
+     py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none(), py::arg("value_type") = py::none(),
+     py::arg("allow_expand") = false);
 
   m.def("_gguf_metadata", [](const std::string& path) {
     const std::vector<trove::GgufMetadataEntry> entries = Released([&] { return trove::ReadGgufMetadata(path); });
@@ -1522,8 +1536,9 @@ PYBIND11_MODULE(_trove, m) {
                        py::object progress, py::object note, const std::string& compression, py::object metadata,
                        py::object max_shard_size, const std::string& policy, bool keep_unknown, bool drop_unknown,
                        bool dequantize, std::vector<std::string> exclude,
-                       std::vector<std::pair<std::string, std::string>> renames, bool dedupe_tied) {
+                       std::vector<std::pair<std::string, std::string>> renames, bool dedupe_tied, bool allow_expand) {
     trove::ConvertOptions options;
+    options.allow_expand = allow_expand;
     options.dequantize = dequantize;
     options.exclude = std::move(exclude);
     options.renames = std::move(renames);
@@ -1548,7 +1563,8 @@ PYBIND11_MODULE(_trove, m) {
      py::arg("compression") = "", py::arg("metadata") = py::none(), py::arg("max_shard_size") = py::none(),
      py::arg("policy") = "default", py::arg("keep_unknown") = false, py::arg("drop_unknown") = false,
      py::arg("dequantize") = false, py::arg("exclude") = std::vector<std::string>{},
-     py::arg("renames") = std::vector<std::pair<std::string, std::string>>{}, py::arg("dedupe_tied") = false);
+     py::arg("renames") = std::vector<std::pair<std::string, std::string>>{}, py::arg("dedupe_tied") = false,
+     py::arg("allow_expand") = false);
   m.def("_diff", [](const std::string& a, const std::string& b, double rtol, double atol) {
     trove::DiffOptions options;
     options.rtol = rtol;

@@ -57,8 +57,11 @@ def test_numpy_broadcast_is_refused_as_torch_expand_is(tmp_path, fmt):
         trove.save({"a": torch.zeros(1).expand(TIB)}, out, format=fmt)
     assert str(numpy_view.value) == str(torch_view.value)
     assert "kMaxExpandRatio" in str(numpy_view.value) and "--" not in str(numpy_view.value)
-    assert "a .pt file keeps it a view" in str(numpy_view.value)
+    assert "allow_expand=True writes it anyway" in str(numpy_view.value)
     assert not os.listdir(tmp_path)
+    # Asked for, a small one is written whole.
+    trove.save({"a": np.broadcast_to(np.float32(3), (1 << 20,))}, out, format=fmt, allow_expand=True)
+    assert out.exists()
 
 
 def test_numpy_views_round_trip(tmp_path):
@@ -128,14 +131,18 @@ def surrogate_pt(tmp_path):
     return path
 
 
-def test_saving_a_lone_surrogate_is_unsupported_and_writes_nothing(tmp_path, surrogate_pt):
+def test_a_lone_surrogate_round_trips_as_pickle_writes_it(tmp_path, surrogate_pt):
     tree = trove.load(surrogate_pt)
     assert "x\ud800" in tree  # load keeps the file's str
-    with pytest.raises(trove.UnsupportedError, match="lone surrogate"):
-        trove.save(tree, tmp_path / "out.pt")
-    with pytest.raises(trove.UnsupportedError, match="lone surrogate"):
-        trove.save({"a": torch.zeros(1), "note": "caf\udce9"}, tmp_path / "out.pt")
-    assert sorted(os.listdir(tmp_path)) == ["sur.pt"]
+    trove.save(tree, tmp_path / "out.pt")  # written back as pickle writes it (surrogatepass)
+    back = torch.load(tmp_path / "out.pt", weights_only=True)
+    assert list(back) == ["x\ud800", "y"] and list(back["y"]) == ["z\udcff"]
+    trove.save({"a": torch.zeros(1), "note": "caf\udce9"}, tmp_path / "note.pt")
+    assert torch.load(tmp_path / "note.pt", weights_only=True)["note"] == "caf\udce9"
+    # A format whose names are UTF-8 text refuses it, writing nothing.
+    with pytest.raises(trove.Error):
+        trove.save(tree, tmp_path / "out.safetensors")
+    assert not (tmp_path / "out.safetensors").exists()
     trove.convert(surrogate_pt, tmp_path / "copy.pt")  # the library copies it
     assert list(torch.load(tmp_path / "copy.pt")) == ["x\ud800", "y"]
 

@@ -157,10 +157,7 @@ _PYTHON_SPELLINGS = tuple((re.compile(pattern), python) for pattern, python in (
     (r"(?<![\w/.-])--rename '([^=]*)=(.*?)': ", lambda m: f"rename={{{m[1]!r}: {m[2]!r}}}: "),
     (r"(?<![\w/.-])--rename\b", "rename"),
     (r"(?<![\w/.-])--metadata KEY=VALUE\b", "metadata={KEY: VALUE}"),
-    # The expansion rule's way past it has no argument here: a .pt file keeps a view a view.
-    (r"(expand it more than kMaxExpandRatio \(\d+x\)); --allow-expand writes it anyway",
-     r"\1; a .pt file keeps it a view"),
-    (r"; --allow-expand writes it anyway", ""),
+    (r"(?<![\w/.-])--allow-expand\b", "allow_expand=True"),
     (r"(?<![\w/.-])--max-shard-size\b", "max_shard_size"),
     (r"(?<![\w/.-])--keep-unknown\b", "keep_unknown=True"),
     (r"(?<![\w/.-])--drop-unknown\b", "drop_unknown=True"),
@@ -1390,9 +1387,6 @@ def _to_specs(obj: Any) -> tuple:
                 out.items.append((yield v))
         elif isinstance(o, Global):
             out = _ValueSpec("global", o.name)
-        elif isinstance(o, str) and not _is_utf8(o):
-            # (pickle writes it; the writers take UTF-8 text only)
-            raise _error("unsupported", f"trove.save cannot write a str holding a lone surrogate: {o!r:.200}")
         elif isinstance(o, Object):
             raise _error("unsupported", f"trove.save cannot write a trove.Object (an object of class {o.type_name!r} "
                                         "read as an inert record; trove.convert(..., keep_unknown=True) copies a file "
@@ -1494,7 +1488,7 @@ _SAVE_SPELLINGS = ((re.compile(r"; --keys/--exclude select fewer"), ""),)
 def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = None,  # noqa: A002
          progress: Optional[Callable[[int, int], Any]] = None, note: Optional[Callable[[str], Any]] = None,
          compression: Optional[str] = None, metadata: Optional[dict[str, str]] = None,
-         max_shard_size: Optional[int | str] = None) -> None:
+         max_shard_size: Optional[int | str] = None, allow_expand: bool = False) -> None:
     """Writes nested dicts/lists/tuples of torch tensors, numpy arrays and plain values.
 
     format: "pt", "safetensors", "tensordict", "tdz" or "pskd"; None: from the name (.pt .pth .bin
@@ -1511,7 +1505,8 @@ def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = 
     raised here. compression: the .tdz payloads' method ("stored", "deflate", "bzip2", "lzma").
     metadata: a .safetensors file's "__metadata__" (str to str). max_shard_size: bytes or "5GB"
     (with format "safetensors" or "pt"): `path` is a directory of shards and their index, named and
-    filled as the Hugging Face tools do.
+    filled as the Hugging Face tools do. allow_expand: write what the expansion rule refuses (a
+    view far beyond its stored bytes, into a format that has no views; `--allow-expand`).
 
     `path` may also be a writable file-like object (io.BytesIO, an open file), as torch.save takes:
     the file is written to a temporary file and then copied into it (nothing is written to it if
@@ -1521,18 +1516,19 @@ def save(obj: Any, path: str | os.PathLike | IO[bytes], format: Optional[str] = 
     safetensors.torch.save(tensors).
     """
     try:
-        _save_to(obj, path, format, progress, note, compression, metadata, max_shard_size)
+        _save_to(obj, path, format, progress, note, compression, metadata, max_shard_size,
+                 _flag("allow_expand", allow_expand))
     except Error as e:
         raise _in_python_terms(e, _SAVE_SPELLINGS) from None
 
 
 def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: Any,  # noqa: A002
-             compression: Optional[str], metadata: Optional[dict], max_shard_size: Any) -> None:
+             compression: Optional[str], metadata: Optional[dict], max_shard_size: Any, allow_expand: bool) -> None:
     tree, keep = _to_specs(obj)
     if not hasattr(path, "write"):
         _trove._save(tree, _path(path), _text("format", format), _TensorSpec, progress, note,
                      _text("compression", compression), _metadata(metadata), _shard_size(max_shard_size),
-                     _ValueSpec)
+                     _ValueSpec, allow_expand)
         del keep
         return
     # A file-like object (io.BytesIO, an open file): written to a temporary file first, as every
@@ -1551,7 +1547,7 @@ def _save_to(obj: Any, path: Any, format: Optional[str], progress: Any, note: An
         temporary = os.path.join(scratch, "out" + {"safetensors": ".safetensors", "tdz": ".tdz",
                                                     "pskd": ".psk.d"}.get(kind, ".pt"))
         _trove._save(tree, os.fsencode(temporary), kind, _TensorSpec, progress, note,
-                     _text("compression", compression), _metadata(metadata), None, _ValueSpec)
+                     _text("compression", compression), _metadata(metadata), None, _ValueSpec, allow_expand)
         del keep
         with builtins.open(temporary, "rb") as written:
             _copy_into(written, path, os.fstat(written.fileno()).st_size)
@@ -1645,7 +1641,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
             metadata: Optional[dict[str, str]] = None, max_shard_size: Optional[int | str] = None,
             strict: bool = False, permissive: bool = False, keep_unknown: bool = False,
             drop_unknown: bool = False, dequantize: bool = False, exclude: Optional[Iterable[str] | str] = None,
-            rename: Optional[dict[str, str]] = None, dedupe_tied: bool = False) -> None:
+            rename: Optional[dict[str, str]] = None, dedupe_tied: bool = False, allow_expand: bool = False) -> None:
     """`trove convert`: between any formats, streaming, written atomically; keys are key-path globs
     of the tensors to keep, dtype casts floating tensors ("bfloat16", "float16"...), drop_values
     leaves out values a .safetensors file cannot hold instead of refusing. The GIL is released.
@@ -1658,7 +1654,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
     tensors become float32 tensors of their values (`--dequantize`; else only .pt takes them).
     exclude: key-path globs of tensors to leave out (`--exclude`); rename: {FROM: TO} rules applied
     in order (`--rename FROM=TO`: a prefix, or one '*' in FROM whose match TO's '*' takes);
-    dedupe_tied: tied tensors written once, the others listed by note (`--dedupe-tied`)."""
+    dedupe_tied: tied tensors written once, the others listed by note (`--dedupe-tied`).
+    allow_expand: write what the expansion rule refuses (`--allow-expand`: views far beyond their
+    stored bytes into formats without views, decompression-bomb ratios)."""
     if rename is not None and not isinstance(rename, dict):
         raise _error("usage", f"rename={rename!r} is not a dict of FROM: TO rules")
     renames = [(_text("rename", k), _text("rename", v)) for k, v in (rename or {}).items()]
@@ -1668,7 +1666,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: Optional[str] = 
                         _text("compression", compression), _metadata(metadata), _shard_size(max_shard_size),
                         _policy(strict, permissive), _flag("keep_unknown", keep_unknown),
                         _flag("drop_unknown", drop_unknown), _flag("dequantize", dequantize),
-                        _texts("exclude", exclude), renames, _flag("dedupe_tied", dedupe_tied))
+                        _texts("exclude", exclude), renames, _flag("dedupe_tied", dedupe_tied),
+                        _flag("allow_expand", allow_expand))
     except Error as e:
         raise _in_python_terms(e) from None
 

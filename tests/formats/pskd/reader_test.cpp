@@ -52,7 +52,7 @@ TEST(ReadPskdTest, LeavesAreStridedViewsIntoTheMapping) {
   EXPECT_EQ(*doc.Property("count"), "5");
   EXPECT_EQ(*doc.Property("version"), "2");
   EXPECT_EQ(*doc.Property("encodings"), "f32, u32, f32");  // the index leaf by its width
-  EXPECT_EQ(doc.root->type_name, "pskd");
+  EXPECT_EQ(doc.root->type_name, "dict");  // a plain dict: every writer takes it (.pt too)
   ASSERT_EQ(doc.tensors.size(), 3u);
   EXPECT_EQ(doc.tensors[0].key, "0");
   EXPECT_EQ(doc.tensors[1].key, "1/0");
@@ -123,12 +123,18 @@ TEST(WritePskdTest, ConvertsADocumentAndReadsItBack) {
   Document doc = ReadPskd(MappedFile::Open(tmp.Path("src.psk.d")), {});
   WritePskd(doc, tmp.Path("dst.psk.d"), {});
   PskdFile dst = PskdFile::Open(tmp.Path("dst.psk.d"));
-  // idx N becomes max + 1 (33); a bool leaf reads as idx[2] (uint8) and stays idx[2]; reals keep
-  // their encoding.
-  EXPECT_EQ(dst.type().text, "(ℝ[2], idx[33][3], idx[2][])");
+  // The source's type is kept (its bound 300, its bool leaf), which the tensors alone do not say;
+  // reals keep their encoding.
+  EXPECT_EQ(dst.type().text, "(ℝ[2], idx[300][3], bool[])");
   EXPECT_EQ(dst.header().version, 2);
   EXPECT_EQ(dst.type().leaves[0].encoding, Encoding::kBF16);
   EXPECT_EQ(dst.count(), 4u);
+  // Tensors chosen by --keys are no longer the source's leaves: their type is inferred (idx N
+  // becomes max + 1; the bool leaf reads as idx[2] and stays idx[2]).
+  Document part = ReadPskd(MappedFile::Open(tmp.Path("src.psk.d")), {});
+  part.tensors.erase(part.tensors.begin());
+  WritePskd(part, tmp.Path("part.psk.d"), {});
+  EXPECT_EQ(PskdFile::Open(tmp.Path("part.psk.d")).type().text, "(idx[33][3], idx[2][])");
   PskdFile src = PskdFile::Open(tmp.Path("src.psk.d"));
   std::string a, b;
   for (uint64_t i = 0; i < 4; ++i) {
