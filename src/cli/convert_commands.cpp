@@ -218,7 +218,12 @@ void AddConvertCommands(CLI::App& app, int* exit_code) {
     for (const std::string& m : metadata) {
       const size_t eq = m.find('=');
       if (eq == std::string::npos || eq == 0) Fail(ErrorCode::kUsage, "--metadata takes KEY=VALUE (not '" + m + "')");
-      opts.metadata.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+      const std::string key = m.substr(0, eq);
+      // Two values for one key: which one the user meant is not for trove to guess.
+      for (const auto& given : opts.metadata) {
+        if (given.first == key) Fail(ErrorCode::kUsage, "--metadata gives '" + key + "' twice ('" + given.second + "', '" + m.substr(eq + 1) + "')");
+      }
+      opts.metadata.emplace_back(key, m.substr(eq + 1));
     }
     static std::vector<std::string> notes;
     notes.clear();

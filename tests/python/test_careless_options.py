@@ -64,3 +64,10 @@ def test_gguf_set_holds_the_value_given_or_refuses(trove, tmp_path):
     assert r.code == 0, r
     r = trove("info", g, "--json")
     assert r.code == 0 and '"general.alignment"' in r.text, r
+
+
+def test_a_metadata_key_given_twice_is_refused(trove, pt, tmp_path):
+    out = tmp_path / "m.safetensors"
+    r = trove("convert", pt, out, "--metadata", "k=v", "--metadata", "k=w")
+    assert r.code == 2 and "'k' twice" in r.errtext, r  # it kept the last one
+    assert not out.exists()
