@@ -50,12 +50,21 @@ def test_metadata_the_target_cannot_hold_is_said(trove, tmp_path):
     assert r.code == 0 and "2 GGUF metadata entries" in r.errtext and "not carried" in r.errtext, r
 
 
-def test_keys_a_tensordict_holds_as_text_are_named(trove, tmp_path):
+def test_int_keys_survive_a_tensordict_and_other_keys_are_named(trove, tmp_path):
+    # An optimizer state's int keys: a tensordict's keys are str, and trove's marker entry (which
+    # tensordict skips) brings them back as ints; a float key is written as its text, said.
+    import zipfile
     src = tmp_path / "opt.pt"
-    torch.save({"state": {0: {"exp_avg": torch.ones(2)}, 1: {"exp_avg": torch.zeros(2)}}, "lr": 0.1}, src)
+    torch.save({"state": {0: {"exp_avg": torch.ones(2)}, 1: {"exp_avg": torch.zeros(2)}}, "k": {1.5: torch.ones(1)}}, src)
     r = trove("convert", src, tmp_path / "opt.tdz")
     assert r.code == 0, r
-    assert "2 dict key(s) that are not str" in r.errtext and "'state/0' (int)" in r.errtext, r
+    assert "1 dict key(s) that are neither str nor int" in r.errtext and "'k/1.5' (float)" in r.errtext, r
+    with zipfile.ZipFile(tmp_path / "opt.tdz") as z:
+        assert json.loads(z.read("state/meta.json"))["_trove_int_keys"] == ["0", "1"]
+    assert trove("convert", tmp_path / "opt.tdz", tmp_path / "back.pt").code == 0
+    loaded = torch.load(tmp_path / "back.pt", weights_only=True)
+    assert list(loaded["state"]) == [0, 1] and list(loaded["k"]) == ["1.5"], loaded
+    assert torch.equal(loaded["state"][0]["exp_avg"], torch.ones(2))
 
 
 def test_half_and_bfloat16_widen_to_float64_keeping_nan_bits(trove, tmp_path):

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstring>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/little_endian.h"
 #include "formats/tensordict/meta_json.h"
@@ -212,6 +215,27 @@ class LevelReader {
       for (const std::string& name : src_.ListDirs(dir)) {
         if (level->Find(name) != nullptr || !src_.HasFile(JoinRel(dir, name), "meta.json")) continue;
         level->entries.emplace_back(arena_.Str(name), ReadLevel(JoinRel(dir, name), depth + 1));
+      }
+    }
+    // Keys trove wrote from Python ints (see kIntKeysMarker): each listed key that is an int's
+    // canonical decimal text and names an entry becomes that int again; anything else listed is
+    // left a str.
+    if (auto ints = meta.find(kIntKeysMarker); ints != meta.end() && ints->is_array()) {
+      std::unordered_map<std::string_view, size_t> at;
+      for (size_t i = 0; i < level->entries.size(); ++i) at.emplace(level->entries[i].first->text, i);
+      for (const Json& key : *ints) {
+        if (!key.is_string()) continue;
+        const std::string& text = key.get_ref<const std::string&>();
+        int64_t value = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        auto entry = at.find(text);
+        if (ec != std::errc() || end != text.data() + text.size() || std::to_string(value) != text || entry == at.end()) continue;
+        level->entries[entry->second].first = arena_.Int(value);
+        at.erase(entry);
+      }
+      // Said by the keys themselves now, not an attribute of the level.
+      if (level->state != nullptr) {
+        std::erase_if(level->state->entries, [](const auto& e) { return e.first->kind == ValueKind::kStr && e.first->text == kIntKeysMarker; });
       }
     }
     // A level trove wrote from a Python list or tuple (see kSequenceMarker).

@@ -125,9 +125,12 @@ class Planner {
           PlanLazyStack(v, path, depth, dir);
         } else {
           std::vector<std::pair<std::string, const Value*>> entries;
+          std::vector<std::string> int_keys;
           for (const auto& [k, val] : v.entries) {
             entries.emplace_back(KeyComponentText(*k), val);
-            if (k->kind != ValueKind::kStr) {
+            if (k->kind == ValueKind::kInt) {
+              int_keys.push_back(entries.back().first);
+            } else if (k->kind != ValueKind::kStr) {
               retyped_keys_.push_back("'" + ChildPath(path, entries.back().first) + "' (" + std::string(KindName(k->kind)) + ")");
             }
           }
@@ -138,7 +141,7 @@ class Planner {
           // Only a level read from tensordict has tensordict entries in its state; another
           // dict's state (an OrderedDict's _metadata) is not the level's.
           PlanTensorDict(cls, entries, KindOfClass(v.type_name) == ClassKind::kTensorDict ? v.state : nullptr, "",
-                         path, depth, dir);
+                         path, depth, dir, int_keys);
         }
         return true;
       }
@@ -190,7 +193,7 @@ class Planner {
 
   void PlanTensorDict(const std::string& cls, const std::vector<std::pair<std::string, const Value*>>& entries,
                       const Value* state, const std::string& sequence, const std::string& path, int depth,
-                      PlannedDir& dir) {
+                      PlannedDir& dir, const std::vector<std::string>& int_keys = {}) {
     if (entries.size() > kMaxEntriesPerLevel) {
       Fail(ErrorCode::kLimit, Display(path) + ": more than kMaxEntriesPerLevel (" + std::to_string(kMaxEntriesPerLevel) +
                                   ") keys");
@@ -239,6 +242,7 @@ class Planner {
       if (any) meta["_names"] = jn;
     }
     if (!sequence.empty()) meta[kSequenceMarker] = sequence;
+    if (!int_keys.empty()) meta[kIntKeysMarker] = int_keys;
     // Other entries a reader kept verbatim (tensordict skips non-object entries): kept too,
     // except objects, which would read back as keys.
     if (state != nullptr) {
@@ -247,6 +251,7 @@ class Planner {
         const std::string& name = k->text;
         if (name == "batch_size" || name == "device" || name == "names" || name == "_type" || name == "shape" ||
             name == "_format_version" || name == "_class" || name == "_names" || name == kSequenceMarker ||
+            name == kIntKeysMarker ||
             written_keys.count(name) != 0 || !JsonCanHold(*val) || val->kind == ValueKind::kDict) {
           continue;
         }
@@ -468,8 +473,8 @@ std::unique_ptr<PlannedDir> PlanTensordict(const Document& doc, const std::funct
     std::string listed;
     for (size_t i = 0; i < keys.size() && i < 8; ++i) listed += (i ? ", " : "") + keys[i];
     if (keys.size() > 8) listed += " and " + std::to_string(keys.size() - 8) + " more";
-    note(std::to_string(keys.size()) + " dict key(s) that are not str written as their text (a tensordict's keys are "
-         "str; they read back as str): " + listed);
+    note(std::to_string(keys.size()) + " dict key(s) that are neither str nor int written as their text (a "
+         "tensordict's keys are str; they read back as str): " + listed);
   }
   return plan;
 }

@@ -23,6 +23,10 @@ namespace trove::tensordict {
 // skips entries that are not objects, so it loads such a level as a TensorDict with keys
 // "0", "1", ...; trove reads it back as a list ("list") or a tuple ("tuple").
 inline constexpr const char* kSequenceMarker = "_trove_sequence";
+// The meta.json entry listing a level's keys that were Python ints (an optimizer state's 0, 1,
+// ...): a tensordict's keys are str, and tensordict skips this entry (an array, not an object);
+// trove reads those keys back as ints, so a .pt -> .tdz -> .pt round trip keeps them.
+inline constexpr const char* kIntKeysMarker = "_trove_int_keys";
 
 struct PlannedFile {
   std::string name;                             // file name inside its directory
@@ -47,7 +51,8 @@ struct PlannedDir {
 
 // Throws Error(kUsage/kUnsupported/kLimit) naming the key path when the Document cannot be
 // written exactly. Dict keys that are not str (an optimizer state's int 0) are written as their
-// text, as tensordict's keys are str: `note` names them (reading back gives str keys).
+// text, as tensordict's keys are str: ints are listed in kIntKeysMarker (trove reads them back
+// as ints); `note` names any other kind (a float, None, a tuple, a class), which reads back as str.
 std::unique_ptr<PlannedDir> PlanTensordict(const Document& doc, const std::function<void(const std::string&)>& note);
 
 // The payload bytes of every file holding tensors in the tree: what a writer's progress counts.
