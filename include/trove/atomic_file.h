@@ -23,8 +23,9 @@
 // directory holding only the files its format writes); a writer of files into a directory
 // (shards and their index) replaces only its own files there and leaves every other file as it
 // is. Never `/`; as a tree, never the working directory or a parent of it, nor a directory
-// containing a source this process reads (SourceGuard); a source itself may be the destination (converting a file
-// in place: it is replaced by rename once the new one is whole, as any destination is).
+// containing a source this process reads (SourceGuard); as a file, never one inside a directory
+// source. A source itself may be the destination (converting a file in place: it is replaced by
+// rename once the new one is whole, as any destination is).
 // Every writer removes the orphans of every destination name in its directory, not only its own.
 // Neither class is thread-safe; use one from one thread. SourceGuard and the signal state are.
 #pragma once

@@ -94,9 +94,9 @@ CLI::Validator WholeNumberCheck(uint64_t least, uint64_t most) {
       [least, most](const std::string& word) -> std::string {
         uint64_t value = 0;
         const char* end = word.data() + word.size();
+        // from_chars takes digits only: no sign, no space; "" and overflow are errors.
         const auto [at, ec] = std::from_chars(word.data(), end, value);
-        const bool digits = !word.empty() && word.find_first_not_of("0123456789") == std::string::npos;
-        if (digits && ec == std::errc() && at == end && value >= least && value <= most) return {};
+        if (ec == std::errc() && at == end && value >= least && value <= most) return {};
         return "takes a whole number from " + std::to_string(least) + " to " + std::to_string(most) + ", not '" +
                EscapeForDisplay(word, DisplayEscape::kLine) + "'";
       },

@@ -148,7 +148,6 @@ pskd::SampleType InferredType(const std::vector<Column>& columns, const PskdWrit
   pskd::SampleType type = pskd::ParseSampleType(text);
   type.SetEncodings(encodings);
   return type;
-
 }
 
 }  // namespace
