@@ -221,9 +221,10 @@ void NoteMetadataLeftBehind(const Document& doc, Format target, const ConvertOpt
   if (!options.note) return;
   const std::string into = std::string(FormatName(target));
   if (doc.format == FormatName(Format::kSafetensors) && target != Format::kSafetensors) {
+    constexpr std::string_view kPrefix = "metadata.";  // as the safetensors reader names them
     std::vector<std::string> keys;
     for (const auto& [name, value] : doc.properties)
-      if (name.starts_with("metadata.")) keys.push_back(name.substr(9));
+      if (name.starts_with(kPrefix)) keys.push_back(name.substr(kPrefix.size()));
     if (!keys.empty()) {
       std::string listed;
       for (size_t i = 0; i < keys.size() && i < 8; ++i) listed += (i ? ", " : "") + keys[i];
