@@ -71,6 +71,9 @@ class ZipWriter {
   void BeginEntry(const std::string& name, ZipMethod method = ZipMethod::kStored, uint64_t align = 0,
                   uint64_t expected_size = kZipUnknownSize, uint64_t phase = 0);
   void Write(const void* data, uint64_t size);
+  // Write of bytes whose CRC-32 the caller has already computed (several threads checksum the
+  // pieces of a cast, core/cast_pipeline.h): it is combined in instead of read from the bytes.
+  void WriteChecksummed(const void* data, uint64_t size, uint32_t crc32);
   // Writes bytes streaming them in windows (see SharedBytes::Stream). Bytes that carry their
   // recorded CRC-32 into a stored entry are not read to checksum them: the recorded value is
   // combined in, so a conversion copies a payload without touching it.

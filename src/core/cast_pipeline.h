@@ -34,7 +34,20 @@ struct OrderedWrite {
   std::function<void()> end;           // run in order after the item's bytes (may be empty)
 };
 
+// A checksum the output needs of the bytes written (a zip entry's CRC-32), taken by the threads
+// that convert the pieces rather than by the one writing: one thread checksumming every byte in
+// order would be the part of a cast that more threads cannot shorten. `of` checksums a piece's
+// output bytes, starting from zero; `combine(a, b, n)` is the checksum of bytes whose first part
+// has checksum a and whose last n bytes have checksum b. A pipelined window is then handed to
+// `write` with its checksum; every other byte still goes through the plain `write`.
+struct PieceChecksum {
+  std::function<uint32_t(const uint8_t*, size_t)> of;
+  std::function<uint32_t(uint32_t, uint32_t, uint64_t)> combine;
+  std::function<void(const uint8_t*, size_t, uint32_t)> write;
+};
+
 // Runs the items in order as described above; views must outlive the call.
-void RunOrderedWrites(const std::vector<OrderedWrite>& items, const std::function<void(const uint8_t*, size_t)>& write);
+void RunOrderedWrites(const std::vector<OrderedWrite>& items, const std::function<void(const uint8_t*, size_t)>& write,
+                      const PieceChecksum* checksum = nullptr);
 
 }  // namespace trove

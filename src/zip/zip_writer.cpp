@@ -28,7 +28,8 @@ struct ZipWriter::Impl {
   Impl(AtomicFile& out, ZipLayout layout) : out_(out), layout_(layout), cursor_(out.position()) {}
 
   void BeginEntry(const std::string& name, ZipMethod method, uint64_t align, uint64_t expected_size, uint64_t phase);
-  void Write(const void* data, uint64_t size);
+  // crc: the bytes' CRC-32 when the caller has it already (WriteChecksummed).
+  void Write(const void* data, uint64_t size, std::optional<uint32_t> crc = std::nullopt);
   void WriteBytes(const SharedBytes& bytes);
   void EndEntry();
   void Finish();
@@ -72,6 +73,7 @@ void ZipWriter::BeginEntry(const std::string& name, ZipMethod method, uint64_t a
   impl_->BeginEntry(name, method, align, expected_size, phase);
 }
 void ZipWriter::Write(const void* data, uint64_t size) { impl_->Write(data, size); }
+void ZipWriter::WriteChecksummed(const void* data, uint64_t size, uint32_t crc32) { impl_->Write(data, size, crc32); }
 void ZipWriter::WriteBytes(const SharedBytes& bytes) { impl_->WriteBytes(bytes); }
 void ZipWriter::EndEntry() { impl_->EndEntry(); }
 void ZipWriter::Finish() { impl_->Finish(); }
@@ -153,11 +155,11 @@ void ZipWriter::Impl::BeginEntry(const std::string& name, ZipMethod method, uint
   Emit(header_.data(), header_.size());
 }
 
-void ZipWriter::Impl::Write(const void* data, uint64_t size) {
+void ZipWriter::Impl::Write(const void* data, uint64_t size, std::optional<uint32_t> crc) {
   if (!open_) Fail(ErrorCode::kUsage, "zip writer: Write without BeginEntry");
   if (size == 0) return;
   const auto* p = static_cast<const uint8_t*>(data);
-  crc_ = Crc32(p, size, crc_);
+  crc_ = crc ? static_cast<uint32_t>(crc32_combine(crc_, *crc, static_cast<z_off_t>(size))) : Crc32(p, size, crc_);
   if (__builtin_add_overflow(size_, size, &size_)) Fail(ErrorCode::kUsage, Entry(current_.name) + ": size overflows");
   if (compressor_ != nullptr) {
     compressor_->Push(p, size, [this](const uint8_t* out, uint64_t n) {

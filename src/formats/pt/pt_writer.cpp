@@ -23,6 +23,7 @@
 #include "trove/error.h"
 #include "trove/pickler.h"
 #include "trove/pt_writer.h"
+#include "trove/zip_reader.h"
 #include "trove/zip_writer.h"
 
 namespace trove {
@@ -455,10 +456,21 @@ void WritePt(const Document& doc, const std::string& path, const PtWriteOptions&
     }
     writes[r].end = [&] { zip.EndEntry(); };
   }
-  RunOrderedWrites(writes, [&](const uint8_t* p, size_t n) {
-    zip.Write(p, n);
-    progress.Add(n);
-  });
+  // The casts' pieces are checksummed by the threads that convert them (core/cast_pipeline.h).
+  const PieceChecksum crc32{
+      [](const uint8_t* p, size_t n) { return Crc32(p, n); },
+      [](uint32_t a, uint32_t b, uint64_t n) { return static_cast<uint32_t>(crc32_combine(a, b, static_cast<z_off_t>(n))); },
+      [&](const uint8_t* p, size_t n, uint32_t crc) {
+        zip.WriteChecksummed(p, n, crc);
+        progress.Add(n);
+      }};
+  RunOrderedWrites(
+      writes,
+      [&](const uint8_t* p, size_t n) {
+        zip.Write(p, n);
+        progress.Add(n);
+      },
+      &crc32);
   progress.Finish();
   zip.AddEntry(prefix + "/version", "3\n", 2, ZipMethod::kStored, kStorageAlignment);
   // 20 digits naming the records (FNV-1a of their names) and 20 of their combined CRC-32s.
