@@ -39,6 +39,8 @@ enum class PskdCode : uint16_t {
 
 // Throws trove::Error with `detail` as its reason and the code as its spec_code.
 [[noreturn]] void FailPskd(PskdCode code, std::string detail);
+// The same, naming the file the error is about (Error::SetFile: outer layers do not repeat it).
+[[noreturn]] void FailPskd(PskdCode code, std::string detail, std::string_view file);
 // The spec code an error carries (its spec_code field), if any.
 std::optional<PskdCode> PskdCodeOf(const Error& error);
 // The message rendered without its "E900x: " code (file, entry and contexts are kept).

@@ -14,6 +14,13 @@ std::string Thousands(uint64_t n) {
   return out;
 }
 
+std::string FirstFew(const std::vector<std::string>& items, size_t shown) {
+  std::string text;
+  for (size_t i = 0; i < items.size() && i < shown; ++i) text += (i ? ", " : "") + items[i];
+  if (items.size() > shown) text += " and " + std::to_string(items.size() - shown) + " more";
+  return text;
+}
+
 std::string HumanBytes(uint64_t n) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = static_cast<double>(n);

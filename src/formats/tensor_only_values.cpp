@@ -1,6 +1,7 @@
 // Values other than tensors in formats that hold only tensors (formats/tensor_only_values.h).
 #include "formats/tensor_only_values.h"
 
+#include "core/count_text.h"
 #include "trove/error.h"
 
 namespace trove {
@@ -14,11 +15,10 @@ std::vector<std::string> ValuesOtherThanTensors(const Document& doc) {
 }
 
 std::string ListedKeys(const std::vector<std::string>& keys) {
-  constexpr size_t kListed = 10;  // enough to recognise them; the count says the rest
-  std::string text;
-  for (size_t i = 0; i < keys.size() && i < kListed; ++i) text += (i ? ", " : "") + std::string("'") + keys[i] + "'";
-  if (keys.size() > kListed) text += " and " + std::to_string(keys.size() - kListed) + " more";
-  return text;
+  std::vector<std::string> quoted;
+  for (size_t i = 0; i < keys.size() && i < kNamesListed; ++i) quoted.push_back("'" + keys[i] + "'");
+  quoted.resize(keys.size());  // the rest are counted, not shown
+  return FirstFew(quoted);
 }
 
 void RefuseOrDropValues(const Document& doc, std::string_view format, const WriteOptions& options,

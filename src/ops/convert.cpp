@@ -182,14 +182,13 @@ std::unordered_set<const Value*> OptimizerStateTensors(const Value* root) {
 
 // "'key' (class), ...": the first few of `objects`, for errors and notes.
 std::string ObjectListing(const std::vector<UnknownObject>& objects) {
-  constexpr size_t kListed = 10;
-  std::string text;
-  for (size_t i = 0; i < objects.size() && i < kListed; ++i) {
-    text += (i ? ", '" : "'") + (objects[i].key.empty() ? std::string("(root)") : objects[i].key) + "' (" +
-            objects[i].node->type_name + ")";
+  std::vector<std::string> items;
+  for (size_t i = 0; i < objects.size() && i < kNamesListed; ++i) {
+    items.push_back("'" + (objects[i].key.empty() ? std::string("(root)") : objects[i].key) + "' (" +
+                    objects[i].node->type_name + ")");
   }
-  if (objects.size() > kListed) text += " and " + std::to_string(objects.size() - kListed) + " more";
-  return text;
+  items.resize(objects.size());  // the rest are counted, not shown
+  return FirstFew(items);
 }
 
 // --drop-unknown: every object of an unknown class goes, with what it holds.
@@ -226,10 +225,7 @@ void NoteMetadataLeftBehind(const Document& doc, Format target, const ConvertOpt
     for (const auto& [name, value] : doc.properties)
       if (name.starts_with(kPrefix)) keys.push_back(name.substr(kPrefix.size()));
     if (!keys.empty()) {
-      std::string listed;
-      for (size_t i = 0; i < keys.size() && i < 8; ++i) listed += (i ? ", " : "") + keys[i];
-      if (keys.size() > 8) listed += " and " + std::to_string(keys.size() - 8) + " more";
-      options.note("the source's __metadata__ (" + listed + ") is not carried: " + into + " has no place for it");
+      options.note("the source's __metadata__ (" + FirstFew(keys) + ") is not carried: " + into + " has no place for it");
     }
   }
   if (doc.format == "gguf" && target.name() != "gguf") {
@@ -432,13 +428,13 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
   if (options.dedupe_tied) {
     const auto pairs = DropTiedTensors(doc);
     if (!pairs.empty()) {
-      std::string listing, metadata;
+      std::vector<std::string> listing(pairs.size());
+      std::string metadata;
       for (size_t i = 0; i < pairs.size(); ++i) {
-        if (i < 8) listing += std::string(i ? ", " : "") + "'" + pairs[i].first + "' (= '" + pairs[i].second + "')";
+        if (i < kNamesListed) listing[i] = "'" + pairs[i].first + "' (= '" + pairs[i].second + "')";
         metadata += std::string(i ? "," : "") + pairs[i].first + "=" + pairs[i].second;
       }
-      if (pairs.size() > 8) listing += " and " + std::to_string(pairs.size() - 8) + " more";
-      if (options.note) options.note("dropped " + std::to_string(pairs.size()) + " tied tensor(s), each the same bytes as one kept: " + listing);
+      if (options.note) options.note("dropped " + std::to_string(pairs.size()) + " tied tensor(s), each the same bytes as one kept: " + FirstFew(listing));
       doc.properties.emplace_back(std::string(kDroppedTiedProperty), PropertyValue{metadata});
     }
   }
@@ -519,10 +515,7 @@ void ConvertDocument(const Document& doc, const std::string& destination, Format
         all_dequantizable = all_dequantizable && Dequantizable(*t.view);
       }
       if (!blocks.empty()) {
-        std::string list;
-        for (size_t i = 0; i < blocks.size() && i < 8; ++i) list += (i ? ", " : "") + blocks[i];
-        if (blocks.size() > 8) list += " and " + std::to_string(blocks.size() - 8) + " more";
-        Fail(ErrorCode::kUnsupported, std::to_string(blocks.size()) + " block-quantized GGUF tensor(s): " + list +
+        Fail(ErrorCode::kUnsupported, std::to_string(blocks.size()) + " block-quantized GGUF tensor(s): " + FirstFew(blocks) +
                                           ": their blocks mean something only in GGUF; --dtype float32 (or float16, "
                                           "bfloat16) writes their values, dequantized as ggml does" +
                                           (all_dequantizable ? "" : " (trove dequantizes " + DequantizedBlockTypes() + ")") +

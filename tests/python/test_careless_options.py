@@ -34,6 +34,17 @@ def test_a_wrong_option_word_is_a_usage_error(trove, pt, tmp_path, args, option)
     assert not list(tmp_path.glob("out*")), list(tmp_path.glob("out*"))
 
 
+@pytest.mark.parametrize("size, says", [
+    ("0MB", "'0MB' is out of range"),
+    ("18446744073709551615", "'18446744073709551615' is out of range"),  # was: "takes a number and a unit"
+    ("5XB", "takes a number and a unit"),
+])
+def test_a_shard_size_is_a_number_and_a_unit_in_range(trove, pt, tmp_path, size, says):
+    r = trove("convert", pt, tmp_path / "out.safetensors", "--max-shard-size", size)
+    assert r.code == 2 and "--max-shard-size" in r.errtext and says in r.errtext, r
+    assert not list(tmp_path.glob("out*"))
+
+
 def test_a_slice_step_near_int64_max_takes_the_first_row(trove, pt):
     # ceil((stop - start) / step) overflowed: "negative size -1 in shape", blamed on the file.
     for step in ("9223372036854775807", "9223372036854775806"):

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/confined_directory.h"
+#include "core/count_text.h"
 #include "formats/deepspeed/zero_layout.h"
 #include "formats/pt/pt_checks.h"
 #include "formats/pt/pt_reader.h"
@@ -119,10 +120,9 @@ RankFiles ListFiles(const std::string& root, const std::string& tag) {
 
 // Names a few of `names` ("'a', 'b' and 3 more").
 std::string SomeOf(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < 3; ++i) out += std::string(i ? ", " : "") + "'" + names[i] + "'";
-  if (names.size() > 3) out += " and " + std::to_string(names.size() - 3) + " more";
-  return out;
+  std::vector<std::string> quoted;
+  for (const std::string& name : names) quoted.push_back("'" + name + "'");
+  return FirstFew(quoted);
 }
 
 // One file of the checkpoint, read by the pt reader; its mapping stays alive with the document.

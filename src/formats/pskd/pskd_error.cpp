@@ -22,6 +22,10 @@ void FailPskd(PskdCode code, std::string detail) {
   throw Error(TroveCodeFor(code), std::move(detail)).SetSpecCode(static_cast<int>(code));
 }
 
+void FailPskd(PskdCode code, std::string detail, std::string_view file) {
+  throw Error(TroveCodeFor(code), std::move(detail)).SetSpecCode(static_cast<int>(code)).SetFile(file);
+}
+
 std::optional<PskdCode> PskdCodeOf(const Error& error) {
   std::optional<int> code = error.spec_code();
   if (!code || *code < 9001 || *code > 9005) return std::nullopt;

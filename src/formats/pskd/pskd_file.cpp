@@ -140,16 +140,16 @@ PskdFile PskdFile::Open(const std::string& path) {
 
 void PskdFile::RequireLayout() const {
   if (type().is_params) {
-    FailPskd(PskdCode::kNotClosedType, name_ + ": params " + type().params_name +
-                                           ": the leaf layout needs the program that declares it");
+    FailPskd(PskdCode::kNotClosedType,
+             "params " + type().params_name + ": the leaf layout needs the program that declares it", name_);
   }
 }
 
 std::span<const uint8_t> PskdFile::Sample(uint64_t index) const {
   RequireLayout();
   if (index >= count()) {
-    FailPskd(PskdCode::kTruncated, name_ + ": sample " + std::to_string(index) + " is beyond the count " +
-                                       std::to_string(count()));
+    FailPskd(PskdCode::kTruncated, "sample " + std::to_string(index) + " is beyond the count " + std::to_string(count()),
+             name_);
   }
   // ParseHeader checked data_offset + count * sample_bytes == size.
   const uint64_t sample = type().sample_bytes;
@@ -204,9 +204,10 @@ void PskdFile::CheckIndices(uint64_t index) const {
     for (uint64_t e = 0; e < leaf.elements; ++e, p += leaf.element_bytes) {
       uint64_t v = LoadIndex(p, leaf.element_bytes);
       if (v >= leaf.bound) {
-        FailPskd(PskdCode::kBadValue, name_ + ": sample " + std::to_string(index) + ", leaf " + std::to_string(k) +
-                                          ", element " + std::to_string(e) + ": " + std::to_string(v) +
-                                          " is not below " + std::to_string(leaf.bound));
+        FailPskd(PskdCode::kBadValue,
+                 "sample " + std::to_string(index) + ", leaf " + std::to_string(k) + ", element " + std::to_string(e) +
+                     ": " + std::to_string(v) + " is not below " + std::to_string(leaf.bound),
+                 name_);
       }
     }
   }

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/count_text.h"
 #include "formats/tensor_only_values.h"
 #include "trove/atomic_file.h"
 #include "trove/error.h"
@@ -33,11 +34,14 @@ uint64_t ParseShardSize(const std::string& text) {
       {"", 1}, {"B", 1}, {"KB", 1000}, {"MB", 1000'000}, {"GB", 1000'000'000}, {"TB", 1000'000'000'000},
       {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40}};
   auto it = units.find(unit);
-  if (digits == 0 || digits > 15 || it == units.end()) {
+  if (digits == 0 || it == units.end()) {
     Fail(ErrorCode::kUsage, "--max-shard-size takes a number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), not '" + text + "'");
   }
-  uint64_t value = std::stoull(text.substr(0, digits)), bytes = 0;
-  if (__builtin_mul_overflow(value, it->second, &bytes) || bytes == 0) Fail(ErrorCode::kUsage, "--max-shard-size '" + text + "' is out of range");
+  // 15 digits are a petabyte in bytes: more than any shard, and std::stoull cannot overflow.
+  uint64_t value = digits > 15 ? 0 : std::stoull(text.substr(0, digits)), bytes = 0;
+  if (digits > 15 || __builtin_mul_overflow(value, it->second, &bytes) || bytes == 0) {
+    Fail(ErrorCode::kUsage, "--max-shard-size '" + text + "' is out of range (1 byte to 15 digits of a unit)");
+  }
   return bytes;
 }
 
@@ -94,9 +98,6 @@ bool IsShardingName(const std::string& name, const std::string& stem, const std:
   return true;
 }
 
-// The refusal below names at most this many files (a folder could hold thousands).
-constexpr size_t kListedOtherShards = 5;
-
 // Before anything is written: files of another sharding of the same naming (other shard counts,
 // the single file or the index the new layout does not have) would be read with the new shards by
 // tools that glob. save_pretrained deletes them; trove deletes no file it did not write, so it
@@ -113,10 +114,7 @@ void RefuseOtherShardings(const std::string& directory, const std::string& stem,
   }
   if (others.empty()) return;
   std::sort(others.begin(), others.end());
-  std::string listed;
-  for (size_t k = 0; k < others.size() && k < kListedOtherShards; ++k) listed += (k ? ", " : "") + others[k];
-  if (others.size() > kListedOtherShards) listed += " and " + std::to_string(others.size() - kListedOtherShards) + " more";
-  throw Error(ErrorCode::kRefused, "holds " + listed + " of another sharding, which tools that read every shard would mix with the new ones; "
+  throw Error(ErrorCode::kRefused, "holds " + FirstFew(others) + " of another sharding, which tools that read every shard would mix with the new ones; "
                                    "trove deletes no file it did not write: remove them, or write into another folder")
       .SetFile(directory);
 }

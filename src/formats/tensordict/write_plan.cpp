@@ -4,6 +4,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "core/count_text.h"
 #include "core/little_endian.h"
 #include "formats/tensordict/level_reader.h"
 #include "formats/tensordict/meta_json.h"
@@ -470,9 +471,7 @@ std::unique_ptr<PlannedDir> PlanTensordict(const Document& doc, const std::funct
   Planner planner;
   std::unique_ptr<PlannedDir> plan = planner.PlanRoot(doc.root);
   if (const std::vector<std::string>& keys = planner.retyped_keys(); !keys.empty() && note) {
-    std::string listed;
-    for (size_t i = 0; i < keys.size() && i < 8; ++i) listed += (i ? ", " : "") + keys[i];
-    if (keys.size() > 8) listed += " and " + std::to_string(keys.size() - 8) + " more";
+    const std::string listed = FirstFew(keys);
     note(std::to_string(keys.size()) + " dict key(s) that are neither str nor int written as their text (a "
          "tensordict's keys are str; they read back as str): " + listed);
   }

@@ -223,9 +223,10 @@ TEST(BatchLoaderTest, AnIndexAtItsBoundIsE9004NamingTheSample) {
     loader.Load(bad, batch);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.message(), "E9004: mem: sample 2, leaf 0, element 39: 5 is not below 5");
+    EXPECT_EQ(e.message(), "mem: E9004: sample 2, leaf 0, element 39: 5 is not below 5");
     EXPECT_EQ(e.spec_code(), 9004);
-    EXPECT_EQ(e.reason(), "mem: sample 2, leaf 0, element 39: 5 is not below 5");
+    EXPECT_EQ(e.reason(), "sample 2, leaf 0, element 39: 5 is not below 5");
+    EXPECT_EQ(e.file(), "mem");
   }
   BatchLoader unchecked(file, false);
   unchecked.Load(bad, batch);
