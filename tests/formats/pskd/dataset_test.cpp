@@ -213,7 +213,8 @@ TEST(DatasetTest, AnIndexAtItsBoundNamesTheShardAndTheDatasetSample) {
   Error e = ErrorOf([&] { data.CheckIndices(4); });
   EXPECT_EQ(e.spec_code(), 9004);
   EXPECT_NE(e.message().find("dataset sample 4"), std::string::npos) << e.message();
-  EXPECT_NE(e.message().find("b.psk.d: sample 1"), std::string::npos) << e.message();
+  EXPECT_NE(PskdMessageWithoutCode(e).find("b.psk.d: sample 1, leaf 0"), std::string::npos) << e.message();
+  EXPECT_EQ(e.message().find(tmp.Path("b.psk.d")), e.message().rfind(tmp.Path("b.psk.d"))) << "the shard is named once";
   BatchLoader loader(data);
   Batch batch;
   std::vector<uint64_t> indices = {0, 4};
