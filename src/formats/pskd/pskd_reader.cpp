@@ -28,6 +28,10 @@ TensorView LeafView(const PskdFile& file, const Leaf& leaf, size_t k) {
     view.strides[0] = static_cast<int64_t>(type.sample_bytes / leaf.element_bytes);
     view.storage = h.count == 0 ? file.bytes().Slice(h.data_offset, 0)
                                 : file.bytes().Slice(h.data_offset + leaf.offset, data_bytes - leaf.offset);
+    // Beside other leaves, the bytes under the view are mostly theirs: it is no storage of its
+    // own (index -1), so that writers store its elements, not the other leaves' bytes between
+    // them, and info counts its bytes, not the whole sample records.
+    if (leaf.bytes != type.sample_bytes) view.storage_index = -1;
   } else {
     // Misaligned interleaving cannot be expressed in element strides: gather the leaf.
     view.strides[0] = static_cast<int64_t>(leaf.elements);

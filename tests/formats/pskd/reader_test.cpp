@@ -69,6 +69,10 @@ TEST(ReadPskdTest, LeavesAreStridedViewsIntoTheMapping) {
   EXPECT_EQ(ids.strides, (std::vector<int64_t>{4}));
   EXPECT_EQ(At<uint32_t>(ids, 4), 60004u);
   EXPECT_EQ(At<float>(*doc.tensors[2].view, 2), 2.5f);
+  // Interleaved with other leaves, a leaf is no storage of its own: writers store its elements,
+  // and info counts them, not the sample records under it.
+  for (const NamedTensor& t : doc.tensors) EXPECT_EQ(t.view->storage_index, -1) << t.key;
+  EXPECT_EQ(ids.nbytes(), 20u);
   // The contiguous bytes of a leaf are its values in order.
   SharedBytes c = reals.ContiguousLittleEndian();
   ASSERT_EQ(c.size(), 40u);
@@ -95,6 +99,23 @@ TEST(ReadPskdTest, MisalignedLeavesAreGathered) {
   const TensorView& reals = *doc.tensors[1].view;
   EXPECT_EQ(reals.strides, (std::vector<int64_t>{1}));
   EXPECT_EQ(At<double>(reals, 1), 1.5);
+}
+
+TEST(ReadPskdTest, ALeafAloneIsItsOwnStorage) {
+  TempDir tmp;
+  std::string bytes = testing::HeaderBytes(1, "ℝ[3]", 2);
+  for (int i = 0; i < 6; ++i) {
+    const double d = i;
+    bytes.append(reinterpret_cast<const char*>(&d), 8);
+  }
+  WriteFile(tmp.Path("one.psk.d"), bytes);
+  Document doc = ReadPskd(MappedFile::Open(tmp.Path("one.psk.d")), {});
+  ASSERT_EQ(doc.tensors.size(), 1u);
+  const TensorView& v = *doc.tensors[0].view;
+  EXPECT_EQ(v.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(v.storage_index, 0);
+  EXPECT_EQ(v.storage.size(), 48u);
+  EXPECT_TRUE(v.is_contiguous());
 }
 
 TEST(ReadPskdTest, ParamsFileIsE9001) {
