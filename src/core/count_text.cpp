@@ -1,5 +1,6 @@
 #include "core/count_text.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iterator>
 
@@ -14,10 +15,12 @@ std::string Thousands(uint64_t n) {
   return out;
 }
 
-std::string FirstFew(const std::vector<std::string>& items, size_t shown) {
+std::string FirstFew(const std::vector<std::string>& items, size_t shown, uint64_t total) {
   std::string text;
-  for (size_t i = 0; i < items.size() && i < shown; ++i) text += (i ? ", " : "") + items[i];
-  if (items.size() > shown) text += " and " + std::to_string(items.size() - shown) + " more";
+  const size_t listed = std::min(items.size(), shown);
+  for (size_t i = 0; i < listed; ++i) text += (i ? ", " : "") + items[i];
+  total = std::max<uint64_t>(total, items.size());
+  if (total > listed) text += " and " + std::to_string(total - listed) + " more";
   return text;
 }
 

@@ -18,6 +18,8 @@ std::string HumanBytes(uint64_t n);
 // them, few enough that a message about a million keys stays a line.
 constexpr size_t kNamesListed = 8;
 // {"'a'", "'b'", "'c'"}, 2 -> "'a', 'b' and 1 more": the items as given (quote them first).
-std::string FirstFew(const std::vector<std::string>& items, size_t shown = kNamesListed);
+// `total`, when larger than items.size(), is how many there are in all: a caller listing a few
+// of many passes only the few.
+std::string FirstFew(const std::vector<std::string>& items, size_t shown = kNamesListed, uint64_t total = 0);
 
 }  // namespace trove

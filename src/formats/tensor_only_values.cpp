@@ -17,8 +17,7 @@ std::vector<std::string> ValuesOtherThanTensors(const Document& doc) {
 std::string ListedKeys(const std::vector<std::string>& keys) {
   std::vector<std::string> quoted;
   for (size_t i = 0; i < keys.size() && i < kNamesListed; ++i) quoted.push_back("'" + keys[i] + "'");
-  quoted.resize(keys.size());  // the rest are counted, not shown
-  return FirstFew(quoted);
+  return FirstFew(quoted, kNamesListed, keys.size());
 }
 
 void RefuseOrDropValues(const Document& doc, std::string_view format, const WriteOptions& options,

@@ -187,8 +187,7 @@ std::string ObjectListing(const std::vector<UnknownObject>& objects) {
     items.push_back("'" + (objects[i].key.empty() ? std::string("(root)") : objects[i].key) + "' (" +
                     objects[i].node->type_name + ")");
   }
-  items.resize(objects.size());  // the rest are counted, not shown
-  return FirstFew(items);
+  return FirstFew(items, kNamesListed, objects.size());
 }
 
 // --drop-unknown: every object of an unknown class goes, with what it holds.
@@ -428,13 +427,13 @@ size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
   if (options.dedupe_tied) {
     const auto pairs = DropTiedTensors(doc);
     if (!pairs.empty()) {
-      std::vector<std::string> listing(pairs.size());
+      std::vector<std::string> listing;
       std::string metadata;
       for (size_t i = 0; i < pairs.size(); ++i) {
-        if (i < kNamesListed) listing[i] = "'" + pairs[i].first + "' (= '" + pairs[i].second + "')";
+        if (i < kNamesListed) listing.push_back("'" + pairs[i].first + "' (= '" + pairs[i].second + "')");
         metadata += std::string(i ? "," : "") + pairs[i].first + "=" + pairs[i].second;
       }
-      if (options.note) options.note("dropped " + std::to_string(pairs.size()) + " tied tensor(s), each the same bytes as one kept: " + FirstFew(listing));
+      if (options.note) options.note("dropped " + std::to_string(pairs.size()) + " tied tensor(s), each the same bytes as one kept: " + FirstFew(listing, kNamesListed, pairs.size()));
       doc.properties.emplace_back(std::string(kDroppedTiedProperty), PropertyValue{metadata});
     }
   }

@@ -36,6 +36,9 @@ TEST(CountText, FirstFewCountsWhatItDoesNotShow) {
   std::vector<std::string> counted = {"x", "y"};
   counted.resize(50);
   EXPECT_EQ(FirstFew(counted, 2), "x, y and 48 more");
+  // Or the few are given with the total.
+  EXPECT_EQ(FirstFew({"x", "y"}, 2, 50), "x, y and 48 more");
+  EXPECT_EQ(FirstFew({"x"}, 8, 1), "x");
 }
 
 }  // namespace
