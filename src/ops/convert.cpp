@@ -364,6 +364,23 @@ void RenameTensors(Document& doc, const ConvertOptions& options) {
 // Drops tied tensors but the first of each group (ConvertOptions::dedupe_tied); returns
 // "dropped=kept" pairs in tree order.
 std::vector<std::pair<std::string, std::string>> DropTiedTensors(Document& doc) {
+  // One tensor object under several keys (torch.save memoizes it: `{"a": w, "b": w}`) is one
+  // Value in several places; dropping the later places by value would drop the first too. Each
+  // place after the first gets its own copy of the value, so that only the later ones go.
+  std::unordered_set<const Value*> placed;
+  std::vector<Value**> repeated;  // copied after the walk: New() must not run inside ForEachValue
+  auto note_place = [&](Value*& slot) {
+    if (slot != nullptr && slot->kind == ValueKind::kTensor && !placed.insert(slot).second) repeated.push_back(&slot);
+  };
+  doc.arena->ForEachValue([&](Value& v) {
+    for (auto& e : v.entries) note_place(e.second);
+    for (Value*& item : v.items) note_place(item);
+  });
+  for (Value** slot : repeated) {
+    Value* copy = doc.arena->New(ValueKind::kTensor);
+    *copy = **slot;
+    *slot = copy;
+  }
   using Identity = std::tuple<const void*, int64_t, int64_t, std::vector<int64_t>, std::vector<int64_t>, int>;
   std::map<Identity, std::string> first;
   std::unordered_set<const Value*> dropped;

@@ -124,3 +124,21 @@ def test_python_convert_takes_the_same_rules(tmp_path, checkpoint):
     assert any("tied" in n for n in notes), notes
     with pytest.raises(trove.UsageError, match="at most one"):
         trove.convert(path, tmp_path / "bad.pt", rename={"a*b*": "c"})
+
+
+def test_dedupe_keeps_the_first_of_one_tensor_object_saved_under_many_keys(tmp_path, trove):
+    # torch.save memoizes a tensor object saved under several keys (`{"a": w, "b": w}`): one
+    # value in several places. --dedupe-tied dropped every place, the first too (0 tensors left).
+    w = torch.randn(3, 2)
+    v = torch.randn(4)
+    src = tmp_path / "shared.pt"
+    torch.save({"a": w, "b": w, "x": v, "c": w, "nested": {"d": w, "y": v}}, src)
+    out = tmp_path / "shared.safetensors"
+    r = trove("convert", src, out, "--dedupe-tied")
+    assert r.code == 0, r
+    tensors, metadata = st_tensors(out)
+    assert sorted(tensors) == ["a", "x"], sorted(tensors)
+    assert tensors["a"] == ("F32", (3, 2), w.numpy().tobytes())
+    assert tensors["x"] == ("F32", (4,), v.numpy().tobytes())
+    assert sorted(metadata["dropped_tied"].split(",")) == ["b=a", "c=a", "nested/d=a", "nested/y=x"]
+    assert "dropped 4 tied tensor(s)" in r.errtext, r
