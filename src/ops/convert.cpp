@@ -363,10 +363,12 @@ void RenameTensors(Document& doc, const ConvertOptions& options) {
 
 // Drops tied tensors but the first of each group (ConvertOptions::dedupe_tied); returns
 // "dropped=kept" pairs in tree order.
-std::vector<std::pair<std::string, std::string>> DropTiedTensors(Document& doc) {
-  // One tensor object under several keys (torch.save memoizes it: `{"a": w, "b": w}`) is one
-  // Value in several places; dropping the later places by value would drop the first too. Each
-  // place after the first gets its own copy of the value, so that only the later ones go.
+// One tensor object under several keys (torch.save memoizes it: `{"a": w, "b": w}`) is one Value
+// in several places. The options below drop values by identity (DropValues): dropping one place
+// of such a value dropped them all (--dedupe-tied kept none of the copies), and keeping one kept
+// them all (--exclude b kept b). Each place after the first gets its own copy of the value first
+// (the copies share the tensor view, so ties through the storage stay).
+void GiveEachPlaceItsOwnTensorValue(Document& doc) {
   std::unordered_set<const Value*> placed;
   std::vector<Value**> repeated;  // copied after the walk: New() must not run inside ForEachValue
   auto note_place = [&](Value*& slot) {
@@ -381,6 +383,9 @@ std::vector<std::pair<std::string, std::string>> DropTiedTensors(Document& doc) 
     *copy = **slot;
     *slot = copy;
   }
+}
+
+std::vector<std::pair<std::string, std::string>> DropTiedTensors(Document& doc) {
   using Identity = std::tuple<const void*, int64_t, int64_t, std::vector<int64_t>, std::vector<int64_t>, int>;
   std::map<Identity, std::string> first;
   std::unordered_set<const Value*> dropped;
@@ -408,6 +413,9 @@ std::string NothingSelectedText(const std::vector<std::string>& keys, const std:
 
 size_t ApplyConvertOptions(Document& doc, const ConvertOptions& options) {
   TorchScriptModulesAsDicts(doc, options.note);
+  if (!doc.opt_in_prefixes.empty() || !options.keys.empty() || !options.exclude.empty() || options.dedupe_tied) {
+    GiveEachPlaceItsOwnTensorValue(doc);
+  }
   if (options.drop_unknown) DropUnknownObjects(doc, options);
   if (!doc.opt_in_prefixes.empty()) {
     // What the document holds beside what it stands for is written only when --keys names it: an

@@ -142,3 +142,20 @@ def test_dedupe_keeps_the_first_of_one_tensor_object_saved_under_many_keys(tmp_p
     assert tensors["x"] == ("F32", (4,), v.numpy().tobytes())
     assert sorted(metadata["dropped_tied"].split(",")) == ["b=a", "c=a", "nested/d=a", "nested/y=x"]
     assert "dropped 4 tied tensor(s)" in r.errtext, r
+
+
+def test_exclude_leaves_out_one_place_of_a_tensor_saved_under_many_keys(tmp_path, trove):
+    # Keeping one place of a memoized tensor kept every place: --exclude b wrote b.
+    w = torch.randn(3)
+    src = tmp_path / "shared.pt"
+    torch.save({"a": w, "b": w, "c": w}, src)
+    out = tmp_path / "out.safetensors"
+    r = trove("convert", src, out, "--exclude", "b")
+    assert r.code == 0, r
+    tensors, _ = st_tensors(out)
+    assert sorted(tensors) == ["a", "c"], sorted(tensors)
+    out_pt = tmp_path / "out.pt"
+    r = trove("convert", src, out_pt, "--keys", "c")
+    assert r.code == 0, r
+    got = torch.load(out_pt, weights_only=True)
+    assert list(got) == ["c"] and torch.equal(got["c"], w), got
